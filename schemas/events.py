@@ -1,0 +1,147 @@
+"""Events: the past-tense facts the log records; folding them in order rebuilds every view."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+
+SCHEMA_VERSION = 1
+
+
+class Explanation(msgspec.Struct, frozen=True):
+    """Why work is pending: node counts per reason (summing to `total`), the nodes behind each, a group reason."""
+
+    total: int
+    message: str
+    reasons: dict[str, int] = {}
+    nodes_by_reason: dict[str, list[str]] = {}
+    group_reason: str = ""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Envelope fields every event carries."""
+
+    event_id: str = ""
+    correlation_id: str = ""
+    causation_id: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+
+class NodeRegistered(Event, frozen=True, tag=True):
+    """A node joined with its resources, full labels (defaults included) and static taints."""
+
+    node_id: str
+    resources: dict[str, float]
+    labels: dict[str, str]
+    taints: list[Taint] = []
+
+
+class NodeDied(Event, frozen=True, tag=True):
+    """A node is gone; its actors and bundles are lost."""
+
+    node_id: str
+
+
+class NodeLabelsChanged(Event, frozen=True, tag=True):
+    """A node's labels were replaced (system labels kept)."""
+
+    node_id: str
+    labels: dict[str, str]
+
+
+class TaintsChanged(Event, frozen=True, tag=True):
+    """A node's taints are now exactly `taints`."""
+
+    node_id: str
+    taints: list[Taint]
+
+
+class ActorSubmitted(Event, frozen=True, tag=True):
+    """An actor or task was accepted for scheduling."""
+
+    request: ScheduleRequest
+
+
+class ActorPlaced(Event, frozen=True, tag=True):
+    """An actor was bound to a node (inside a bundle when `placement_group_id` is set)."""
+
+    actor_id: str
+    node_id: str
+    placement_group_id: str = ""
+    bundle_index: int = -1
+
+
+class ActorPending(Event, frozen=True, tag=True):
+    """An actor waits; the explanation says why."""
+
+    actor_id: str
+    explanation: Explanation
+
+
+class ActorFailed(Event, frozen=True, tag=True):
+    """A placed actor stopped unexpectedly; it is scheduled again when `will_restart`."""
+
+    actor_id: str
+    node_id: str
+    reason: str
+    will_restart: bool
+
+
+class ActorRemoved(Event, frozen=True, tag=True):
+    """An actor or task finished or was removed; its resources are free."""
+
+    actor_id: str
+
+
+class PlacementGroupSubmitted(Event, frozen=True, tag=True):
+    """A placement group was accepted for scheduling."""
+
+    request: PlacementGroupRequest
+
+
+class PlacementGroupPlaced(Event, frozen=True, tag=True):
+    """All bundles of option `option` (0 = primary, then fallbacks) are reserved, one node per bundle."""
+
+    pg_id: str
+    bundle_nodes: list[str]
+    option: int = 0
+
+
+class PlacementGroupPending(Event, frozen=True, tag=True):
+    """A placement group waits; the explanation says why."""
+
+    pg_id: str
+    explanation: Explanation
+
+
+class PlacementGroupBundlesLost(Event, frozen=True, tag=True):
+    """Some reserved bundles are gone (node death or an untolerated NoExecute taint); they are reserved again."""
+
+    pg_id: str
+    bundle_indices: list[int]
+    reason: str
+
+
+class PlacementGroupRemoved(Event, frozen=True, tag=True):
+    """A placement group was removed; its reservations are free."""
+
+    pg_id: str
+
+
+AnyEvent = (
+    NodeRegistered
+    | NodeDied
+    | NodeLabelsChanged
+    | TaintsChanged
+    | ActorSubmitted
+    | ActorPlaced
+    | ActorPending
+    | ActorFailed
+    | ActorRemoved
+    | PlacementGroupSubmitted
+    | PlacementGroupPlaced
+    | PlacementGroupPending
+    | PlacementGroupBundlesLost
+    | PlacementGroupRemoved
+)

@@ -1,0 +1,140 @@
+"""Scheduling requests: actors and tasks, placement groups, and the strategies they carry (the proposals' API)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal, TypedDict
+
+import msgspec
+
+from schemas.selectors import SelectorSpec
+
+NODE_ID_LABEL = "corral.io/node-id"
+HOSTNAME_LABEL = "corral.io/hostname"
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
+RunAfterPolicy = Literal["", "Require", "Prefer"]
+
+
+class Taint(msgspec.Struct, frozen=True):
+    """A node taint: work that does not tolerate `key` (with this value) keeps off the node, per `effect`."""
+
+    key: str
+    value: str = ""
+    effect: TaintEffect = "NoSchedule"
+
+
+class ActorAffinityOperator(enum.StrEnum):
+    """How an actor-affinity expression matches the labels of actors already placed."""
+
+    IN = "IN"
+    NOT_IN = "NOT_IN"
+    EXISTS = "EXISTS"
+    DOES_NOT_EXIST = "DOES_NOT_EXIST"
+
+
+class ActorAffinityMatchExpression(msgspec.Struct, frozen=True):
+    """Be with (IN, EXISTS) or away from (NOT_IN, DOES_NOT_EXIST) actors whose labels match, per topology domain."""
+
+    key: str
+    operator: ActorAffinityOperator
+    values: list[str] = []
+    soft: bool = False
+    topology_key: str = NODE_ID_LABEL
+
+
+class ActorAffinitySchedulingStrategy(msgspec.Struct, frozen=True, tag="actor_affinity"):
+    """Actor affinity and anti-affinity; expressions are ANDed, or ORed with `is_or_semantics`."""
+
+    match_expressions: list[ActorAffinityMatchExpression]
+    is_or_semantics: bool = False
+
+
+class NodeLabelSchedulingStrategy(msgspec.Struct, frozen=True, tag="node_label"):
+    """Node labels: `hard` filters nodes, `soft` prefers them (and is ignored when nothing matches)."""
+
+    hard: SelectorSpec = {}
+    soft: SelectorSpec = {}
+
+
+class NodeAffinitySchedulingStrategy(msgspec.Struct, frozen=True, tag="node_affinity"):
+    """Run on `node_id`: hard means that node or pending, soft means prefer it."""
+
+    node_id: str
+    soft: bool = False
+
+
+class PlacementGroupSchedulingStrategy(msgspec.Struct, frozen=True, tag="placement_group"):
+    """Run inside a placement group's bundle (`bundle_index=-1`: any bundle with room)."""
+
+    placement_group_id: str
+    bundle_index: int = -1
+
+
+SchedulingStrategy = (
+    str
+    | ActorAffinitySchedulingStrategy
+    | NodeLabelSchedulingStrategy
+    | NodeAffinitySchedulingStrategy
+    | PlacementGroupSchedulingStrategy
+    | None
+)
+"""None, "DEFAULT", "SPREAD", or one of the strategy Structs."""
+
+
+class Prefer(msgspec.Struct, frozen=True):
+    """A DataFlow preference: the node label `name` equal to the earlier operation's adds `weight`."""
+
+    name: str
+    weight: int = 100
+
+
+class RunAfter(msgspec.Struct, frozen=True):
+    """DataFlow affinity inheritance: run after `operation_id`, near where it was placed (proposal 003)."""
+
+    operation_id: str
+    policy: RunAfterPolicy = ""
+    require: list[str] = []
+    prefer: list[Prefer] = []
+
+
+class FallbackOption(TypedDict):
+    """One `fallback_strategy` option of an actor or task."""
+
+    label_selector: SelectorSpec
+
+
+class BundleFallbackOption(TypedDict, total=False):
+    """One `fallback_strategy` option of a placement group."""
+
+    bundles: list[dict[str, float]]
+    bundle_label_selector: list[SelectorSpec]
+
+
+class ScheduleRequest(msgspec.Struct, frozen=True):
+    """Place one actor or task."""
+
+    actor_id: str
+    resources: dict[str, float] = {}
+    namespace: str = "default"
+    labels: dict[str, str] = {}
+    label_selector: SelectorSpec = {}
+    fallback_strategy: list[FallbackOption] = []
+    scheduling_strategy: SchedulingStrategy = None
+    tolerations: SelectorSpec = {}
+    run_after: RunAfter | None = None
+    max_restarts: int = 0
+    priority: int = 0
+
+
+class PlacementGroupRequest(msgspec.Struct, frozen=True):
+    """Reserve a gang of resource bundles, all or none."""
+
+    pg_id: str
+    bundles: list[dict[str, float]]
+    strategy: PlacementStrategy = "PACK"
+    bundle_label_selector: list[SelectorSpec] = []
+    tolerations: SelectorSpec = {}
+    fallback_strategy: list[BundleFallbackOption] = []
+    priority: int = 0

@@ -1,0 +1,1 @@
+"""Corral's code: the pure core, the runtime kit, the services, the client and the CLI."""

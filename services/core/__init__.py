@@ -1,0 +1,26 @@
+"""The pure scheduling core: labels, selectors, the folded view, placement rules and the decision pipeline.
+
+It does no I/O (except `parse_labels_file`, which reads the file it is given), and uses no clock, asyncio,
+logging or unseeded randomness: time and seeds are passed in.
+"""
+
+from services.core.cluster import Cluster
+from services.core.decisions import Pending, Placed
+from services.core.labels import LabelError, parse_labels, parse_labels_file, validate_labels
+from services.core.request import RequestError
+from services.core.selectors import LabelSelector
+from services.core.state import ClusterView, replay
+
+__all__ = [
+    "Cluster",
+    "ClusterView",
+    "LabelError",
+    "LabelSelector",
+    "Pending",
+    "Placed",
+    "RequestError",
+    "parse_labels",
+    "parse_labels_file",
+    "replay",
+    "validate_labels",
+]

@@ -1,0 +1,418 @@
+"""`Cluster`: an in-process cluster; commands become events, events fold into the view, pending work re-tries (pure)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas import (
+    ActorFailed,
+    ActorPending,
+    ActorPlaced,
+    ActorRemoved,
+    ActorSubmitted,
+    AnyEvent,
+    NodeDied,
+    NodeLabelsChanged,
+    NodeRegistered,
+    PlacementGroupBundlesLost,
+    PlacementGroupPending,
+    PlacementGroupPlaced,
+    PlacementGroupRemoved,
+    PlacementGroupRequest,
+    PlacementGroupSubmitted,
+    ScheduleRequest,
+    Taint,
+    TaintsChanged,
+)
+from services.core.decide_actor import decide_actor, explain_actor
+from services.core.decide_group import decide_group
+from services.core.decisions import Pending, Placed
+from services.core.labels import SYSTEM_PREFIX, LabelError, default_labels, validate_labels
+from services.core.plugins.taints import taint_reason
+from services.core.prng import SplitMix64
+from services.core.request import (
+    CompiledGroup,
+    CompiledRequest,
+    RequestError,
+    check_id,
+    check_resources,
+    check_taints,
+    rare_taint_key,
+)
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
+
+DEFAULT_SAMPLE = 16
+"""Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
+
+
+class Cluster:
+    """The fold of events plus the decision pipeline; every call records what happened in `events()`."""
+
+    def __init__(
+        self, seed: int = 0, rare_resources: tuple[str, ...] = (), *, sample_size: int = DEFAULT_SAMPLE
+    ) -> None:
+        self.seed = seed
+        self.rare_resources = tuple(rare_resources)
+        self.sample_size = sample_size
+        self._view = ClusterView(seed)
+        self._prng = SplitMix64(seed)
+        self._events: list[AnyEvent] = []
+        self._work: dict[str, CompiledRequest] = {}
+        self._groups: dict[str, CompiledGroup] = {}
+        self._cause = ""
+        self._subject = ""
+
+    @classmethod
+    def from_events(cls, events: list[AnyEvent], seed: int = 0, rare_resources: tuple[str, ...] = ()) -> Cluster:
+        """A cluster whose view is the fold of `events` (replay never re-decides)."""
+        cluster = cls(seed, rare_resources)
+        cluster._view = replay(events, seed)
+        cluster._events = list(events)
+        for actor_id, actor in cluster._view.actors.items():
+            cluster._work[actor_id] = CompiledRequest(actor.request, cluster.rare_resources)
+        for pg_id, group in cluster._view.groups.items():
+            cluster._groups[pg_id] = CompiledGroup(group.request, cluster.rare_resources)
+        return cluster
+
+    @property
+    def view(self) -> ClusterView:
+        """The folded view (read it; change it only through the commands)."""
+        return self._view
+
+    # recording
+
+    def _emit(self, event: AnyEvent) -> None:
+        event_id = str(len(self._events) + 1)
+        event = msgspec.structs.replace(
+            event, event_id=event_id, correlation_id=self._subject, causation_id=self._cause
+        )
+        self._cause = self._cause or event_id
+        self._events.append(event)
+        self._view.fold(event)
+
+    def _begin(self, subject: str) -> None:
+        self._cause, self._subject = "", subject
+
+    def events(self) -> list[AnyEvent]:
+        """Everything that happened, in order."""
+        return list(self._events)
+
+    # nodes
+
+    def add_node(
+        self,
+        node_id: str,
+        resources: dict[str, float],
+        labels: dict[str, str] | None = None,
+        taints: dict[str, str] | list[Taint] | None = None,
+        *,
+        hostname: str | None = None,
+        zone: str | None = None,
+        region: str | None = None,
+        accelerator_type: str | None = None,
+        market_type: str | None = None,
+        node_group: str | None = None,
+    ) -> None:
+        """Register a node with resources, user labels, static taints and the default labels."""
+        check_id("node_id", node_id)
+        if node_id in self._view.nodes:
+            raise RequestError(f"node_id {node_id!r}: a node with this id is already registered")
+        total = check_resources("resources", resources)
+        try:
+            user = validate_labels(labels or {})
+            system = default_labels(
+                node_id,
+                hostname=hostname,
+                zone=zone,
+                region=region,
+                accelerator_type=accelerator_type,
+                market_type=market_type,
+                node_group=node_group,
+            )
+        except LabelError as error:
+            raise RequestError(f"node {node_id!r}: {error}") from error
+        node_taints = check_taints(node_id, taints or {})
+        for resource in self.rare_resources:
+            if total.get(resource, 0.0) > 0:
+                node_taints.append(Taint(rare_taint_key(resource), "true"))
+        self._begin(node_id)
+        self._emit(NodeRegistered(node_id=node_id, resources=total, labels={**user, **system}, taints=node_taints))
+        self._retry_pending(everything=True)
+
+    def remove_node(self, node_id: str) -> None:
+        """The node died: its actors fail (and restart if they may), its bundles are reserved again."""
+        node = self._node(node_id)
+        self._begin(node_id)
+        lost = {(pg_id, index) for pg_id, index in node.bundles}
+        self._fail_actors(sorted(node.actors), f"node {node_id} died")
+        self._lose_bundles(sorted(lost), f"node {node_id} died")
+        self._emit(NodeDied(node_id=node_id))
+        self._retry_pending(everything=True)
+
+    def set_labels(self, node_id: str, labels: dict[str, str]) -> None:
+        """Replace the node's user labels; system labels stay."""
+        node = self._node(node_id)
+        try:
+            user = validate_labels(labels)
+        except LabelError as error:
+            raise RequestError(f"node {node_id!r}: {error}") from error
+        system = {key: value for key, value in node.labels.items() if key.startswith(SYSTEM_PREFIX)}
+        self._begin(node_id)
+        self._emit(NodeLabelsChanged(node_id=node_id, labels={**user, **system}))
+        self._retry_pending(everything=True)
+
+    def add_taints(self, node_id: str, taints: dict[str, str] | list[Taint]) -> None:
+        """Add taints (a taint with the same key and effect is replaced); NoExecute evicts untolerating actors."""
+        node = self._node(node_id)
+        added = check_taints(node_id, taints)
+        replaced = {(taint.key, taint.effect) for taint in added}
+        kept = [taint for taint in node.taints if (taint.key, taint.effect) not in replaced]
+        self._begin(node_id)
+        self._emit(TaintsChanged(node_id=node_id, taints=kept + added))
+        evicting = [taint for taint in added if taint.effect == "NoExecute"]
+        if evicting:
+            self._evict(node_id, evicting)
+        self._retry_pending(everything=bool(evicting))
+
+    def remove_taints(self, node_id: str, keys: list[str]) -> None:
+        """Remove every taint with one of these keys."""
+        node = self._node(node_id)
+        if isinstance(keys, str):
+            raise RequestError(f"keys {keys!r}: must be a list of taint keys")
+        self._begin(node_id)
+        self._emit(TaintsChanged(node_id=node_id, taints=[t for t in node.taints if t.key not in set(keys)]))
+        self._retry_pending(everything=True)
+
+    def _node(self, node_id: str) -> NodeState:
+        node = self._view.nodes.get(node_id)
+        if node is None:
+            raise RequestError(f"node_id {node_id!r}: no such node")
+        return node
+
+    def _evict(self, node_id: str, taints: list[Taint]) -> None:
+        node = self._view.nodes[node_id]
+        victims = []
+        for actor_id in sorted(node.actors):
+            actor = self._view.actors[actor_id]
+            if actor.bundle is not None:
+                continue
+            tolerations = self._work[actor_id].tolerations
+            untolerated = [t for t in taints if not tolerations.tolerates(t.key, t.value)]
+            if untolerated:
+                victims.append((actor_id, f"evicted: {taint_reason(untolerated[0].key, untolerated[0].value)}"))
+        for actor_id, reason in victims:
+            self._fail_actors([actor_id], reason)
+        lost = []
+        for pg_id, index in sorted(node.bundles):
+            tolerations = self._groups[pg_id].tolerations
+            if any(not tolerations.tolerates(t.key, t.value) for t in taints):
+                lost.append((pg_id, index))
+        self._lose_bundles(lost, f"NoExecute taint on node {node_id}")
+
+    # actors
+
+    def submit(self, request: ScheduleRequest) -> Placed | Pending:
+        """Schedule an actor or task; a live id returns its current decision and changes nothing."""
+        work = CompiledRequest(request, self.rare_resources)
+        existing = self._view.actors.get(request.actor_id)
+        if existing is not None:
+            return self._decision_of(existing)
+        self._work[request.actor_id] = work
+        self._begin(request.actor_id)
+        self._emit(ActorSubmitted(request=request))
+        placed = self._try_actor(self._view.actors[request.actor_id], announce=True)
+        if placed:
+            self._retry_pending(everything=False)
+        return self._decision_of(self._view.actors[request.actor_id])
+
+    def remove_actor(self, actor_id: str) -> None:
+        """The actor or task finished or was removed: free its resources."""
+        self._actor(actor_id)
+        self._begin(actor_id)
+        self._emit(ActorRemoved(actor_id=actor_id))
+        self._work.pop(actor_id, None)
+        self._retry_pending(everything=True)
+
+    def fail_actor(self, actor_id: str) -> None:
+        """A running actor failed: it restarts under the same rules while it has restarts left."""
+        actor = self._actor(actor_id)
+        if actor.status != "placed":
+            raise RequestError(f"actor_id {actor_id!r}: is not running (it is {actor.status}), so it cannot fail")
+        self._begin(actor_id)
+        self._fail_actors([actor_id], "reported failed")
+        self._retry_pending(everything=True)
+
+    def _actor(self, actor_id: str) -> ActorState:
+        actor = self._view.actors.get(actor_id)
+        if actor is None:
+            raise RequestError(f"actor_id {actor_id!r}: no such live actor")
+        return actor
+
+    def _fail_actors(self, actor_ids: list[str], reason: str) -> None:
+        for actor_id in actor_ids:
+            actor = self._view.actors[actor_id]
+            restart = actor.restarts_left
+            self._emit(ActorFailed(actor_id=actor_id, node_id=actor.node_id or "", reason=reason, will_restart=restart))
+            if not restart:
+                self._work.pop(actor_id, None)
+
+    def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
+        actor_id = actor.request.actor_id
+        decision = decide_actor(self._view, self._work[actor_id], self._prng, self.sample_size)
+        if isinstance(decision, tuple):
+            node, bundle_index = decision
+            target = self._work[actor_id].group_target
+            group_id = target.placement_group_id if target is not None and bundle_index >= 0 else ""
+            self._emit(
+                ActorPlaced(
+                    actor_id=actor_id, node_id=node.node_id, placement_group_id=group_id, bundle_index=bundle_index
+                )
+            )
+            return True
+        if announce or actor.explanation is None:
+            self._emit(ActorPending(actor_id=actor_id, explanation=decision))
+        return False
+
+    def _decision_of(self, actor: ActorState) -> Placed | Pending:
+        actor_id = actor.request.actor_id
+        if actor.status == "placed" and actor.node_id is not None:
+            return Placed(actor_id, actor.node_id, bundle_index=actor.bundle[1] if actor.bundle else -1)
+        return Pending.of(actor_id, explain_actor(self._view, self._work[actor_id]))
+
+    # placement groups
+
+    def create_placement_group(self, request: PlacementGroupRequest) -> Placed | Pending:
+        """Reserve all bundles or none; a live id returns its current decision and changes nothing."""
+        work = CompiledGroup(request, self.rare_resources)
+        existing = self._view.groups.get(request.pg_id)
+        if existing is not None:
+            return self._group_decision(existing)
+        self._groups[request.pg_id] = work
+        self._begin(request.pg_id)
+        self._emit(PlacementGroupSubmitted(request=request))
+        if self._try_group(self._view.groups[request.pg_id], announce=True):
+            self._retry_pending(everything=False)
+        return self._group_decision(self._view.groups[request.pg_id])
+
+    def remove_placement_group(self, pg_id: str) -> None:
+        """Release the group's reservations; actors inside it stop for good."""
+        group = self._view.groups.get(pg_id)
+        if group is None:
+            raise RequestError(f"pg_id {pg_id!r}: no such placement group")
+        self._begin(pg_id)
+        for actor_id in sorted(group.actors):
+            self._emit(
+                ActorFailed(
+                    actor_id=actor_id,
+                    node_id=self._view.actors[actor_id].node_id or "",
+                    reason=f"placement group {pg_id} removed",
+                    will_restart=False,
+                )
+            )
+            self._work.pop(actor_id, None)
+        self._emit(PlacementGroupRemoved(pg_id=pg_id))
+        del self._groups[pg_id]
+        self._retry_pending(everything=True)
+
+    def _lose_bundles(self, lost: list[tuple[str, int]], reason: str) -> None:
+        by_group: dict[str, list[int]] = {}
+        for pg_id, index in lost:
+            by_group.setdefault(pg_id, []).append(index)
+        for pg_id, indices in sorted(by_group.items()):
+            group = self._view.groups[pg_id]
+            if group.request.strategy == "STRICT_PACK":  # one node holds them all: re-place the whole group
+                indices = [i for i, node_id in enumerate(group.bundle_nodes) if node_id is not None]  # noqa: PLW2901
+            gone = {(pg_id, i) for i in indices}
+            self._fail_actors([a for a in sorted(group.actors) if self._view.actors[a].bundle in gone], reason)
+            self._emit(PlacementGroupBundlesLost(pg_id=pg_id, bundle_indices=sorted(indices), reason=reason))
+
+    def _try_group(self, group: GroupState, *, announce: bool) -> bool:
+        pg_id = group.request.pg_id
+        kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
+        option = group.option if kept else None
+        decision = decide_group(self._view, self._groups[pg_id], self._prng, self.sample_size, kept, option)
+        if isinstance(decision, tuple):
+            index, nodes = decision
+            self._emit(PlacementGroupPlaced(pg_id=pg_id, bundle_nodes=nodes, option=index))
+            return True
+        if announce or group.explanation is None:
+            self._emit(PlacementGroupPending(pg_id=pg_id, explanation=decision))
+        return False
+
+    def _group_decision(self, group: GroupState) -> Placed | Pending:
+        pg_id = group.request.pg_id
+        if group.status == "placed":
+            return Placed(pg_id, bundle_nodes=[n for n in group.bundle_nodes if n is not None])
+        kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
+        decision = decide_group(
+            self._view,
+            self._groups[pg_id],
+            SplitMix64(self.seed),
+            self.sample_size,
+            kept,
+            group.option if kept else None,
+        )
+        explanation = decision if not isinstance(decision, tuple) else group.explanation
+        assert explanation is not None, "a pending group always has an explanation"
+        return Pending.of(pg_id, explanation, kind="placement_group")
+
+    # the pending queue
+
+    def _retry_pending(self, *, everything: bool) -> None:
+        """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
+
+        `everything` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
+        removed, resources freed); otherwise only work that waits on another placement is re-tried.
+        """
+        wake_all = everything
+        while self._view.pending:
+            queue = sorted(self._view.pending, key=self._queue_key)
+            placed_any = False
+            for work_id in queue:
+                if work_id not in self._view.pending or not (wake_all or self._waits_on_placement(work_id)):
+                    continue
+                actor = self._view.actors.get(work_id)
+                if actor is not None:
+                    placed_any |= self._try_actor(actor, announce=False)
+                else:
+                    placed_any |= self._try_group(self._view.groups[work_id], announce=False)
+            if not placed_any:
+                return
+            wake_all = False
+
+    def _queue_key(self, work_id: str) -> tuple[int, int]:
+        actor = self._view.actors.get(work_id)
+        if actor is not None:
+            return -actor.request.priority, actor.arrival
+        group = self._view.groups[work_id]
+        return -group.request.priority, group.arrival
+
+    def _waits_on_placement(self, work_id: str) -> bool:
+        work = self._work.get(work_id)
+        if work is None:
+            return False
+        affinity = work.affinity is not None and any(not e.soft for e in work.affinity.match_expressions)
+        dataflow = work.run_after is not None and work.run_after.policy == "Require"
+        return affinity or dataflow or work.group_target is not None
+
+    # introspection
+
+    def placements(self) -> dict[str, str]:
+        """Actor id -> node id for every live placed actor."""
+        return {a: s.node_id for a, s in self._view.actors.items() if s.status == "placed" and s.node_id is not None}
+
+    def placement_groups(self) -> dict[str, list[str]]:
+        """Placement group id -> node per bundle, for every placed group."""
+        return {g: [n or "" for n in s.bundle_nodes] for g, s in self._view.groups.items() if s.status == "placed"}
+
+    def pending(self) -> list[Pending]:
+        """Every waiting actor and placement group, in queue order, with a fresh explanation."""
+        found = []
+        for work_id in sorted(self._view.pending, key=self._queue_key):
+            actor = self._view.actors.get(work_id)
+            decision = (
+                self._decision_of(actor) if actor is not None else self._group_decision(self._view.groups[work_id])
+            )
+            if isinstance(decision, Pending):
+                found.append(decision)
+        return found

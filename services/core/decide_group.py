@@ -1,0 +1,170 @@
+"""Decide a placement group: reserve every bundle of the first option that fits now (gang), or explain (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schemas import Explanation
+from services.core.pipeline import Plan, choose, explain, feasible
+from services.core.plugins.base import RANK_BUNDLE
+from services.core.plugins.bundles import BUNDLE_SELECTOR_REASON
+from services.core.plugins.node_labels import SelectorFilter
+from services.core.plugins.resources import Capacity
+from services.core.plugins.taints import PreferNoScheduleScorer, TaintFilter
+from services.core.prng import SplitMix64
+from services.core.request import CompiledGroup, GroupOption
+from services.core.selectors import LabelSelector
+from services.core.state import ClusterView, NodeState, Resources, fits
+
+GroupDecision = tuple[int, list[str]] | Explanation
+"""(option index, node per bundle), or why the group waits."""
+
+
+class _Failure:
+    """Where an option got stuck: the plan of the bundle that found no node, and a group-level reason."""
+
+    def __init__(self, plan: Plan, group_reason: str) -> None:
+        self.plan = plan
+        self.group_reason = group_reason
+
+
+class _Overlay:
+    """Resources tentatively taken by bundles already chosen in this attempt."""
+
+    def __init__(self) -> None:
+        self.taken: dict[str, Resources] = {}
+
+    def room(self, node: NodeState) -> Resources:
+        extra = self.taken.get(node.node_id)
+        if not extra:
+            return node.free
+        return {name: node.free.get(name, 0.0) - extra.get(name, 0.0) for name in {*node.free, *extra}}
+
+    def take(self, node_id: str, amount: Resources) -> None:
+        held = self.taken.setdefault(node_id, {})
+        for name, quantity in amount.items():
+            held[name] = held.get(name, 0.0) + quantity
+
+
+def _bundle_plan(
+    view: ClusterView,
+    work: CompiledGroup,
+    need: Resources,
+    selector: LabelSelector,
+    room: Callable[[NodeState], Resources],
+) -> Plan:
+    rules = [Capacity(need), TaintFilter(work.tolerations)]
+    if selector:
+        rules.append(SelectorFilter(view, selector, BUNDLE_SELECTOR_REASON, RANK_BUNDLE))
+    policy = "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT"
+    return Plan(need, rules, [PreferNoScheduleScorer(work.tolerations)], policy, room)
+
+
+def _summed(option: GroupOption) -> tuple[Resources, LabelSelector]:
+    need: Resources = {}
+    for bundle in option.bundles:
+        for name, amount in bundle.items():
+            need[name] = need.get(name, 0.0) + amount
+    return need, LabelSelector(tuple(term for selector in option.selectors for term in selector.terms))
+
+
+def _spread_capacity(view: ClusterView, plans: list[Plan]) -> int:
+    """How many distinct nodes could hold at least one bundle, free resources aside."""
+    return sum(1 for node in view.nodes.values() if any(p.rejects(node) is None for p in plans))
+
+
+def _strict_pack(
+    view: ClusterView, work: CompiledGroup, option: GroupOption, prng: SplitMix64, sample: int
+) -> list[str] | _Failure:
+    need, selector = _summed(option)
+    plan = _bundle_plan(view, work, need, selector, lambda node: node.free)
+    node = choose(view, plan, prng, sample)
+    if node is not None:
+        return [node.node_id] * len(option.bundles)
+    reason = "" if feasible(view, plan) else f"STRICT_PACK: no single node can hold all {len(option.bundles)} bundles"
+    return _Failure(plan, reason)
+
+
+def _place_option(
+    view: ClusterView, work: CompiledGroup, option: GroupOption, prng: SplitMix64, sample: int, kept: dict[int, str]
+) -> list[str] | _Failure:
+    if work.strategy == "STRICT_PACK" and not kept:
+        return _strict_pack(view, work, option, prng, sample)
+    overlay = _Overlay()
+    chosen: dict[int, str] = dict(kept)
+    for index, need in enumerate(option.bundles):
+        if index in chosen:
+            continue
+        plan = _bundle_plan(view, work, need, option.selectors[index], overlay.room)
+        used = list(dict.fromkeys(chosen.values()))
+        node = _pick(view, work.strategy, plan, used, prng, sample)
+        if node is None:
+            reason = ""
+            if work.strategy == "STRICT_SPREAD":
+                plans = [
+                    _bundle_plan(view, work, b, s, overlay.room)
+                    for b, s in zip(option.bundles, option.selectors, strict=True)
+                ]
+                able = _spread_capacity(view, plans)
+                if able < len(option.bundles):
+                    reason = (
+                        f"STRICT_SPREAD needs {len(option.bundles)} distinct nodes but only {able} can take a bundle"
+                    )
+            return _Failure(plan, reason)
+        chosen[index] = node.node_id
+        overlay.take(node.node_id, need)
+    return [chosen[index] for index in range(len(option.bundles))]
+
+
+def _pick(
+    view: ClusterView, strategy: str, plan: Plan, used: list[str], prng: SplitMix64, sample: int
+) -> NodeState | None:
+    if strategy in ("PACK", "STRICT_PACK"):
+        for node_id in used:
+            node = view.nodes.get(node_id)
+            if node is not None and fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+                return node
+        if strategy == "STRICT_PACK" and used:
+            return None
+        return choose(view, plan, prng, sample)
+    plan.excluded = frozenset(used)
+    node = choose(view, plan, prng, sample)
+    if node is None and strategy == "SPREAD":
+        plan.excluded = frozenset()
+        node = choose(view, plan, prng, sample)
+    return node
+
+
+def _option_feasible(view: ClusterView, work: CompiledGroup, option: GroupOption) -> bool:
+    if work.strategy == "STRICT_PACK":
+        need, selector = _summed(option)
+        return feasible(view, _bundle_plan(view, work, need, selector, lambda node: node.free))
+    plans = [
+        _bundle_plan(view, work, b, s, lambda node: node.free)
+        for b, s in zip(option.bundles, option.selectors, strict=True)
+    ]
+    if not all(feasible(view, plan) for plan in plans):
+        return False
+    return work.strategy != "STRICT_SPREAD" or _spread_capacity(view, plans) >= len(option.bundles)
+
+
+def decide_group(
+    view: ClusterView,
+    work: CompiledGroup,
+    prng: SplitMix64,
+    sample: int,
+    kept: dict[int, str] | None = None,
+    option_index: int | None = None,
+) -> GroupDecision:
+    """Reserve the first option that fits now; `kept` bundles (still reserved) stay where they are."""
+    indices = [option_index] if option_index is not None else list(range(len(work.options)))
+    failures: list[_Failure] = []
+    for index in indices:
+        outcome = _place_option(view, work, work.options[index], prng, sample, kept or {})
+        if isinstance(outcome, list):
+            return index, outcome
+        failures.append(outcome)
+    for index, failure in zip(indices, failures, strict=True):
+        if _option_feasible(view, work, work.options[index]):
+            return explain(view, failure.plan, failure.group_reason)
+    return explain(view, failures[0].plan, failures[0].group_reason)

@@ -1,0 +1,41 @@
+"""What a decision returns to callers: `Placed` or `Pending` (pure values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas import Explanation
+
+
+@dataclass(frozen=True)
+class Placed:
+    """The work is placed: an actor on `node_id`, a placement group's bundles on `bundle_nodes`."""
+
+    id: str
+    node_id: str | None = None
+    bundle_nodes: list[str] = field(default_factory=list)
+    bundle_index: int = -1
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The work waits: `message` in the `0/N nodes are available: ...` form, counts and nodes per reason."""
+
+    id: str
+    message: str
+    reasons: dict[str, int]
+    nodes_by_reason: dict[str, list[str]]
+    group_reason: str = ""
+    kind: str = "actor"
+
+    @classmethod
+    def of(cls, work_id: str, explanation: Explanation, kind: str = "actor") -> Pending:
+        """Build from a recorded or fresh explanation."""
+        return cls(
+            work_id,
+            explanation.message,
+            dict(explanation.reasons),
+            {reason: list(ids) for reason, ids in explanation.nodes_by_reason.items()},
+            explanation.group_reason,
+            kind,
+        )

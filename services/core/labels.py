@@ -1,0 +1,131 @@
+"""Labels: Kubernetes syntax, `--labels` and `--labels-file` parsing, default labels (pure but for the file read)."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+SYSTEM_PREFIX = "corral.io/"
+NODE_ID = "corral.io/node-id"
+HOSTNAME = "corral.io/hostname"
+ACCELERATOR_TYPE = "corral.io/accelerator-type"
+MARKET_TYPE = "corral.io/market-type"
+NODE_GROUP = "corral.io/node-group"
+ZONE = "corral.io/availability-zone"
+REGION = "corral.io/availability-region"
+
+_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_RULE = "at most 63 characters, alphanumeric at both ends, with '-', '_' or '.' inside"
+
+
+class LabelError(ValueError):
+    """A label key or value breaks the label syntax; the message names the key, the value and the rule."""
+
+
+def validate_label_key(key: str, *, allow_system: bool = False) -> None:
+    """Raise `LabelError` unless `key` is `[prefix/]name` in Kubernetes syntax (and not reserved, by default)."""
+    if not isinstance(key, str) or not key:
+        raise LabelError(f"label key {key!r}: must be a non-empty string")
+    prefix, slash, name = key.rpartition("/")
+    if slash:
+        if len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
+            raise LabelError(
+                f"label key {key!r}: prefix {prefix!r} must be a lowercase DNS subdomain of at most 253 characters"
+            )
+        if not allow_system and key.startswith(SYSTEM_PREFIX):
+            raise LabelError(f"label key {key!r}: the prefix {SYSTEM_PREFIX!r} is reserved for system labels")
+    if len(name) > 63 or not _NAME.match(name):
+        raise LabelError(f"label key {key!r}: name {name!r} must be {_NAME_RULE}")
+
+
+def validate_label_value(key: str, value: str) -> None:
+    """Raise `LabelError` unless `value` is empty or a valid label name."""
+    if not isinstance(value, str):
+        raise LabelError(f"label {key!r}: value {value!r} must be a string")
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        raise LabelError(f"label {key!r}: value {value!r} must be empty or {_NAME_RULE}")
+
+
+def validate_labels(labels: dict[str, str], *, allow_system: bool = False) -> dict[str, str]:
+    """Check every key and value; return a copy. User labels may not use the reserved `corral.io/` prefix."""
+    if not isinstance(labels, dict):
+        raise LabelError(f"labels {labels!r}: must be a mapping of strings to strings")
+    for key, value in labels.items():
+        validate_label_key(key, allow_system=allow_system)
+        validate_label_value(key, value)
+    return dict(labels)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """Parse `--labels "k=v, k2=v2"`: `""` is `{}`, `"k="` is `{"k": ""}`, `"a=b=c"` is an error."""
+    labels: dict[str, str] = {}
+    if not text.strip():
+        return labels
+    for raw in text.split(","):
+        entry = raw.strip()
+        if entry.count("=") != 1:
+            raise LabelError(f"label entry {entry!r} in {text!r}: expected exactly one '=' (key=value)")
+        key, value = (part.strip() for part in entry.split("="))
+        validate_label_key(key)
+        validate_label_value(key, value)
+        if key in labels:
+            raise LabelError(f"label key {key!r} in {text!r}: given twice")
+        labels[key] = value
+    return labels
+
+
+def parse_labels_file(path: str) -> dict[str, str]:
+    """Read a YAML map of string keys to string values (a missing file raises `FileNotFoundError`)."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = yaml.safe_load(handle)
+        except yaml.YAMLError as error:
+            raise LabelError(f"labels file {path!r}: not valid YAML ({error})") from error
+    if data is None:
+        raise LabelError(f"labels file {path!r}: is empty; expected a YAML map of strings")
+    if not isinstance(data, dict):
+        raise LabelError(f"labels file {path!r}: expected a YAML map of strings, got {type(data).__name__}")
+    for key, value in data.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise LabelError(
+                f"labels file {path!r}: entry {key!r}: {value!r} must map a string to a string (quote numbers)"
+            )
+    return validate_labels(data)
+
+
+def merge_labels(from_file: dict[str, str], from_flag: dict[str, str]) -> dict[str, str]:
+    """Combine `--labels-file` and `--labels`; the flag wins where both name a key."""
+    return {**from_file, **from_flag}
+
+
+def default_labels(
+    node_id: str,
+    *,
+    hostname: str | None = None,
+    zone: str | None = None,
+    region: str | None = None,
+    accelerator_type: str | None = None,
+    market_type: str | None = None,
+    node_group: str | None = None,
+) -> dict[str, str]:
+    """The system labels every node carries: its id, and what registration tells about it."""
+    given = {
+        NODE_ID: node_id,
+        HOSTNAME: hostname,
+        ZONE: zone,
+        REGION: region,
+        ACCELERATOR_TYPE: accelerator_type,
+        MARKET_TYPE: market_type,
+        NODE_GROUP: node_group,
+    }
+    labels = {key: value for key, value in given.items() if value is not None}
+    for key, value in labels.items():
+        validate_label_value(key, value)
+    return labels
+
+
+def user_labels(labels: dict[str, str]) -> dict[str, str]:
+    """The labels of `labels` that users set (everything outside the reserved prefix)."""
+    return {key: value for key, value in labels.items() if not key.startswith(SYSTEM_PREFIX)}

@@ -1,0 +1,163 @@
+"""The decision pipeline over prepared rules: narrow by index, filter, score, choose; or explain (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from schemas import Explanation
+from services.core.plugins.base import RANK_FREE, Filter, Scorer
+from services.core.plugins.resources import shortage
+from services.core.prng import SplitMix64
+from services.core.state import ClusterView, NodeState, Resources, fits
+
+EXACT_PREFERRED_LIMIT = 512
+"""Preferred nodes (positive soft weight) are all scored up to this many; beyond it they are sampled too."""
+
+
+def free_room(node: NodeState) -> Resources:
+    """What is free on the node itself."""
+    return node.free
+
+
+class Plan:
+    """One way to place one piece of work: its hard rules, soft rules, policy and where its resources come from."""
+
+    __slots__ = ("excluded", "filters", "need", "policy", "room", "scorers")
+
+    def __init__(
+        self,
+        need: Resources,
+        filters: list[Filter],
+        scorers: list[Scorer],
+        policy: str = "DEFAULT",
+        room: Callable[[NodeState], Resources] = free_room,
+    ) -> None:
+        self.need = need
+        self.filters = sorted(filters, key=lambda f: f.rank)
+        self.scorers = scorers
+        self.policy = policy
+        self.room = room
+        self.excluded: frozenset[str] = frozenset()
+
+    def rejects(self, node: NodeState) -> str | None:
+        """The first hard rule the node fails, if any."""
+        if node.node_id in self.excluded:
+            return EXCLUDED_REASON
+        for rule in self.filters:
+            reason = rule.check(node)
+            if reason is not None:
+                return reason
+        return None
+
+    def weight(self, node: NodeState) -> int:
+        """The node's soft weight for this work."""
+        return sum(scorer.weight(node) for scorer in self.scorers)
+
+    def driver(self, view: ClusterView) -> Sequence[str]:
+        """The smallest candidate list a rule offers, else every node."""
+        lists = [f.candidates for f in self.filters if f.candidates is not None]
+        return min(lists, key=len) if lists else view.ring.ids
+
+
+EXCLUDED_REASON = "already had a bundle of this placement group (STRICT_SPREAD)"
+
+
+def _policy_key(plan: Plan, node: NodeState) -> float:
+    share = node.utilisation(plan.need)
+    if plan.policy == "SPREAD":
+        return share
+    return -share if share < 0.5 else 1.0 + share
+
+
+def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> NodeState | None:
+    """The node to place on now, or None when no node can take the work now."""
+    nodes = view.nodes
+    preferred = [nodes[i] for s in plan.scorers for i in s.preferred if i in nodes]
+    seen = {node.node_id for node in preferred}
+    if len(preferred) > EXACT_PREFERRED_LIMIT:
+        preferred.sort(key=lambda node: node.hash_key)
+        start = prng.below(len(preferred))
+        preferred = (preferred[start:] + preferred[:start])[:EXACT_PREFERRED_LIMIT]
+    scored: list[tuple[int, NodeState]] = []
+    for node in preferred:
+        if fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+            scored.append((plan.weight(node), node))
+    scored.extend(_sample(view, plan, prng, sample, seen))
+    if not scored:
+        return None
+    best_weight = max(weight for weight, _ in scored)
+    best = [node for weight, node in scored if weight == best_weight]
+    if len(best) > 1:
+        keyed = [(_policy_key(plan, node), node.hash_key, node) for node in best]
+        top = min(key for key, _, _ in keyed)
+        best = [node for key, _, node in sorted(keyed, key=lambda item: item[1]) if key == top]
+    return best[prng.below(len(best))] if len(best) > 1 else best[0]
+
+
+def _sample(
+    view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, seen: set[str]
+) -> list[tuple[int, NodeState]]:
+    """Walk the driver list from a random start; keep up to `sample` placeable nodes of weight >= 0."""
+    ids = plan.driver(view)
+    count = len(ids)
+    if not count:
+        return []
+    nodes, need, room = view.nodes, plan.need, plan.room
+    start = prng.below(count)
+    found: list[tuple[int, NodeState]] = []
+    negative: list[tuple[int, NodeState]] = []
+    for step in range(count):
+        node_id = ids[(start + step) % count]
+        if node_id in seen:
+            continue
+        node = nodes.get(node_id)
+        if node is None or not fits(room(node), need) or plan.rejects(node) is not None:
+            continue
+        weight = plan.weight(node) if plan.scorers else 0
+        if weight < 0:
+            negative.append((weight, node))
+            continue
+        found.append((weight, node))
+        if len(found) >= sample:
+            break
+    return found or negative
+
+
+def feasible(view: ClusterView, plan: Plan) -> bool:
+    """Whether some node passes every hard rule, free resources aside (the work can wait for it)."""
+    nodes = view.nodes
+    for node_id in plan.driver(view):
+        node = nodes.get(node_id)
+        if node is not None and plan.rejects(node) is None:
+            return True
+    return False
+
+
+def explain(view: ClusterView, plan: Plan, group_reason: str = "", scope: str = "") -> Explanation:
+    """Count every node under the first rule that rejects it, in pipeline order, with the nodes behind each."""
+    ranked: dict[str, tuple[int, list[str]]] = {}
+    ranks = {id(rule): rule.rank for rule in plan.filters}
+    for node_id in sorted(view.nodes):
+        node = view.nodes[node_id]
+        rank, reason = RANK_FREE, None
+        if node_id in plan.excluded:
+            reason = EXCLUDED_REASON
+        else:
+            for rule in plan.filters:
+                reason = rule.check(node)
+                if reason is not None:
+                    rank = ranks[id(rule)]
+                    break
+        if reason is None:
+            reason = shortage(plan.room(node), plan.need) or "was not chosen"
+        entry = ranked.setdefault(reason, (rank, []))
+        entry[1].append(node_id)
+    order = sorted(ranked.items(), key=lambda item: (item[1][0], item[0]))
+    reasons = {reason: len(ids) for reason, (_, ids) in order}
+    total = len(view.nodes)
+    where = f" of {scope}" if scope else ""
+    parts = ", ".join(f"{count} node(s) {reason}" for reason, count in reasons.items()) or "there are no nodes"
+    message = f"0/{total} nodes{where} are available: {parts}."
+    if group_reason:
+        message = f"{group_reason}; {message}"
+    return Explanation(total, message, reasons, {reason: ids for reason, (_, ids) in order}, group_reason)

@@ -1,0 +1,131 @@
+"""Actor affinity and anti-affinity over actor labels, per topology domain, with symmetric hard anti-affinity (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas import ActorAffinityMatchExpression, ActorAffinityOperator, ActorAffinitySchedulingStrategy
+from services.core.labels import NODE_ID
+from services.core.plugins.base import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
+from services.core.state import ClusterView, NodeState
+
+AFFINITY_REASON = "didn't match actor affinity rules"
+ANTI_AFFINITY_REASON = "didn't match actor anti-affinity rules"
+EXISTING_ANTI_REASON = "didn't satisfy existing actors' anti-affinity rules"
+SOFT_WEIGHT = 100
+_POSITIVE = (ActorAffinityOperator.IN, ActorAffinityOperator.EXISTS)
+
+
+class Expression:
+    """One match expression resolved against the placed actors: the domains holding a matching actor."""
+
+    __slots__ = ("domains", "positive", "topology")
+
+    def __init__(self, view: ClusterView, namespace: str, expression: ActorAffinityMatchExpression) -> None:
+        view.track_topology(expression.topology_key)
+        self.topology = expression.topology_key
+        self.positive = expression.operator in _POSITIVE
+        if expression.operator in (ActorAffinityOperator.EXISTS, ActorAffinityOperator.DOES_NOT_EXIST):
+            self.domains: set[str] | dict[str, int] = view.actor_index.domains(
+                (namespace, expression.key, None), self.topology
+            )
+        else:
+            found: set[str] = set()
+            for value in expression.values:
+                found.update(view.actor_index.domains((namespace, expression.key, value), self.topology))
+            self.domains = found
+
+    def holds(self, node: NodeState) -> bool:
+        """IN / EXISTS: the node's domain hosts a match; NOT_IN / DOES_NOT_EXIST: it does not."""
+        domain = node.labels.get(self.topology)
+        if self.positive:
+            return domain is not None and domain in self.domains
+        return domain is None or domain not in self.domains
+
+    def nodes(self, view: ClusterView) -> Sequence[str]:
+        """The nodes in the domains of a positive expression (via the label index)."""
+        if self.topology == NODE_ID:
+            return sorted(self.domains, key=lambda node_id: view.nodes[node_id].hash_key)
+        rings = [view.labels.nodes(self.topology, domain) for domain in sorted(self.domains)]
+        return [node_id for ring in rings if ring is not None for node_id in ring.ids]
+
+
+def _self_satisfies(labels: dict[str, str], expression: ActorAffinityMatchExpression) -> bool:
+    value = labels.get(expression.key)
+    if expression.operator == ActorAffinityOperator.EXISTS:
+        return value is not None
+    return value is not None and value in expression.values
+
+
+class ActorAffinityFilter(Filter):
+    """Hard expressions: all must hold (any, with `is_or_semantics`)."""
+
+    rank = RANK_ACTOR_AFFINITY
+
+    def __init__(
+        self, view: ClusterView, namespace: str, labels: dict[str, str], strategy: ActorAffinitySchedulingStrategy
+    ) -> None:
+        hard = [e for e in strategy.match_expressions if not e.soft]
+        self.any_of = strategy.is_or_semantics
+        self.expressions = [Expression(view, namespace, e) for e in hard]
+        positive = [(raw, resolved) for raw, resolved in zip(hard, self.expressions, strict=True) if resolved.positive]
+        first_of_group = (
+            bool(positive)
+            and not self.any_of
+            and all(not resolved.domains for _, resolved in positive)
+            and all(_self_satisfies(labels, raw) for raw, _ in positive)
+        )
+        if first_of_group:
+            self.expressions = [e for e in self.expressions if not e.positive]
+        self.active = bool(self.expressions)
+        self.reason = AFFINITY_REASON if any(e.positive for e in self.expressions) else ANTI_AFFINITY_REASON
+        if not self.any_of:
+            narrowed = [e.nodes(view) for e in self.expressions if e.positive]
+            self.candidates = min(narrowed, key=len) if narrowed else None
+
+    def check(self, node: NodeState) -> str | None:
+        if self.any_of:
+            return None if any(e.holds(node) for e in self.expressions) else self.reason
+        for expression in self.expressions:
+            if not expression.holds(node):
+                return AFFINITY_REASON if expression.positive else ANTI_AFFINITY_REASON
+        return None
+
+
+class ActorAffinityScorer(Scorer):
+    """100 for each soft expression the node satisfies."""
+
+    def __init__(self, view: ClusterView, namespace: str, strategy: ActorAffinitySchedulingStrategy) -> None:
+        self.expressions = [Expression(view, namespace, e) for e in strategy.match_expressions if e.soft]
+        seen: dict[str, None] = {}
+        for expression in self.expressions:
+            if expression.positive:
+                seen.update(dict.fromkeys(expression.nodes(view)))
+        self.preferred = list(seen)
+        self.active = bool(self.expressions)
+
+    def weight(self, node: NodeState) -> int:
+        return SOFT_WEIGHT * sum(1 for e in self.expressions if e.holds(node))
+
+
+class ExistingAntiAffinityFilter(Filter):
+    """Placed actors' hard NOT_IN / DOES_NOT_EXIST rules keep matching newcomers out of their domains."""
+
+    rank = RANK_EXISTING_ANTI
+
+    def __init__(self, view: ClusterView, namespace: str, labels: dict[str, str]) -> None:
+        excluded: dict[str, set[str]] = {}
+        counts = view.anti_index.counts
+        for key, value in labels.items():
+            for entry in ((namespace, key, value), (namespace, key, None)):
+                for topology, domains in counts.get(entry, {}).items():
+                    excluded.setdefault(topology, set()).update(domains)
+        self.excluded = excluded
+        self.active = bool(excluded)
+
+    def check(self, node: NodeState) -> str | None:
+        labels = node.labels
+        for topology, domains in self.excluded.items():
+            if labels.get(topology) in domains:
+                return EXISTING_ANTI_REASON
+        return None

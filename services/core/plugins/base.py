@@ -1,0 +1,34 @@
+"""What a rule prepared for one decision offers the pipeline: `check` (filter), `weight` (score), candidates (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.core.state import NodeState
+
+# Rank orders the reasons in an explanation, as the pipeline meets them.
+RANK_CAPACITY, RANK_TAINTS, RANK_SELECTOR, RANK_NODE_LABELS, RANK_NODE_AFFINITY = 0, 1, 2, 3, 4
+RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, RANK_DATAFLOW, RANK_BUNDLE, RANK_GROUP = 5, 6, 7, 8, 9
+RANK_FREE = 10
+
+
+class Filter:
+    """A hard rule: `check` returns None when the node may take the work, else the reason it may not."""
+
+    rank = RANK_CAPACITY
+    candidates: Sequence[str] | None = None
+    """When set, only these nodes (in hash order) can pass: the pipeline walks the smallest such list."""
+
+    def check(self, node: NodeState) -> str | None:
+        """None, or the rejection reason."""
+        raise NotImplementedError
+
+
+class Scorer:
+    """A soft rule: `weight` adds to a node's soft weight; `preferred` lists the nodes it can add to."""
+
+    preferred: Sequence[str] = ()
+
+    def weight(self, node: NodeState) -> int:
+        """The soft weight this rule gives the node."""
+        raise NotImplementedError

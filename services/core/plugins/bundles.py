@@ -1,0 +1,51 @@
+"""Placement-group rules: an actor runs inside a reserved bundle; a bundle honours its bundle label selector (pure)."""
+
+from __future__ import annotations
+
+from schemas import PlacementGroupSchedulingStrategy
+from services.core.plugins.base import RANK_BUNDLE, Filter
+from services.core.plugins.resources import shortage
+from services.core.state import ClusterView, NodeState, Resources, fits
+
+BUNDLE_SELECTOR_REASON = "didn't match the bundle label selector"
+BUNDLE_REASON = "didn't match the placement group bundle"
+
+
+class BundleTarget(Filter):
+    """Only nodes holding a reserved bundle of the group (the given index, or any) whose size can hold the actor."""
+
+    rank = RANK_BUNDLE
+
+    def __init__(self, view: ClusterView, target: PlacementGroupSchedulingStrategy, need: Resources) -> None:
+        self.need = need
+        self.slots: dict[str, list[int]] = {}
+        group = view.groups.get(target.placement_group_id)
+        self.group = group
+        self.placed = group is not None and group.status == "placed"
+        if group is not None:
+            for index, node_id in enumerate(group.bundle_nodes):
+                if node_id is not None and target.bundle_index in (-1, index):
+                    self.slots.setdefault(node_id, []).append(index)
+        self.candidates = sorted(self.slots, key=lambda node_id: view.nodes[node_id].hash_key)
+
+    def check(self, node: NodeState) -> str | None:
+        indices = self.slots.get(node.node_id)
+        if not indices or self.group is None:
+            return BUNDLE_REASON
+        reasons = [shortage(self.group.bundles[i], self.need) for i in indices]
+        return None if None in reasons else reasons[0]
+
+    def slot(self, node: NodeState) -> int:
+        """The bundle on `node` the actor goes into: the first with room now, else the first."""
+        indices = self.slots.get(node.node_id, [])
+        assert self.group is not None and indices, "slot() is asked only for nodes that passed check()"
+        for index in indices:
+            if fits(self.group.bundle_free[index], self.need):
+                return index
+        return indices[0]
+
+    def room(self, node: NodeState) -> Resources:
+        """What is free in the bundle the actor would use on this node."""
+        if self.group is None or node.node_id not in self.slots:
+            return {}
+        return self.group.bundle_free[self.slot(node)]

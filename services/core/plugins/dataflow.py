@@ -1,0 +1,57 @@
+"""DataFlow affinity inheritance (proposal 003): Require / Prefer the node labels an earlier operation ran on (pure)."""
+
+from __future__ import annotations
+
+from schemas import Prefer, RunAfter
+from services.core.labels import HOSTNAME
+from services.core.plugins.base import RANK_DATAFLOW, Filter, Scorer
+from services.core.state import ClusterView, NodeState
+
+DATAFLOW_REASON = "didn't match the DataFlow affinity"
+DEFAULT_PREFER = (Prefer(HOSTNAME, 100),)
+
+
+class DataFlowRequire(Filter):
+    """Equal values for each `require` key the earlier operation recorded; wait while it was never placed."""
+
+    rank = RANK_DATAFLOW
+
+    def __init__(self, view: ClusterView, run_after: RunAfter) -> None:
+        record = view.records.get(run_after.operation_id)
+        self.waiting = record is None
+        keys = run_after.require or [HOSTNAME]
+        self.required = {key: record[key] for key in keys if key in record} if record is not None else {}
+        if self.waiting:
+            self.candidates: list[str] | None = []
+        elif self.required:
+            key, value = next(iter(self.required.items()))
+            ring = view.labels.nodes(key, value)
+            self.candidates = ring.ids if ring is not None else []
+
+    def check(self, node: NodeState) -> str | None:
+        if self.waiting:
+            return DATAFLOW_REASON
+        labels = node.labels
+        for key, value in self.required.items():
+            if labels.get(key) != value:
+                return DATAFLOW_REASON
+        return None
+
+
+class DataFlowPrefer(Scorer):
+    """Each `prefer` key whose value equals the recorded one adds its weight; never blocks."""
+
+    def __init__(self, view: ClusterView, run_after: RunAfter) -> None:
+        record = view.records.get(run_after.operation_id, {})
+        prefers = run_after.prefer or list(DEFAULT_PREFER)
+        self.wanted = [(p.name, record[p.name], p.weight) for p in prefers if p.name in record and p.weight]
+        seen: dict[str, None] = {}
+        for key, value, _ in self.wanted:
+            ring = view.labels.nodes(key, value)
+            if ring is not None:
+                seen.update(dict.fromkeys(ring.ids))
+        self.preferred = list(seen)
+
+    def weight(self, node: NodeState) -> int:
+        labels = node.labels
+        return sum(weight for key, value, weight in self.wanted if labels.get(key) == value)

@@ -1,0 +1,33 @@
+"""NodeAffinity: hard means that node or pending; soft means prefer it (pure)."""
+
+from __future__ import annotations
+
+from services.core.plugins.base import RANK_NODE_AFFINITY, Filter, Scorer
+from services.core.state import NodeState
+
+NODE_AFFINITY_REASON = "didn't match the node affinity"
+SOFT_WEIGHT = 100
+
+
+class NodeAffinityFilter(Filter):
+    """Only the named node passes."""
+
+    rank = RANK_NODE_AFFINITY
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.candidates = [node_id]
+
+    def check(self, node: NodeState) -> str | None:
+        return None if node.node_id == self.node_id else NODE_AFFINITY_REASON
+
+
+class NodeAffinityScorer(Scorer):
+    """100 for the named node."""
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.preferred = [node_id]
+
+    def weight(self, node: NodeState) -> int:
+        return SOFT_WEIGHT if node.node_id == self.node_id else 0

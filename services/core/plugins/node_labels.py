@@ -1,0 +1,55 @@
+"""Node label rules: `label_selector`, NodeLabel hard (filters) and soft (scores), driven by the label index (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.core.plugins.base import RANK_SELECTOR, Filter, Scorer
+from services.core.selectors import IN, LabelSelector, Term
+from services.core.state import ClusterView, NodeState
+
+SELECTOR_REASON = "didn't match the label selector"
+SOFT_WEIGHT = 100
+
+
+def term_nodes(view: ClusterView, term: Term) -> Sequence[str] | None:
+    """The nodes that can pass an `in` term, from the label index (None when the term cannot narrow)."""
+    if term.op != IN:
+        return None
+    rings = [view.labels.nodes(term.key, value) for value in sorted(term.values)]
+    found = [ring for ring in rings if ring is not None]
+    if len(found) == 1:
+        return found[0].ids
+    return [node_id for ring in found for node_id in ring.ids]
+
+
+class SelectorFilter(Filter):
+    """Every term of the selector must hold for the node's labels."""
+
+    def __init__(
+        self, view: ClusterView, selector: LabelSelector, reason: str = SELECTOR_REASON, rank: int = RANK_SELECTOR
+    ) -> None:
+        self.selector = selector
+        self.reason = reason
+        self.rank = rank
+        narrowed = [nodes for nodes in (term_nodes(view, term) for term in selector.terms) if nodes is not None]
+        self.candidates = min(narrowed, key=len) if narrowed else None
+
+    def check(self, node: NodeState) -> str | None:
+        return None if self.selector.matches(node.labels) else self.reason
+
+
+class SoftLabels(Scorer):
+    """100 for each soft entry the node's labels satisfy."""
+
+    def __init__(self, view: ClusterView, selector: LabelSelector) -> None:
+        self.terms = selector.terms
+        seen: dict[str, None] = {}
+        for term in self.terms:
+            for node_id in term_nodes(view, term) or ():
+                seen[node_id] = None
+        self.preferred = list(seen)
+
+    def weight(self, node: NodeState) -> int:
+        labels = node.labels
+        return SOFT_WEIGHT * sum(1 for term in self.terms if term.matches(labels))

@@ -1,0 +1,257 @@
+"""Validate a request at the boundary and compile it once: parsed selectors, tolerations, strategy (pure)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from schemas import (
+    ActorAffinityOperator,
+    ActorAffinitySchedulingStrategy,
+    NodeAffinitySchedulingStrategy,
+    NodeLabelSchedulingStrategy,
+    PlacementGroupRequest,
+    PlacementGroupSchedulingStrategy,
+    RunAfter,
+    ScheduleRequest,
+    SelectorSpec,
+    Taint,
+)
+from services.core.labels import LabelError, validate_label_key, validate_label_value, validate_labels
+from services.core.selectors import LabelSelector, Tolerations
+from services.core.state import Resources
+
+POLICIES = ("DEFAULT", "SPREAD")
+GROUP_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+RUN_AFTER_POLICIES = ("", "Require", "Prefer")
+
+
+class RequestError(ValueError):
+    """A request breaks a rule; the message names the field, the value and the rule."""
+
+
+def _fail(field: str, value: object, rule: str) -> RequestError:
+    return RequestError(f"{field} {value!r}: {rule}")
+
+
+def check_id(field: str, value: object) -> str:
+    """An id is a non-empty string of at most 253 characters without whitespace."""
+    if not isinstance(value, str) or not value or len(value) > 253 or any(c.isspace() for c in value):
+        raise _fail(field, value, "must be a non-empty string of at most 253 characters without blanks")
+    return value
+
+
+def check_resources(field: str, resources: object) -> Resources:
+    """Resources map names to finite amounts >= 0."""
+    if not isinstance(resources, dict):
+        raise _fail(field, resources, "must map resource names to amounts")
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not name:
+            raise _fail(f"{field} name", name, "must be a non-empty string")
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount < 0:
+            raise _fail(f"{field}[{name!r}]", amount, "must be a finite number >= 0")
+    return {name: float(amount) for name, amount in resources.items() if amount > 0}
+
+
+def check_taints(node_id: str, taints: object) -> list[Taint]:
+    """Taints as `{key: value}` (NoSchedule) or a list of `Taint`."""
+    if isinstance(taints, dict):
+        taints = [Taint(key, value) for key, value in taints.items()]
+    if not isinstance(taints, list):
+        raise _fail(f"taints of node {node_id!r}", taints, "must be a {key: value} map or a list of Taint")
+    for taint in taints:
+        if not isinstance(taint, Taint):
+            raise _fail(f"taints of node {node_id!r}", taint, "must be a Taint")
+        validate_label_key(taint.key, allow_system=True)
+        validate_label_value(taint.key, taint.value)
+        if taint.effect not in TAINT_EFFECTS:
+            raise _fail(f"taint {taint.key!r} effect", taint.effect, f"must be one of {', '.join(TAINT_EFFECTS)}")
+    return list(taints)
+
+
+def rare_taint_key(resource: str) -> str:
+    """The taint a node with a rare resource carries: `rare-resource.corral.io/<resource>`."""
+    name = re.sub(r"[^a-z0-9_.-]", "-", resource.lower()).strip("-_.") or "resource"
+    return f"rare-resource.corral.io/{name}"
+
+
+def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
+    try:
+        return LabelSelector.parse(spec)
+    except LabelError as error:
+        raise RequestError(f"{field}: {error}") from error
+
+
+def _tolerations(field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...]) -> Tolerations:
+    try:
+        tolerations = Tolerations.parse(spec)
+    except LabelError as error:
+        raise RequestError(f"{field}: {error}") from error
+    for resource in rare:
+        if resources.get(resource, 0.0) > 0:
+            tolerations = tolerations.with_key(rare_taint_key(resource))
+    return tolerations
+
+
+class CompiledRequest:
+    """A validated actor request, parsed once and reused on every re-try."""
+
+    __slots__ = (
+        "affinity",
+        "group_target",
+        "node_affinity",
+        "node_label_hard",
+        "node_label_soft",
+        "options",
+        "policy",
+        "request",
+        "resources",
+        "run_after",
+        "tolerations",
+    )
+
+    def __init__(self, request: ScheduleRequest, rare: tuple[str, ...]) -> None:
+        self.request = request
+        check_id("actor_id", request.actor_id)
+        check_id("namespace", request.namespace)
+        self.resources = check_resources("resources", request.resources)
+        try:
+            validate_labels(request.labels)
+        except LabelError as error:
+            raise RequestError(f"labels: {error}") from error
+        self.options = [_selector("label_selector", request.label_selector)]
+        for index, option in enumerate(request.fallback_strategy):
+            if not isinstance(option, dict) or set(option) != {"label_selector"}:
+                raise _fail(f"fallback_strategy[{index}]", option, "must be {'label_selector': {...}}")
+            self.options.append(_selector(f"fallback_strategy[{index}].label_selector", option["label_selector"]))
+        self.tolerations = _tolerations("tolerations", request.tolerations, self.resources, rare)
+        if (
+            isinstance(request.max_restarts, bool)
+            or not isinstance(request.max_restarts, int)
+            or request.max_restarts < -1
+        ):
+            raise _fail("max_restarts", request.max_restarts, "must be an integer >= -1 (-1 restarts forever)")
+        if isinstance(request.priority, bool) or not isinstance(request.priority, int):
+            raise _fail("priority", request.priority, "must be an integer")
+        self.policy = "DEFAULT"
+        self.node_label_hard: LabelSelector | None = None
+        self.node_label_soft: LabelSelector | None = None
+        self.node_affinity: NodeAffinitySchedulingStrategy | None = None
+        self.affinity: ActorAffinitySchedulingStrategy | None = None
+        self.group_target: PlacementGroupSchedulingStrategy | None = None
+        self._strategy(request.scheduling_strategy)
+        self.run_after = self._run_after(request.run_after)
+
+    def _strategy(self, strategy: object) -> None:
+        if strategy is None:
+            return
+        if isinstance(strategy, str):
+            if strategy not in POLICIES:
+                raise _fail("scheduling_strategy", strategy, f"must be one of {', '.join(POLICIES)} or a strategy")
+            self.policy = strategy
+        elif isinstance(strategy, NodeLabelSchedulingStrategy):
+            self.node_label_hard = _selector("scheduling_strategy.hard", strategy.hard) or None
+            self.node_label_soft = _selector("scheduling_strategy.soft", strategy.soft) or None
+        elif isinstance(strategy, NodeAffinitySchedulingStrategy):
+            check_id("scheduling_strategy.node_id", strategy.node_id)
+            self.node_affinity = strategy
+        elif isinstance(strategy, ActorAffinitySchedulingStrategy):
+            self._affinity(strategy)
+        elif isinstance(strategy, PlacementGroupSchedulingStrategy):
+            check_id("scheduling_strategy.placement_group_id", strategy.placement_group_id)
+            if strategy.bundle_index < -1:
+                raise _fail("scheduling_strategy.bundle_index", strategy.bundle_index, "must be >= -1")
+            self.group_target = strategy
+        else:
+            raise _fail("scheduling_strategy", strategy, "must be None, DEFAULT, SPREAD or a strategy Struct")
+
+    def _affinity(self, strategy: ActorAffinitySchedulingStrategy) -> None:
+        if not strategy.match_expressions:
+            raise _fail("scheduling_strategy.match_expressions", [], "needs at least one expression")
+        for index, expression in enumerate(strategy.match_expressions):
+            field = f"scheduling_strategy.match_expressions[{index}]"
+            try:
+                validate_label_key(expression.key, allow_system=True)
+                validate_label_key(expression.topology_key, allow_system=True)
+                for value in expression.values:
+                    validate_label_value(expression.key, value)
+            except LabelError as error:
+                raise RequestError(f"{field}: {error}") from error
+            operator = expression.operator
+            if operator not in tuple(ActorAffinityOperator):
+                raise _fail(f"{field}.operator", operator, "must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST")
+            listed = operator in (ActorAffinityOperator.IN, ActorAffinityOperator.NOT_IN)
+            if listed and not expression.values:
+                raise _fail(f"{field}.values", expression.values, f"{operator} needs at least one value")
+            if not listed and expression.values:
+                raise _fail(f"{field}.values", expression.values, f"{operator} takes no values")
+        self.affinity = strategy
+
+    @staticmethod
+    def _run_after(run_after: RunAfter | None) -> RunAfter | None:
+        if run_after is None:
+            return None
+        check_id("run_after.operation_id", run_after.operation_id)
+        if run_after.policy not in RUN_AFTER_POLICIES:
+            raise _fail("run_after.policy", run_after.policy, "must be '', 'Require' or 'Prefer'")
+        try:
+            for key in [*run_after.require, *(prefer.name for prefer in run_after.prefer)]:
+                validate_label_key(key, allow_system=True)
+        except LabelError as error:
+            raise RequestError(f"run_after: {error}") from error
+        for prefer in run_after.prefer:
+            if isinstance(prefer.weight, bool) or not isinstance(prefer.weight, int) or prefer.weight < 0:
+                raise _fail(f"run_after.prefer[{prefer.name!r}].weight", prefer.weight, "must be an integer >= 0")
+        return None if run_after.policy == "" else run_after
+
+
+class GroupOption:
+    """One way to place a group: bundle shapes and one selector per bundle."""
+
+    __slots__ = ("bundles", "selectors")
+
+    def __init__(self, bundles: list[Resources], selectors: list[LabelSelector]) -> None:
+        self.bundles = bundles
+        self.selectors = selectors
+
+
+class CompiledGroup:
+    """A validated placement-group request: its options (primary, then fallbacks) and tolerations."""
+
+    __slots__ = ("options", "request", "strategy", "tolerations")
+
+    def __init__(self, request: PlacementGroupRequest, rare: tuple[str, ...]) -> None:
+        self.request = request
+        check_id("pg_id", request.pg_id)
+        if request.strategy not in GROUP_STRATEGIES:
+            raise _fail("strategy", request.strategy, f"must be one of {', '.join(GROUP_STRATEGIES)}")
+        self.strategy = request.strategy
+        self.options = [self._option("", request.bundles, request.bundle_label_selector)]
+        for index, option in enumerate(request.fallback_strategy):
+            field = f"fallback_strategy[{index}]"
+            if not isinstance(option, dict) or not set(option) <= {"bundles", "bundle_label_selector"}:
+                raise _fail(field, option, "must be {'bundles': [...], 'bundle_label_selector': [...]}")
+            bundles = option.get("bundles", request.bundles)
+            self.options.append(self._option(f"{field}.", bundles, option.get("bundle_label_selector", [])))
+        everything: Resources = {}
+        for option_ in self.options:
+            for bundle in option_.bundles:
+                for name, amount in bundle.items():
+                    everything[name] = max(everything.get(name, 0.0), amount)
+        self.tolerations = _tolerations("tolerations", request.tolerations, everything, rare)
+        if isinstance(request.priority, bool) or not isinstance(request.priority, int):
+            raise _fail("priority", request.priority, "must be an integer")
+
+    @staticmethod
+    def _option(prefix: str, bundles: object, selectors: object) -> GroupOption:
+        if not isinstance(bundles, list) or not bundles:
+            raise _fail(f"{prefix}bundles", bundles, "must be a non-empty list of resource maps")
+        shapes = [check_resources(f"{prefix}bundles[{i}]", bundle) for i, bundle in enumerate(bundles)]
+        for index, shape in enumerate(shapes):
+            if not shape:
+                raise _fail(f"{prefix}bundles[{index}]", bundles[index], "must ask for some resource")
+        if not isinstance(selectors, list) or (selectors and len(selectors) != len(bundles)):
+            raise _fail(f"{prefix}bundle_label_selector", selectors, f"must be empty or have {len(bundles)} entries")
+        parsed = [_selector(f"{prefix}bundle_label_selector[{i}]", spec) for i, spec in enumerate(selectors)]
+        return GroupOption(shapes, parsed or [LabelSelector()] * len(shapes))

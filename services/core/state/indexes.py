@@ -1,0 +1,75 @@
+"""Indexes over the view: node labels -> nodes, and actor labels -> topology domains (pure)."""
+
+from __future__ import annotations
+
+from services.core.ring import HashRing
+from services.core.state.model import NodeState
+
+EntryKey = tuple[str, str, str | None]
+"""(namespace, label key, label value); value None aggregates every value of the key."""
+
+
+class LabelIndex:
+    """Node label key -> value -> the nodes carrying it, in hash order for fair sampling."""
+
+    __slots__ = ("by_key",)
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, dict[str, HashRing]] = {}
+
+    def add(self, node: NodeState) -> None:
+        """Index every label of `node`."""
+        for key, value in node.labels.items():
+            self.by_key.setdefault(key, {}).setdefault(value, HashRing()).add(node.hash_key, node.node_id)
+
+    def remove(self, node: NodeState) -> None:
+        """Drop every label of `node` from the index."""
+        for key, value in node.labels.items():
+            values = self.by_key.get(key)
+            if values is None or value not in values:
+                continue
+            ring = values[value]
+            ring.remove(node.hash_key, node.node_id)
+            if not len(ring):
+                del values[value]
+            if not values:
+                del self.by_key[key]
+
+    def nodes(self, key: str, value: str) -> HashRing | None:
+        """The nodes whose label `key` equals `value`."""
+        values = self.by_key.get(key)
+        return None if values is None else values.get(value)
+
+
+class DomainIndex:
+    """(namespace, key, value) -> topology key -> domain value -> how many actors count there."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[EntryKey, dict[str, dict[str, int]]] = {}
+
+    def bump(self, entry: EntryKey, topology: str, domain: str, delta: int) -> None:
+        """Add `delta` actors to `domain`; entries that reach zero disappear."""
+        by_topology = self.counts.setdefault(entry, {})
+        domains = by_topology.setdefault(topology, {})
+        count = domains.get(domain, 0) + delta
+        if count > 0:
+            domains[domain] = count
+            return
+        domains.pop(domain, None)
+        if not domains:
+            del by_topology[topology]
+            if not by_topology:
+                del self.counts[entry]
+
+    def domains(self, entry: EntryKey, topology: str) -> dict[str, int]:
+        """The domains (with counts) where actors of `entry` are, under `topology`."""
+        by_topology = self.counts.get(entry)
+        if by_topology is None:
+            return {}
+        return by_topology.get(topology, {})
+
+    def has(self, entry: EntryKey) -> bool:
+        """Whether any actor counts under `entry`."""
+        return entry in self.counts

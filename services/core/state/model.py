@@ -1,0 +1,129 @@
+"""The records a cluster view holds: nodes, actors, placement groups (plain data, mutated only by `fold`)."""
+
+from __future__ import annotations
+
+from schemas import Explanation, PlacementGroupRequest, ScheduleRequest, Taint
+
+Resources = dict[str, float]
+EPSILON = 1e-9
+
+
+def take(free: Resources, amount: Resources) -> None:
+    """Subtract `amount` from `free` in place."""
+    for name, quantity in amount.items():
+        free[name] = free.get(name, 0.0) - quantity
+
+
+def give(free: Resources, amount: Resources) -> None:
+    """Add `amount` back to `free` in place."""
+    for name, quantity in amount.items():
+        free[name] = free.get(name, 0.0) + quantity
+
+
+def fits(free: Resources, amount: Resources) -> bool:
+    """Whether `amount` fits in `free`."""
+    return all(not (quantity > 0 and free.get(name, 0.0) + EPSILON < quantity) for name, quantity in amount.items())
+
+
+class NodeState:
+    """One live node: capacity, what is free, labels, taints, and what runs on it."""
+
+    __slots__ = (
+        "actors",
+        "blocking_taints",
+        "bundles",
+        "free",
+        "hash_key",
+        "labels",
+        "node_id",
+        "prefer_taints",
+        "record",
+        "taints",
+        "total",
+    )
+
+    def __init__(self, node_id: str, hash_key: int, total: Resources, labels: dict[str, str]) -> None:
+        self.node_id = node_id
+        self.hash_key = hash_key
+        self.total = dict(total)
+        self.free = dict(total)
+        self.labels = dict(labels)
+        self.taints: tuple[Taint, ...] = ()
+        self.blocking_taints: tuple[Taint, ...] = ()
+        self.prefer_taints: tuple[Taint, ...] = ()
+        self.actors: set[str] = set()
+        self.bundles: set[tuple[str, int]] = set()
+        self.record: dict[str, str] = {}
+
+    def set_taints(self, taints: list[Taint]) -> None:
+        """Replace the taints, split by effect."""
+        self.taints = tuple(taints)
+        self.blocking_taints = tuple(t for t in taints if t.effect != "PreferNoSchedule")
+        self.prefer_taints = tuple(t for t in taints if t.effect == "PreferNoSchedule")
+
+    def utilisation(self, extra: Resources | None = None) -> float:
+        """Max over resources of used / total, counting `extra` as used too."""
+        worst = 0.0
+        for name, total in self.total.items():
+            if total <= 0:
+                continue
+            used = total - self.free.get(name, 0.0)
+            if extra:
+                used += extra.get(name, 0.0)
+            share = used / total
+            worst = max(worst, share)
+        return worst
+
+
+class ActorState:
+    """One actor or task known to the scheduler: placed or pending."""
+
+    __slots__ = ("arrival", "bundle", "explanation", "node_id", "request", "restarts", "status")
+
+    def __init__(self, request: ScheduleRequest, arrival: int) -> None:
+        self.request = request
+        self.arrival = arrival
+        self.status = "pending"
+        self.node_id: str | None = None
+        self.bundle: tuple[str, int] | None = None
+        self.restarts = 0
+        self.explanation: Explanation | None = None
+
+    @property
+    def restarts_left(self) -> bool:
+        """Whether a failure restarts it (`max_restarts=-1` restarts forever)."""
+        limit = self.request.max_restarts
+        return limit < 0 or self.restarts < limit
+
+
+class GroupState:
+    """One placement group: its chosen option and, per bundle, the node holding it and what is free inside."""
+
+    __slots__ = (
+        "actors",
+        "arrival",
+        "bundle_free",
+        "bundle_nodes",
+        "bundles",
+        "explanation",
+        "option",
+        "request",
+        "status",
+    )
+
+    def __init__(self, request: PlacementGroupRequest, arrival: int) -> None:
+        self.request = request
+        self.arrival = arrival
+        self.status = "pending"
+        self.option = 0
+        self.bundles: list[Resources] = [dict(b) for b in request.bundles]
+        self.bundle_nodes: list[str | None] = [None] * len(request.bundles)
+        self.bundle_free: list[Resources] = [dict(b) for b in request.bundles]
+        self.actors: set[str] = set()
+        self.explanation: Explanation | None = None
+
+    def option_bundles(self, option: int) -> list[Resources]:
+        """The bundle shapes of option `option` (0 = primary, then the fallbacks)."""
+        if option == 0:
+            return [dict(b) for b in self.request.bundles]
+        return [dict(b) for b in self.request.fallback_strategy[option - 1].get("bundles", self.request.bundles)]

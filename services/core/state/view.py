@@ -1,0 +1,279 @@
+"""The cluster view and `fold`: apply one event to it; folding a log in order rebuilds it exactly (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from schemas import (
+    ActorAffinityOperator,
+    ActorAffinitySchedulingStrategy,
+    ActorFailed,
+    ActorPending,
+    ActorPlaced,
+    ActorRemoved,
+    ActorSubmitted,
+    AnyEvent,
+    NodeDied,
+    NodeLabelsChanged,
+    NodeLabelSchedulingStrategy,
+    NodeRegistered,
+    PlacementGroupBundlesLost,
+    PlacementGroupPending,
+    PlacementGroupPlaced,
+    PlacementGroupRemoved,
+    PlacementGroupSubmitted,
+    ScheduleRequest,
+    TaintsChanged,
+)
+from services.core.labels import HOSTNAME, NODE_ID, REGION, ZONE
+from services.core.prng import stable_hash
+from services.core.ring import HashRing
+from services.core.state.indexes import DomainIndex, LabelIndex
+from services.core.state.model import ActorState, GroupState, NodeState, give, take
+
+RECORDED_TOPOLOGY = (HOSTNAME, ZONE, REGION)
+AntiTerm = tuple[str, tuple[str, ...] | None, str]
+
+
+def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
+    """The hard NOT_IN / DOES_NOT_EXIST terms of an ANDed actor-affinity strategy: they bind newcomers too."""
+    strategy = request.scheduling_strategy
+    if not isinstance(strategy, ActorAffinitySchedulingStrategy) or strategy.is_or_semantics:
+        return []
+    terms: list[AntiTerm] = []
+    for expression in strategy.match_expressions:
+        if expression.soft:
+            continue
+        if expression.operator == ActorAffinityOperator.NOT_IN:
+            terms.append((expression.key, tuple(expression.values), expression.topology_key))
+        elif expression.operator == ActorAffinityOperator.DOES_NOT_EXIST:
+            terms.append((expression.key, None, expression.topology_key))
+    return terms
+
+
+class ClusterView:
+    """Everything the scheduler knows, indexed for decisions; changed only through `fold`."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.nodes: dict[str, NodeState] = {}
+        self.ring = HashRing()
+        self.labels = LabelIndex()
+        self.actors: dict[str, ActorState] = {}
+        self.groups: dict[str, GroupState] = {}
+        self.actor_index = DomainIndex()
+        self.anti_index = DomainIndex()
+        self.topologies: set[str] = {NODE_ID, *RECORDED_TOPOLOGY}
+        self.records: dict[str, dict[str, str]] = {}
+        self.pending: dict[str, None] = {}
+        self.arrivals = 0
+        self.version = 0
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            NodeRegistered: self._on_node_registered,
+            NodeDied: self._on_node_died,
+            NodeLabelsChanged: self._on_node_labels_changed,
+            TaintsChanged: self._on_taints_changed,
+            ActorSubmitted: self._on_actor_submitted,
+            ActorPlaced: self._on_actor_placed,
+            ActorPending: self._on_actor_pending,
+            ActorFailed: self._on_actor_failed,
+            ActorRemoved: self._on_actor_removed,
+            PlacementGroupSubmitted: self._on_group_submitted,
+            PlacementGroupPlaced: self._on_group_placed,
+            PlacementGroupPending: self._on_group_pending,
+            PlacementGroupBundlesLost: self._on_bundles_lost,
+            PlacementGroupRemoved: self._on_group_removed,
+        }
+
+    def fold(self, event: AnyEvent) -> None:
+        """Apply one event."""
+        self._handlers[type(event)](event)
+        self.version += 1
+
+    def track_topology(self, topology: str) -> None:
+        """Index actor labels by `topology` domains from now on (done once per new topology key)."""
+        if topology in self.topologies:
+            return
+        self.topologies.add(topology)
+        for actor in self.actors.values():
+            if actor.node_id is not None:
+                self._index_labels(actor.request, self.nodes[actor.node_id], 1, (topology,))
+
+    # nodes
+
+    def _on_node_registered(self, event: NodeRegistered) -> None:
+        node = NodeState(event.node_id, stable_hash(self.seed, event.node_id), event.resources, event.labels)
+        node.set_taints(event.taints)
+        node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
+        self.nodes[node.node_id] = node
+        self.ring.add(node.hash_key, node.node_id)
+        self.labels.add(node)
+
+    def _on_node_died(self, event: NodeDied) -> None:
+        node = self.nodes.pop(event.node_id)
+        self.ring.remove(node.hash_key, node.node_id)
+        self.labels.remove(node)
+
+    def _on_node_labels_changed(self, event: NodeLabelsChanged) -> None:
+        node = self.nodes[event.node_id]
+        placed = [self.actors[actor_id] for actor_id in sorted(node.actors)]
+        for actor in placed:
+            self._index_actor(actor.request, node, -1)
+        self.labels.remove(node)
+        node.labels = dict(event.labels)
+        node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
+        self.labels.add(node)
+        for actor in placed:
+            self._index_actor(actor.request, node, 1)
+
+    def _on_taints_changed(self, event: TaintsChanged) -> None:
+        self.nodes[event.node_id].set_taints(event.taints)
+
+    # actors
+
+    def _on_actor_submitted(self, event: ActorSubmitted) -> None:
+        self.arrivals += 1
+        self.actors[event.request.actor_id] = ActorState(event.request, self.arrivals)
+        self.pending[event.request.actor_id] = None
+
+    def _on_actor_placed(self, event: ActorPlaced) -> None:
+        actor = self.actors[event.actor_id]
+        node = self.nodes[event.node_id]
+        actor.status, actor.node_id, actor.explanation = "placed", node.node_id, None
+        if event.placement_group_id:
+            group = self.groups[event.placement_group_id]
+            take(group.bundle_free[event.bundle_index], actor.request.resources)
+            group.actors.add(actor.request.actor_id)
+            actor.bundle = (event.placement_group_id, event.bundle_index)
+        else:
+            take(node.free, actor.request.resources)
+        node.actors.add(event.actor_id)
+        self._index_actor(actor.request, node, 1)
+        self.records[event.actor_id] = self._record_of(actor.request, node)
+        self.pending.pop(event.actor_id, None)
+
+    def _on_actor_pending(self, event: ActorPending) -> None:
+        actor = self.actors[event.actor_id]
+        actor.explanation = event.explanation
+        self.pending[event.actor_id] = None
+
+    def _on_actor_failed(self, event: ActorFailed) -> None:
+        actor = self._release_actor(event.actor_id)
+        if event.will_restart:
+            actor.restarts += 1
+            actor.status = "pending"
+            self.pending[event.actor_id] = None
+        else:
+            del self.actors[event.actor_id]
+
+    def _on_actor_removed(self, event: ActorRemoved) -> None:
+        self._release_actor(event.actor_id)
+        del self.actors[event.actor_id]
+        self.pending.pop(event.actor_id, None)
+
+    def _release_actor(self, actor_id: str) -> ActorState:
+        actor = self.actors[actor_id]
+        if actor.node_id is None:
+            return actor
+        node = self.nodes[actor.node_id]
+        if actor.bundle is not None:
+            group = self.groups.get(actor.bundle[0])
+            if group is not None:
+                give(group.bundle_free[actor.bundle[1]], actor.request.resources)
+                group.actors.discard(actor_id)
+        else:
+            give(node.free, actor.request.resources)
+        node.actors.discard(actor_id)
+        self._index_actor(actor.request, node, -1)
+        actor.node_id, actor.bundle = None, None
+        return actor
+
+    def _record_of(self, request: ScheduleRequest, node: NodeState) -> dict[str, str]:
+        """What a later DataFlow operation inherits: topology labels, plus the keys the request selected on."""
+        keys = list(request.label_selector)
+        strategy = request.scheduling_strategy
+        if isinstance(strategy, NodeLabelSchedulingStrategy):
+            keys += [*strategy.hard, *strategy.soft]
+        extra = {key: node.labels[key] for key in keys if key in node.labels and key not in node.record}
+        return {**node.record, **extra} if extra else node.record
+
+    def _index_actor(self, request: ScheduleRequest, node: NodeState, delta: int) -> None:
+        self._index_labels(request, node, delta, self.topologies)
+        namespace = request.namespace
+        for key, values, topology in hard_anti_terms(request):
+            domain = node.labels.get(topology)
+            if domain is None:
+                continue
+            for value in values if values is not None else (None,):
+                self.anti_index.bump((namespace, key, value), topology, domain, delta)
+
+    def _index_labels(self, request: ScheduleRequest, node: NodeState, delta: int, topologies: Iterable[str]) -> None:
+        namespace = request.namespace
+        for topology in topologies:
+            domain = node.labels.get(topology)
+            if domain is None:
+                continue
+            for key, value in request.labels.items():
+                self.actor_index.bump((namespace, key, value), topology, domain, delta)
+                self.actor_index.bump((namespace, key, None), topology, domain, delta)
+
+    # placement groups
+
+    def _on_group_submitted(self, event: PlacementGroupSubmitted) -> None:
+        self.arrivals += 1
+        self.groups[event.request.pg_id] = GroupState(event.request, self.arrivals)
+        self.pending[event.request.pg_id] = None
+
+    def _on_group_placed(self, event: PlacementGroupPlaced) -> None:
+        group = self.groups[event.pg_id]
+        if group.option != event.option or len(group.bundles) != len(event.bundle_nodes):
+            group.option = event.option
+            group.bundles = group.option_bundles(event.option)
+            group.bundle_nodes = [None] * len(group.bundles)
+            group.bundle_free = [dict(b) for b in group.bundles]
+        for index, node_id in enumerate(event.bundle_nodes):
+            if group.bundle_nodes[index] is None:
+                node = self.nodes[node_id]
+                take(node.free, group.bundles[index])
+                node.bundles.add((event.pg_id, index))
+                group.bundle_nodes[index] = node_id
+        group.status, group.explanation = "placed", None
+        self.pending.pop(event.pg_id, None)
+
+    def _on_group_pending(self, event: PlacementGroupPending) -> None:
+        group = self.groups[event.pg_id]
+        group.explanation = event.explanation
+        self.pending[event.pg_id] = None
+
+    def _on_bundles_lost(self, event: PlacementGroupBundlesLost) -> None:
+        group = self.groups[event.pg_id]
+        for index in event.bundle_indices:
+            self._release_bundle(group, index)
+        group.status = "pending"
+        self.pending[event.pg_id] = None
+
+    def _on_group_removed(self, event: PlacementGroupRemoved) -> None:
+        group = self.groups.pop(event.pg_id)
+        for index in range(len(group.bundles)):
+            self._release_bundle(group, index)
+        self.pending.pop(event.pg_id, None)
+
+    def _release_bundle(self, group: GroupState, index: int) -> None:
+        node_id = group.bundle_nodes[index]
+        if node_id is None:
+            return
+        node = self.nodes.get(node_id)
+        if node is not None:
+            give(node.free, group.bundles[index])
+            node.bundles.discard((group.request.pg_id, index))
+        group.bundle_nodes[index] = None
+        group.bundle_free[index] = dict(group.bundles[index])
+
+
+def replay(events: Iterable[AnyEvent], seed: int = 0) -> ClusterView:
+    """Fold a log into a fresh view."""
+    view = ClusterView(seed)
+    for event in events:
+        view.fold(event)
+    return view

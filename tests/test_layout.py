@@ -1,0 +1,200 @@
+"""The layout rules, checked from the source: schemas <- services.core <- the rest; services never meet."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SERVICES = ("labels", "taints", "vclusters", "scheduler")
+
+PURE_STDLIB = (
+    "__future__",
+    "typing",
+    "collections",
+    "collections.abc",
+    "dataclasses",
+    "enum",
+    "functools",
+    "itertools",
+    "math",
+    "bisect",
+    "heapq",
+    "hashlib",
+    "re",
+    "operator",
+    "types",
+    "abc",
+)
+
+IMPURE = (
+    "asyncio",
+    "anyio",
+    "nats",
+    "redis",
+    "os",
+    "time",
+    "random",
+    "logging",
+    "socket",
+    "subprocess",
+    "threading",
+    "opentelemetry",
+    "datetime",
+    "uuid",
+    "secrets",
+    "services.runtime",
+    "services.client",
+    "services.cli",
+    *(f"services.{svc}" for svc in SERVICES),
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What the modules under `folder` may import: only `allowed` (when given), never `forbidden`."""
+
+    sentence: str
+    folder: str
+    allowed: tuple[str, ...] | None
+    forbidden: tuple[str, ...]
+    required: bool = True
+
+
+RULES = [
+    Rule(
+        "schemas imports only the standard library and msgspec",
+        "schemas",
+        allowed=("schemas", "msgspec", "__future__", "typing", "enum", "dataclasses"),
+        forbidden=("services",),
+    ),
+    Rule(
+        "services.core imports only pure modules",
+        "services/core",
+        allowed=("schemas", "services.core", "msgspec", "yaml", *PURE_STDLIB),
+        forbidden=IMPURE,
+    ),
+    *(
+        Rule(
+            f"services.{svc} never imports another service",
+            f"services/{svc}",
+            allowed=None,
+            forbidden=tuple(f"services.{other}" for other in SERVICES if other != svc),
+            required=False,
+        )
+        for svc in SERVICES
+    ),
+]
+
+
+def module_name(path: Path, root: Path) -> str:
+    """The dotted module name of a source file below `root` (a package's `__init__.py` names the package)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
+    """Every module a file imports, with its line: relative imports resolved, `from a import b` as `a.b`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                base += node.module.split(".") if node.module else []
+                module = ".".join(base)
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                yield node.lineno, module if alias.name == "*" else f"{module}.{alias.name}"
+
+
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether `module` is one of `prefixes` or inside one of them (`a.b` is inside `a`, `ab` is not)."""
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
+
+
+def python_files(folder: str) -> list[Path]:
+    """The Python source files under a folder of the repository, sorted."""
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def violations(rule: Rule) -> list[str]:
+    """Each import under the rule's folder that breaks it, as `path:line imports module (why)`."""
+    found = []
+    for path in python_files(rule.folder):
+        for line, module in imported_modules(path):
+            if within(module, rule.forbidden):
+                why = "forbidden"
+            elif rule.allowed is not None and not within(module, rule.allowed):
+                why = "not on the allow-list"
+            else:
+                continue
+            found.append(f"{path.relative_to(ROOT)}:{line} imports {module} ({why})")
+    return found
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[rule.sentence for rule in RULES])
+def test_dependency_rule(rule: Rule) -> None:
+    if not python_files(rule.folder):
+        if rule.required:
+            pytest.fail(f"{rule.folder}/ holds no Python files: the rule would check nothing")
+        pytest.skip(f"{rule.folder}/ does not exist yet")
+    found = violations(rule)
+    assert not found, "\n".join([f"{rule.sentence}, but:", *found])
+
+
+def test_the_core_allow_list_lets_nothing_impure_in() -> None:
+    assert [module for module in PURE_STDLIB if within(module, IMPURE)] == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import os.path", {"os.path"}),
+        ("from services import runtime", {"services.runtime"}),
+        ("from services import core", {"services.core"}),
+        ("from . import state", {"services.core.state"}),
+        ("from ..runtime.bus import Bus", {"services.runtime.bus.Bus"}),
+        ("def f() -> None:\n    import random", {"random"}),
+    ],
+    ids=[
+        "a plain import is seen",
+        "a module imported from its package is seen",
+        "the core imported from its package counts as services.core, not services",
+        "a relative import resolves against the package",
+        "a parent-relative import resolves two levels up",
+        "an import inside a function is seen",
+    ],
+)
+def test_import_collector(tmp_path: Path, source: str, expected: set[str]) -> None:
+    path = tmp_path / "services" / "core" / "scratch.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source + "\n", encoding="utf-8")
+    assert {module for _, module in imported_modules(path, root=tmp_path)} == expected
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["schemas", "services"],
+    ids=lambda folder: f"every module under {folder} starts with a docstring",
+)
+def test_docstrings(folder: str) -> None:
+    missing = [
+        str(path.relative_to(ROOT))
+        for path in python_files(folder)
+        if ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) is None
+    ]
+    assert not missing, "\n".join(["these modules have no docstring:", *missing])
