@@ -31,7 +31,8 @@ def _shared_rules(  # noqa: PLR0912 - one branch per rule, in pipeline order, re
         filters.append(bundle)
     else:
         filters += [Capacity(work.resources), TaintFilter(work.tolerations)]
-        scorers.append(PreferNoScheduleScorer(work.tolerations))
+        if view.prefer_tainted:
+            scorers.append(PreferNoScheduleScorer(work.tolerations))
     if work.node_label_hard is not None:
         filters.append(SelectorFilter(view, work.node_label_hard, rank=RANK_NODE_LABELS))
     if work.node_label_soft is not None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from schemas import Explanation
 from services.core.pipeline import Plan, choose, explain, feasible
-from services.core.plugins.base import RANK_BUNDLE
+from services.core.plugins.base import RANK_BUNDLE, Scorer
 from services.core.plugins.bundles import BUNDLE_SELECTOR_REASON
 from services.core.plugins.node_labels import SelectorFilter
 from services.core.plugins.resources import Capacity
@@ -57,7 +57,8 @@ def _bundle_plan(
     if selector:
         rules.append(SelectorFilter(view, selector, BUNDLE_SELECTOR_REASON, RANK_BUNDLE))
     policy = "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT"
-    return Plan(need, rules, [PreferNoScheduleScorer(work.tolerations)], policy, room)
+    scorers: list[Scorer] = [PreferNoScheduleScorer(work.tolerations)] if view.prefer_tainted else []
+    return Plan(need, rules, scorers, policy, room)
 
 
 def _summed(option: GroupOption) -> tuple[Resources, LabelSelector]:

@@ -8,6 +8,7 @@ from schemas import Explanation
 from services.core.plugins.base import RANK_FREE, Filter, Scorer
 from services.core.plugins.resources import shortage
 from services.core.prng import SplitMix64
+from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
 
 EXACT_PREFERRED_LIMIT = 512
@@ -51,7 +52,10 @@ class Plan:
 
     def weight(self, node: NodeState) -> int:
         """The node's soft weight for this work."""
-        return sum(scorer.weight(node) for scorer in self.scorers)
+        scorers = self.scorers
+        if len(scorers) == 1:
+            return scorers[0].weight(node)
+        return sum(scorer.weight(node) for scorer in scorers)
 
     def driver(self, view: ClusterView) -> Sequence[str]:
         """The smallest candidate list a rule offers, else every node."""
@@ -69,15 +73,23 @@ def _policy_key(plan: Plan, node: NodeState) -> float:
     return -share if share < 0.5 else 1.0 + share
 
 
+def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeState]:
+    """The nodes soft rules can add weight to: all of them, or a seeded sample when there are very many."""
+    lists = [scorer.preferred for scorer in plan.scorers if scorer.preferred]
+    if not lists:
+        return []
+    ids: Sequence[str] = Chain(lists)
+    if len(ids) > EXACT_PREFERRED_LIMIT:
+        start = prng.below(len(ids))
+        ids = [ids[(start + step) % len(ids)] for step in range(EXACT_PREFERRED_LIMIT)]
+    nodes = view.nodes
+    return [nodes[node_id] for node_id in dict.fromkeys(ids) if node_id in nodes]
+
+
 def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> NodeState | None:
     """The node to place on now, or None when no node can take the work now."""
-    nodes = view.nodes
-    preferred = [nodes[i] for s in plan.scorers for i in s.preferred if i in nodes]
+    preferred = _preferred(view, plan, prng)
     seen = {node.node_id for node in preferred}
-    if len(preferred) > EXACT_PREFERRED_LIMIT:
-        preferred.sort(key=lambda node: node.hash_key)
-        start = prng.below(len(preferred))
-        preferred = (preferred[start:] + preferred[:start])[:EXACT_PREFERRED_LIMIT]
     scored: list[tuple[int, NodeState]] = []
     for node in preferred:
         if fits(plan.room(node), plan.need) and plan.rejects(node) is None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 
 class HashRing:
@@ -44,3 +45,33 @@ class HashRing:
         count = len(ids)
         for step in range(count):
             yield ids[(start + step) % count]
+
+
+class Chain(Sequence[str]):
+    """Several id lists read as one, without copying them (a candidate list built from many index entries)."""
+
+    __slots__ = ("offsets", "parts", "size")
+
+    def __init__(self, parts: Sequence[Sequence[str]]) -> None:
+        self.parts: list[Sequence[str]] = []
+        for part in parts:
+            self.parts.extend(part.parts if isinstance(part, Chain) else [part] if part else [])
+        self.offsets: list[int] = []
+        total = 0
+        for part in self.parts:
+            self.offsets.append(total)
+            total += len(part)
+        self.size = total
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.size))]
+        at = bisect_right(self.offsets, index) - 1
+        return self.parts[at][index - self.offsets[at]]

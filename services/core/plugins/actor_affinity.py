@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from schemas import ActorAffinityMatchExpression, ActorAffinityOperator, ActorAffinitySchedulingStrategy
 from services.core.labels import NODE_ID
 from services.core.plugins.base import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
+from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
 AFFINITY_REASON = "didn't match actor affinity rules"
@@ -47,7 +48,7 @@ class Expression:
         if self.topology == NODE_ID:
             return sorted(self.domains, key=lambda node_id: view.nodes[node_id].hash_key)
         rings = [view.labels.nodes(self.topology, domain) for domain in sorted(self.domains)]
-        return [node_id for ring in rings if ring is not None for node_id in ring.ids]
+        return Chain([ring.ids for ring in rings if ring is not None])
 
 
 def _self_satisfies(labels: dict[str, str], expression: ActorAffinityMatchExpression) -> bool:
@@ -97,11 +98,7 @@ class ActorAffinityScorer(Scorer):
 
     def __init__(self, view: ClusterView, namespace: str, strategy: ActorAffinitySchedulingStrategy) -> None:
         self.expressions = [Expression(view, namespace, e) for e in strategy.match_expressions if e.soft]
-        seen: dict[str, None] = {}
-        for expression in self.expressions:
-            if expression.positive:
-                seen.update(dict.fromkeys(expression.nodes(view)))
-        self.preferred = list(seen)
+        self.preferred = Chain([e.nodes(view) for e in self.expressions if e.positive])
         self.active = bool(self.expressions)
 
     def weight(self, node: NodeState) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from schemas import Prefer, RunAfter
 from services.core.labels import HOSTNAME
 from services.core.plugins.base import RANK_DATAFLOW, Filter, Scorer
+from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
 DATAFLOW_REASON = "didn't match the DataFlow affinity"
@@ -45,12 +46,8 @@ class DataFlowPrefer(Scorer):
         record = view.records.get(run_after.operation_id, {})
         prefers = run_after.prefer or list(DEFAULT_PREFER)
         self.wanted = [(p.name, record[p.name], p.weight) for p in prefers if p.name in record and p.weight]
-        seen: dict[str, None] = {}
-        for key, value, _ in self.wanted:
-            ring = view.labels.nodes(key, value)
-            if ring is not None:
-                seen.update(dict.fromkeys(ring.ids))
-        self.preferred = list(seen)
+        rings = [view.labels.nodes(key, value) for key, value, _ in self.wanted]
+        self.preferred = Chain([ring.ids for ring in rings if ring is not None])
 
     def weight(self, node: NodeState) -> int:
         labels = node.labels

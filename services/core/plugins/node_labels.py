@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.core.plugins.base import RANK_SELECTOR, Filter, Scorer
+from services.core.ring import Chain
 from services.core.selectors import IN, LabelSelector, Term
 from services.core.state import ClusterView, NodeState
 
@@ -20,7 +21,7 @@ def term_nodes(view: ClusterView, term: Term) -> Sequence[str] | None:
     found = [ring for ring in rings if ring is not None]
     if len(found) == 1:
         return found[0].ids
-    return [node_id for ring in found for node_id in ring.ids]
+    return Chain([ring.ids for ring in found])
 
 
 class SelectorFilter(Filter):
@@ -44,11 +45,7 @@ class SoftLabels(Scorer):
 
     def __init__(self, view: ClusterView, selector: LabelSelector) -> None:
         self.terms = selector.terms
-        seen: dict[str, None] = {}
-        for term in self.terms:
-            for node_id in term_nodes(view, term) or ():
-                seen[node_id] = None
-        self.preferred = list(seen)
+        self.preferred = Chain([nodes for nodes in (term_nodes(view, term) for term in self.terms) if nodes])
 
     def weight(self, node: NodeState) -> int:
         labels = node.labels

@@ -22,7 +22,10 @@ def give(free: Resources, amount: Resources) -> None:
 
 def fits(free: Resources, amount: Resources) -> bool:
     """Whether `amount` fits in `free`."""
-    return all(not (quantity > 0 and free.get(name, 0.0) + EPSILON < quantity) for name, quantity in amount.items())
+    for name, quantity in amount.items():  # noqa: SIM110 - a plain loop is the hot path's fastest form
+        if quantity > 0 and free.get(name, 0.0) + EPSILON < quantity:
+            return False
+    return True
 
 
 class NodeState:

@@ -24,6 +24,7 @@ from schemas import (
     PlacementGroupRemoved,
     PlacementGroupSubmitted,
     ScheduleRequest,
+    Taint,
     TaintsChanged,
 )
 from services.core.labels import HOSTNAME, NODE_ID, REGION, ZONE
@@ -66,6 +67,7 @@ class ClusterView:
         self.anti_index = DomainIndex()
         self.topologies: set[str] = {NODE_ID, *RECORDED_TOPOLOGY}
         self.records: dict[str, dict[str, str]] = {}
+        self.prefer_tainted: set[str] = set()
         self.pending: dict[str, None] = {}
         self.arrivals = 0
         self.version = 0
@@ -104,7 +106,7 @@ class ClusterView:
 
     def _on_node_registered(self, event: NodeRegistered) -> None:
         node = NodeState(event.node_id, stable_hash(self.seed, event.node_id), event.resources, event.labels)
-        node.set_taints(event.taints)
+        self._set_taints(node, event.taints)
         node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
         self.nodes[node.node_id] = node
         self.ring.add(node.hash_key, node.node_id)
@@ -112,6 +114,7 @@ class ClusterView:
 
     def _on_node_died(self, event: NodeDied) -> None:
         node = self.nodes.pop(event.node_id)
+        self.prefer_tainted.discard(node.node_id)
         self.ring.remove(node.hash_key, node.node_id)
         self.labels.remove(node)
 
@@ -128,7 +131,14 @@ class ClusterView:
             self._index_actor(actor.request, node, 1)
 
     def _on_taints_changed(self, event: TaintsChanged) -> None:
-        self.nodes[event.node_id].set_taints(event.taints)
+        self._set_taints(self.nodes[event.node_id], event.taints)
+
+    def _set_taints(self, node: NodeState, taints: list[Taint]) -> None:
+        node.set_taints(taints)
+        if node.prefer_taints:
+            self.prefer_tainted.add(node.node_id)
+        else:
+            self.prefer_tainted.discard(node.node_id)
 
     # actors
 

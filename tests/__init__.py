@@ -1,0 +1,1 @@
+"""Corral's tests, mirroring the source tree."""
