@@ -130,7 +130,7 @@ class Cluster:
                 node_group=node_group,
             )
         except LabelError as error:
-            raise RequestError(f"node {node_id!r}: {error}") from error
+            raise LabelError(f"node {node_id!r}: {error}") from error
         node_taints = check_taints(node_id, taints or {})
         for resource in self.rare_resources:
             if total.get(resource, 0.0) > 0:
@@ -155,7 +155,7 @@ class Cluster:
         try:
             user = validate_labels(labels)
         except LabelError as error:
-            raise RequestError(f"node {node_id!r}: {error}") from error
+            raise LabelError(f"node {node_id!r}: {error}") from error
         system = {key: value for key, value in node.labels.items() if key.startswith(SYSTEM_PREFIX)}
         self._begin(node_id)
         self._emit(NodeLabelsChanged(node_id=node_id, labels={**user, **system}))

@@ -24,27 +24,26 @@ class LabelError(ValueError):
     """A label key or value breaks the label syntax; the message names the key, the value and the rule."""
 
 
-def validate_label_key(key: str, *, allow_system: bool = False) -> None:
+def validate_label_key(key: str, *, allow_system: bool = False, value: str | None = None) -> None:
     """Raise `LabelError` unless `key` is `[prefix/]name` in Kubernetes syntax (and not reserved, by default)."""
+    where = f"label key {key!r}" + (f" (value {value!r})" if value is not None else "")
     if not isinstance(key, str) or not key:
-        raise LabelError(f"label key {key!r}: must be a non-empty string")
+        raise LabelError(f"{where}: must be a non-empty string")
     prefix, slash, name = key.rpartition("/")
     if slash:
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
-            raise LabelError(
-                f"label key {key!r}: prefix {prefix!r} must be a lowercase DNS subdomain of at most 253 characters"
-            )
+        if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+            raise LabelError(f"{where}: prefix {prefix!r} must be a lowercase DNS subdomain of at most 253 characters")
         if not allow_system and key.startswith(SYSTEM_PREFIX):
-            raise LabelError(f"label key {key!r}: the prefix {SYSTEM_PREFIX!r} is reserved for system labels")
-    if len(name) > 63 or not _NAME.match(name):
-        raise LabelError(f"label key {key!r}: name {name!r} must be {_NAME_RULE}")
+            raise LabelError(f"{where}: the prefix {SYSTEM_PREFIX!r} is reserved for system labels")
+    if len(name) > 63 or not _NAME.fullmatch(name):
+        raise LabelError(f"{where}: name {name!r} must be {_NAME_RULE}")
 
 
 def validate_label_value(key: str, value: str) -> None:
     """Raise `LabelError` unless `value` is empty or a valid label name."""
     if not isinstance(value, str):
         raise LabelError(f"label {key!r}: value {value!r} must be a string")
-    if value and (len(value) > 63 or not _NAME.match(value)):
+    if value and (len(value) > 63 or not _NAME.fullmatch(value)):
         raise LabelError(f"label {key!r}: value {value!r} must be empty or {_NAME_RULE}")
 
 
@@ -53,7 +52,7 @@ def validate_labels(labels: dict[str, str], *, allow_system: bool = False) -> di
     if not isinstance(labels, dict):
         raise LabelError(f"labels {labels!r}: must be a mapping of strings to strings")
     for key, value in labels.items():
-        validate_label_key(key, allow_system=allow_system)
+        validate_label_key(key, allow_system=allow_system, value=value)
         validate_label_value(key, value)
     return dict(labels)
 
@@ -68,7 +67,7 @@ def parse_labels(text: str) -> dict[str, str]:
         if entry.count("=") != 1:
             raise LabelError(f"label entry {entry!r} in {text!r}: expected exactly one '=' (key=value)")
         key, value = (part.strip() for part in entry.split("="))
-        validate_label_key(key)
+        validate_label_key(key, value=value)
         validate_label_value(key, value)
         if key in labels:
             raise LabelError(f"label key {key!r} in {text!r}: given twice")

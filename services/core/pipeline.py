@@ -116,6 +116,8 @@ def _sample(
         return []
     nodes, need, room = view.nodes, plan.need, plan.room
     start = prng.below(count)
+    if any(scorer.exhaustive for scorer in plan.scorers):
+        sample = count
     found: list[tuple[int, NodeState]] = []
     negative: list[tuple[int, NodeState]] = []
     for step in range(count):

@@ -80,14 +80,14 @@ def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
     try:
         return LabelSelector.parse(spec)
     except LabelError as error:
-        raise RequestError(f"{field}: {error}") from error
+        raise LabelError(f"{field}: {error}") from error
 
 
 def _tolerations(field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...]) -> Tolerations:
     try:
         tolerations = Tolerations.parse(spec)
     except LabelError as error:
-        raise RequestError(f"{field}: {error}") from error
+        raise LabelError(f"{field}: {error}") from error
     for resource in rare:
         if resources.get(resource, 0.0) > 0:
             tolerations = tolerations.with_key(rare_taint_key(resource))
@@ -119,7 +119,7 @@ class CompiledRequest:
         try:
             validate_labels(request.labels)
         except LabelError as error:
-            raise RequestError(f"labels: {error}") from error
+            raise LabelError(f"labels: {error}") from error
         self.options = [_selector("label_selector", request.label_selector)]
         for index, option in enumerate(request.fallback_strategy):
             if not isinstance(option, dict) or set(option) != {"label_selector"}:
@@ -177,7 +177,7 @@ class CompiledRequest:
                 for value in expression.values:
                     validate_label_value(expression.key, value)
             except LabelError as error:
-                raise RequestError(f"{field}: {error}") from error
+                raise LabelError(f"{field}: {error}") from error
             operator = expression.operator
             if operator not in tuple(ActorAffinityOperator):
                 raise _fail(f"{field}.operator", operator, "must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST")
@@ -199,7 +199,7 @@ class CompiledRequest:
             for key in [*run_after.require, *(prefer.name for prefer in run_after.prefer)]:
                 validate_label_key(key, allow_system=True)
         except LabelError as error:
-            raise RequestError(f"run_after: {error}") from error
+            raise LabelError(f"run_after: {error}") from error
         for prefer in run_after.prefer:
             if isinstance(prefer.weight, bool) or not isinstance(prefer.weight, int) or prefer.weight < 0:
                 raise _fail(f"run_after.prefer[{prefer.name!r}].weight", prefer.weight, "must be an integer >= 0")

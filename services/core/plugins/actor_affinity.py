@@ -99,6 +99,7 @@ class ActorAffinityScorer(Scorer):
     def __init__(self, view: ClusterView, namespace: str, strategy: ActorAffinitySchedulingStrategy) -> None:
         self.expressions = [Expression(view, namespace, e) for e in strategy.match_expressions if e.soft]
         self.preferred = Chain([e.nodes(view) for e in self.expressions if e.positive])
+        self.exhaustive = not all(e.positive for e in self.expressions)
         self.active = bool(self.expressions)
 
     def weight(self, node: NodeState) -> int:

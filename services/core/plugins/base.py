@@ -28,6 +28,9 @@ class Scorer:
     """A soft rule: `weight` adds to a node's soft weight; `preferred` lists the nodes it can add to."""
 
     preferred: Sequence[str] = ()
+    exhaustive = False
+    """True when the nodes this rule favours cannot be listed from an index (a negative soft term): then every
+    placeable node is scored, so a preference is never lost to sampling."""
 
     def weight(self, node: NodeState) -> int:
         """The soft weight this rule gives the node."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from services.core.plugins.base import RANK_SELECTOR, Filter, Scorer
 from services.core.ring import Chain
-from services.core.selectors import IN, LabelSelector, Term
+from services.core.selectors import EXISTS, IN, LabelSelector, Term
 from services.core.state import ClusterView, NodeState
 
 SELECTOR_REASON = "didn't match the label selector"
@@ -14,7 +14,10 @@ SOFT_WEIGHT = 100
 
 
 def term_nodes(view: ClusterView, term: Term) -> Sequence[str] | None:
-    """The nodes that can pass an `in` term, from the label index (None when the term cannot narrow)."""
+    """The nodes that can pass an `in` or `exists` term, from the label index (None when the term cannot narrow)."""
+    if term.op == EXISTS:
+        values = view.labels.by_key.get(term.key, {})
+        return Chain([values[value].ids for value in sorted(values)])
     if term.op != IN:
         return None
     rings = [view.labels.nodes(term.key, value) for value in sorted(term.values)]
@@ -46,6 +49,7 @@ class SoftLabels(Scorer):
     def __init__(self, view: ClusterView, selector: LabelSelector) -> None:
         self.terms = selector.terms
         self.preferred = Chain([nodes for nodes in (term_nodes(view, term) for term in self.terms) if nodes])
+        self.exhaustive = not all(term.positive for term in self.terms)
 
     def weight(self, node: NodeState) -> int:
         labels = node.labels
