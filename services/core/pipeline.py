@@ -63,7 +63,7 @@ class Plan:
         return min(lists, key=len) if lists else view.ring.ids
 
 
-EXCLUDED_REASON = "already had a bundle of this placement group (STRICT_SPREAD)"
+EXCLUDED_REASON = "was taken by another bundle of this placement group (STRICT_SPREAD)"
 
 
 def _policy_key(plan: Plan, node: NodeState) -> float:

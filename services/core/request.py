@@ -27,6 +27,10 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 RUN_AFTER_POLICIES = ("", "Require", "Prefer")
 
 
+_ID = re.compile(r"\S{1,253}")
+_OPERATORS = tuple(ActorAffinityOperator)
+
+
 class RequestError(ValueError):
     """A request breaks a rule; the message names the field, the value and the rule."""
 
@@ -37,7 +41,7 @@ def _fail(field: str, value: object, rule: str) -> RequestError:
 
 def check_id(field: str, value: object) -> str:
     """An id is a non-empty string of at most 253 characters without whitespace."""
-    if not isinstance(value, str) or not value or len(value) > 253 or any(c.isspace() for c in value):
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise _fail(field, value, "must be a non-empty string of at most 253 characters without blanks")
     return value
 
@@ -179,7 +183,7 @@ class CompiledRequest:
             except LabelError as error:
                 raise LabelError(f"{field}: {error}") from error
             operator = expression.operator
-            if operator not in tuple(ActorAffinityOperator):
+            if operator not in _OPERATORS:
                 raise _fail(f"{field}.operator", operator, "must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST")
             listed = operator in (ActorAffinityOperator.IN, ActorAffinityOperator.NOT_IN)
             if listed and not expression.values:

@@ -72,12 +72,11 @@ class ActorAffinityFilter(Filter):
         positive = [(raw, resolved) for raw, resolved in zip(hard, self.expressions, strict=True) if resolved.positive]
         first_of_group = (
             bool(positive)
-            and not self.any_of
             and all(not resolved.domains for _, resolved in positive)
             and all(_self_satisfies(labels, raw) for raw, _ in positive)
         )
-        if first_of_group:
-            self.expressions = [e for e in self.expressions if not e.positive]
+        if first_of_group:  # with OR semantics one satisfied expression is enough, so nothing is left to check
+            self.expressions = [] if self.any_of else [e for e in self.expressions if not e.positive]
         self.active = bool(self.expressions)
         self.reason = AFFINITY_REASON if any(e.positive for e in self.expressions) else ANTI_AFFINITY_REASON
         if not self.any_of:

@@ -12,13 +12,23 @@ DATAFLOW_REASON = "didn't match the DataFlow affinity"
 DEFAULT_PREFER = (Prefer(HOSTNAME, 100),)
 
 
+def recorded(view: ClusterView, operation_id: str) -> dict[str, str] | None:
+    """What the earlier operation recorded; a placed placement group records nothing; None while never placed."""
+    record = view.records.get(operation_id)
+    if record is None:
+        group = view.groups.get(operation_id)
+        if group is not None and group.status == "placed":
+            return {}
+    return record
+
+
 class DataFlowRequire(Filter):
     """Equal values for each `require` key the earlier operation recorded; wait while it was never placed."""
 
     rank = RANK_DATAFLOW
 
     def __init__(self, view: ClusterView, run_after: RunAfter) -> None:
-        record = view.records.get(run_after.operation_id)
+        record = recorded(view, run_after.operation_id)
         self.waiting = record is None
         keys = run_after.require or [HOSTNAME]
         self.required = {key: record[key] for key in keys if key in record} if record is not None else {}
@@ -43,7 +53,7 @@ class DataFlowPrefer(Scorer):
     """Each `prefer` key whose value equals the recorded one adds its weight; never blocks."""
 
     def __init__(self, view: ClusterView, run_after: RunAfter) -> None:
-        record = view.records.get(run_after.operation_id, {})
+        record = recorded(view, run_after.operation_id) or {}
         prefers = run_after.prefer or list(DEFAULT_PREFER)
         self.wanted = [(p.name, record[p.name], p.weight) for p in prefers if p.name in record and p.weight]
         rings = [view.labels.nodes(key, value) for key, value, _ in self.wanted]

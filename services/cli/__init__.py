@@ -1,0 +1,1 @@
+"""The `corral` command: the in-process demo and the benchmarks (more subcommands come with the services)."""

@@ -1,0 +1,246 @@
+"""`corral bench core`: decisions per second of the scheduling core on pre-filled clusters (like scheduler_perf).
+
+Each case (workload, size) starts from a cluster of `size` nodes with 10 actors per node already placed, built
+by folding events (`Cluster.from_events`), then times `--decisions` submits (or placement groups) one by one.
+Every case runs in a fresh subprocess so its peak RSS is its own. It prints figures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from typing import TypedDict, cast
+
+from schemas import PlacementGroupRequest
+from services.cli.bench_workloads import ACTORS_PER_NODE, WORKLOADS, Layout, Work, Workload, build_events
+from services.core import Cluster, Pending
+
+SEED = 42
+DEFAULT_SIZES = (1000, 5000, 20000)
+
+
+class Figures(TypedDict):
+    """What one case reports (one JSON line)."""
+
+    workload: str
+    nodes: int
+    placed_before: int
+    decisions_per_s: float
+    p50_us: float
+    p99_us: float
+    peak_rss_mb: float
+    replay_events_per_s: float
+
+
+def percentile(sorted_values: list[int], fraction: float) -> int:
+    """Nearest-rank percentile of an ascending list."""
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def progress(text: str) -> None:
+    """A progress line on stderr (the figures go to stdout)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def _time_decisions(cluster: Cluster, requests: list[Work]) -> tuple[list[int], int]:
+    """Each decision's duration in nanoseconds, and how many of them left the work pending."""
+    latencies: list[int] = []
+    pending = 0
+    clock = time.perf_counter_ns
+    for request in requests:
+        if isinstance(request, PlacementGroupRequest):
+            begin = clock()
+            decision = cluster.create_placement_group(request)
+            latencies.append(clock() - begin)
+        else:
+            begin = clock()
+            decision = cluster.submit(request)
+            latencies.append(clock() - begin)
+        pending += isinstance(decision, Pending)
+    return latencies, pending
+
+
+def run_case(workload: Workload, nodes: int, decisions: int) -> Figures:
+    """Build the cluster, time the decisions, and return the figures of this case."""
+    layout = Layout(nodes)
+    strategies = [workload.strategy(labels["app"]) for labels in layout.app_labels] if workload.strategy else []
+    events = build_events(workload, layout, strategies)
+    started = time.perf_counter()
+    cluster = Cluster.from_events(events, SEED)
+    replay_seconds = time.perf_counter() - started
+    placed_before = len(cluster.placements())
+    expected = nodes * ACTORS_PER_NODE
+    if placed_before != expected:
+        raise RuntimeError(f"setup folded {placed_before} placed actors, expected {expected}")
+    requests = workload.decisions(layout, decisions, strategies)
+    folded = len(events)
+    del events
+    gc.collect()
+    gc.freeze()  # the pre-filled cluster is long-lived: keep the collector from re-walking it on every cycle
+    try:
+        latencies, pending = _time_decisions(cluster, requests)
+    finally:
+        gc.unfreeze()
+    if pending:
+        progress(f"  warning: {pending} of {decisions} decisions were pending (the benchmark expects placements)")
+    latencies.sort()
+    total_ns = sum(latencies) or 1
+    return Figures(
+        workload=workload.name,
+        nodes=nodes,
+        placed_before=placed_before,
+        decisions_per_s=round(len(latencies) * 1e9 / total_ns, 1),
+        p50_us=round(percentile(latencies, 0.50) / 1000, 1),
+        p99_us=round(percentile(latencies, 0.99) / 1000, 1),
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        replay_events_per_s=round(folded / replay_seconds, 1),
+    )
+
+
+def run_in_subprocess(workload: str, nodes: int, decisions: int) -> Figures | None:
+    """Run one case in a fresh interpreter (so peak RSS is the case's own); None if it failed."""
+    command = [sys.executable, "-m", "services.cli", "bench", "core", "--json", "--decisions", str(decisions)]
+    command += ["--one", f"{workload}:{nodes}"]
+    finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    if finished.returncode != 0:
+        progress(f"  {workload} at {nodes} nodes failed (exit status {finished.returncode})")
+        return None
+    return cast(Figures, json.loads(finished.stdout.strip().splitlines()[-1]))
+
+
+COLUMNS = (
+    ("workload", 20, "WORKLOAD"),
+    ("nodes", 7, "NODES"),
+    ("placed_before", 14, "PLACED_BEFORE"),
+    ("decisions_per_s", 12, "DECISIONS/S"),
+    ("p50_us", 9, "P50_US"),
+    ("p99_us", 9, "P99_US"),
+    ("peak_rss_mb", 12, "PEAK_RSS_MB"),
+    ("replay_events_per_s", 12, "REPLAY_EV/S"),
+)
+
+
+def _row(figures: Figures) -> str:
+    values: dict[str, object] = dict(figures)
+    cells = []
+    for key, width, _ in COLUMNS:
+        value = values[key]
+        text = (
+            f"{value:,.0f}"
+            if isinstance(value, float) and key in ("decisions_per_s", "replay_events_per_s")
+            else (f"{value:,}" if isinstance(value, int) else str(value))
+        )
+        cells.append(text.ljust(width) if key == "workload" else text.rjust(width))
+    return "  ".join(cells).rstrip()
+
+
+def scaling_line(results: list[Figures], small: int, large: int) -> str | None:
+    """Cost per decision at `large` nodes over `small` nodes, per workload ("x1.3"), when both ran."""
+    rates = {(r["workload"], r["nodes"]): r["decisions_per_s"] for r in results}
+    parts = [
+        f"{name} x{rates[(name, small)] / rates[(name, large)]:.2f}"
+        for name in WORKLOADS
+        if (name, small) in rates and (name, large) in rates
+    ]
+    if not parts:
+        return None
+    return f"cost per decision at {large:,} vs {small:,} nodes: " + ", ".join(parts)
+
+
+def _parse_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in _parse_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes {text!r}: expected comma-separated node counts") from None
+    if not sizes or any(size < 10 for size in sizes):
+        raise argparse.ArgumentTypeError(f"sizes {text!r}: each size must be at least 10 nodes")
+    return sizes
+
+
+def _workloads(text: str) -> list[str]:
+    names = _parse_list(text)
+    unknown = [name for name in names if name not in WORKLOADS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"workloads {text!r}: unknown {unknown}; choose from {', '.join(WORKLOADS)}")
+    return names
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
+def _one(text: str) -> tuple[str, int]:
+    name, _, size = text.partition(":")
+    return _workloads(name)[0], _sizes(size)[0]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `corral bench core`."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object per case and line")
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=list(DEFAULT_SIZES),
+        help="comma-separated node counts (default: 1000,5000,20000)",
+    )
+    parser.add_argument(
+        "--workloads",
+        type=_workloads,
+        default=list(WORKLOADS),
+        help=f"comma-separated workloads (default: all of {', '.join(WORKLOADS)})",
+    )
+    parser.add_argument("--decisions", type=_positive, default=2000, help="timed decisions per case (default: 2000)")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every case in this process (faster start; peak RSS is then the process's, not the case's)",
+    )
+    parser.add_argument("--one", type=_one, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the selected cases and print their figures."""
+    if args.one is not None:
+        name, nodes = args.one
+        print(json.dumps(run_case(WORKLOADS[name], nodes, args.decisions)), flush=True)
+        return 0
+    cases = [(name, size) for size in args.sizes for name in args.workloads]
+    if not args.json:
+        print("corral bench core: 10 placed actors per node before timing; one line per case as it finishes")
+        print("  ".join(title.ljust(w) if key == "workload" else title.rjust(w) for key, w, title in COLUMNS))
+    results: list[Figures] = []
+    failed = 0
+    for number, (name, size) in enumerate(cases, 1):
+        progress(f"[{number}/{len(cases)}] {name} at {size:,} nodes: {WORKLOADS[name].summary}")
+        started = time.perf_counter()
+        if args.in_process:
+            result: Figures | None = run_case(WORKLOADS[name], size, args.decisions)
+        else:
+            result = run_in_subprocess(name, size, args.decisions)
+        progress(f"  ({time.perf_counter() - started:.1f} s)")
+        if result is None:
+            failed += 1
+            continue
+        results.append(result)
+        print(json.dumps(result) if args.json else _row(result), flush=True)
+    line = scaling_line(results, 5000, 20000)
+    if line and not args.json:
+        print(line)
+    return 1 if failed else 0

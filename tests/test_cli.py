@@ -1,0 +1,95 @@
+"""The `corral` command: help, the demo, and small runs of the core benchmark (figures are printed, not judged)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.cli.__main__ import main
+
+REQUIRED_KEYS = ("workload", "nodes", "placed_before", "decisions_per_s", "p50_us", "p99_us", "peak_rss_mb")
+
+
+def json_lines(text: str) -> list[dict[str, object]]:
+    """Every non-blank line of `text`, parsed as one JSON object."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_help_lists_the_demo_and_bench_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "demo" in out
+    assert "bench" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--frobnicate"], ["demo", "--frobnicate"], ["bench"], ["bench", "gpu"], ["bench", "core", "--sizes", "x"]],
+    ids=[
+        "an unknown option is a usage error",
+        "an unknown option of demo is a usage error",
+        "bench without a benchmark is a usage error",
+        "an unknown benchmark is a usage error",
+        "sizes that are not numbers are a usage error",
+    ],
+)
+def test_bad_command_lines_exit_with_status_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "usage: corral" in capsys.readouterr().err
+
+
+def test_the_demo_prints_placements_and_pending_explanations(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "ACTOR          NODE       ZONE  WHY" in out
+    assert "0/" in out
+    assert "untolerated taint" in out
+    assert "didn't satisfy existing actors' anti-affinity rules" in out
+    assert "STRICT_SPREAD needs 10 distinct nodes" in out
+
+
+def test_the_demo_prints_the_same_thing_every_run(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["demo"])
+    first = capsys.readouterr().out
+    main(["demo"])
+    assert capsys.readouterr().out == first
+
+
+def assert_figures(results: list[dict[str, object]], workloads: list[str], nodes: int) -> None:
+    """One line per workload, every required key, and positive figures."""
+    assert [result["workload"] for result in results] == workloads
+    for result in results:
+        assert set(REQUIRED_KEYS) <= set(result)
+        assert result["nodes"] == nodes
+        assert result["placed_before"] == nodes * 10
+        for key in REQUIRED_KEYS[2:]:
+            value = result[key]
+            assert isinstance(value, int | float)
+            assert value > 0, key
+
+
+def test_bench_core_in_process_prints_a_json_line_per_case(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "core", "--json", "--sizes", "200", "--workloads", "plain,pg_strict_spread", "--decisions", "50"]
+    assert main([*argv, "--in-process"]) == 0
+    assert_figures(json_lines(capsys.readouterr().out), ["plain", "pg_strict_spread"], 200)
+
+
+def test_bench_core_runs_each_case_in_its_own_process(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["bench", "core", "--json", "--sizes", "50", "--workloads", "anti_affinity_node", "--decisions", "20"])
+        == 0
+    )
+    assert_figures(json_lines(capsys.readouterr().out), ["anti_affinity_node"], 50)
+
+
+def test_bench_core_prints_a_table_without_json(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "core", "--sizes", "50", "--workloads", "taints", "--decisions", "20", "--in-process"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "DECISIONS/S" in out
+    assert "taints" in out
