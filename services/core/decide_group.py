@@ -91,9 +91,35 @@ def _place_option(
 ) -> list[str] | _Failure:
     if work.strategy == "STRICT_PACK" and not kept:
         return _strict_pack(view, work, option, prng, sample)
+    if work.strategy == "PACK" and not kept:
+        together = _strict_pack(view, work, option, prng, sample)
+        if isinstance(together, list):
+            return together
+    natural = _assign(view, work, option, prng, sample, kept, list(range(len(option.bundles))))
+    if isinstance(natural, list):
+        return natural
+    hardest_first = sorted(
+        range(len(option.bundles)),
+        key=lambda i: (not option.selectors[i], -sum(option.bundles[i].values()), i),
+    )
+    retried = _assign(view, work, option, prng, sample, kept, hardest_first)
+    return retried if isinstance(retried, list) else natural
+
+
+def _assign(
+    view: ClusterView,
+    work: CompiledGroup,
+    option: GroupOption,
+    prng: SplitMix64,
+    sample: int,
+    kept: dict[int, str],
+    order: list[int],
+) -> list[str] | _Failure:
+    """Place the bundles one by one in `order` (greedy); the first one that finds no node fails the attempt."""
     overlay = _Overlay()
     chosen: dict[int, str] = dict(kept)
-    for index, need in enumerate(option.bundles):
+    for index in order:
+        need = option.bundles[index]
         if index in chosen:
             continue
         plan = _bundle_plan(view, work, need, option.selectors[index], overlay.room)

@@ -58,6 +58,28 @@ def _self_satisfies(labels: dict[str, str], expression: ActorAffinityMatchExpres
     return value is not None and value in expression.values
 
 
+def _placed_actor_satisfies_all(
+    view: ClusterView, namespace: str, expressions: list[ActorAffinityMatchExpression]
+) -> bool:
+    """Whether one placed actor of the namespace matches every expression (only nodes hosting all can hold it)."""
+    hosts: set[str] | None = None
+    for expression in expressions:
+        view.track_topology(NODE_ID)
+        value_keys = expression.values if expression.operator == ActorAffinityOperator.IN else [None]
+        found: set[str] = set()
+        for value in value_keys:
+            found.update(view.actor_index.domains((namespace, expression.key, value), NODE_ID))
+        hosts = found if hosts is None else hosts & found
+        if not hosts:
+            return False
+    for node_id in sorted(hosts or ()):
+        for actor_id in view.nodes[node_id].actors:
+            request = view.actors[actor_id].request
+            if request.namespace == namespace and all(_self_satisfies(request.labels, e) for e in expressions):
+                return True
+    return False
+
+
 class ActorAffinityFilter(Filter):
     """Hard expressions: all must hold (any, with `is_or_semantics`)."""
 
@@ -72,8 +94,8 @@ class ActorAffinityFilter(Filter):
         positive = [(raw, resolved) for raw, resolved in zip(hard, self.expressions, strict=True) if resolved.positive]
         first_of_group = (
             bool(positive)
-            and all(not resolved.domains for _, resolved in positive)
             and all(_self_satisfies(labels, raw) for raw, _ in positive)
+            and not _placed_actor_satisfies_all(view, namespace, [raw for raw, _ in positive])
         )
         if first_of_group:  # with OR semantics one satisfied expression is enough, so nothing is left to check
             self.expressions = [] if self.any_of else [e for e in self.expressions if not e.positive]
