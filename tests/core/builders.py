@@ -69,3 +69,11 @@ def waiting(decision: Placed | Pending) -> Pending:
     """The explanation of a pending decision; fails the test when the work was placed."""
     assert isinstance(decision, Pending), f"expected the work to wait, got {decision}"
     return decision
+
+
+def disks(seed: int = 0) -> Cluster:
+    """n0, n1 with ssd disks and n2, n3 with hdd disks, 4 CPUs each."""
+    cluster = Cluster(seed=seed)
+    for index, disk in enumerate(["ssd", "ssd", "hdd", "hdd"]):
+        cluster.add_node(f"n{index}", {"CPU": 4}, labels={"disk": disk})
+    return cluster

@@ -13,7 +13,7 @@ from schemas import (
     Taint,
 )
 from services.core import Cluster, Pending, Placed
-from tests.core.builders import make_actor, make_cluster, node_of, on_node, waiting
+from tests.core.builders import disks, make_actor, make_cluster, node_of, on_node, waiting
 
 SEEDS = range(4)
 NOT_IN_BUNDLE = "didn't match the placement group bundle"
@@ -154,14 +154,6 @@ def test_a_group_is_reserved_all_or_nothing(strategy: PlacementStrategy, bundles
     assert cluster.placement_groups() == {}
     assert all(node.free == node.total for node in cluster.view.nodes.values())
     assert node_of(cluster.submit(make_actor("a", 4))) != node_of(cluster.submit(make_actor("b", 4)))
-
-
-def disks(seed: int = 0) -> Cluster:
-    """n0, n1 with ssd disks and n2, n3 with hdd disks."""
-    cluster = Cluster(seed=seed)
-    for index, disk in enumerate(["ssd", "ssd", "hdd", "hdd"]):
-        cluster.add_node(f"n{index}", {"CPU": 4}, labels={"disk": disk})
-    return cluster
 
 
 @pytest.mark.parametrize(

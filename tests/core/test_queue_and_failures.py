@@ -8,17 +8,9 @@ import pytest
 
 from schemas import NodeAffinitySchedulingStrategy, PlacementGroupRequest, ScheduleRequest
 from services.core import Cluster, Pending
-from tests.core.builders import affinity, make_actor, make_cluster, node_of, on_node, waiting
+from tests.core.builders import affinity, disks, make_actor, make_cluster, node_of, on_node, waiting
 
 SEEDS = range(4)
-
-
-def disks(seed: int = 0) -> Cluster:
-    """n0, n1 with ssd disks and n2, n3 with hdd disks, 4 CPUs each."""
-    cluster = Cluster(seed=seed)
-    for index, disk in enumerate(["ssd", "ssd", "hdd", "hdd"]):
-        cluster.add_node(f"n{index}", {"CPU": 4}, labels={"disk": disk})
-    return cluster
 
 
 @pytest.mark.parametrize(
