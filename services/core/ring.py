@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import overload
 
 
@@ -38,13 +38,6 @@ class HashRing:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    def walk(self, start: int) -> Iterator[str]:
-        """Every node once, starting at position `start` and wrapping around."""
-        ids = self.ids
-        count = len(ids)
-        for step in range(count):
-            yield ids[(start + step) % count]
 
 
 class Chain(Sequence[str]):

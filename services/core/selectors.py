@@ -105,10 +105,6 @@ class LabelSelector:
     def __bool__(self) -> bool:
         return bool(self.terms)
 
-    def keys(self) -> list[str]:
-        """The label keys the selector names."""
-        return [term.key for term in self.terms]
-
 
 class Tolerations:
     """Compiled tolerations: taint key -> condition on the taint's value."""

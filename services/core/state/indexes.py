@@ -69,7 +69,3 @@ class DomainIndex:
         if by_topology is None:
             return {}
         return by_topology.get(topology, {})
-
-    def has(self, entry: EntryKey) -> bool:
-        """Whether any actor counts under `entry`."""
-        return entry in self.counts
