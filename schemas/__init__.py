@@ -1,5 +1,6 @@
 """The wire contract: every value that crosses a process boundary, as msgspec Structs."""
 
+from schemas.decisions import Decision, Pending, Placed
 from schemas.events import (
     SCHEMA_VERSION,
     ActorFailed,
@@ -18,6 +19,7 @@ from schemas.events import (
     PlacementGroupPlaced,
     PlacementGroupRemoved,
     PlacementGroupSubmitted,
+    SchedulerElected,
     TaintsChanged,
 )
 from schemas.requests import (
@@ -56,6 +58,7 @@ __all__ = [
     "ActorSubmitted",
     "AnyEvent",
     "BundleFallbackOption",
+    "Decision",
     "DoesNotExist",
     "Event",
     "Exists",
@@ -69,6 +72,8 @@ __all__ = [
     "NodeLabelsChanged",
     "NodeRegistered",
     "NotIn",
+    "Pending",
+    "Placed",
     "PlacementGroupBundlesLost",
     "PlacementGroupPending",
     "PlacementGroupPlaced",
@@ -80,6 +85,7 @@ __all__ = [
     "Prefer",
     "RunAfter",
     "ScheduleRequest",
+    "SchedulerElected",
     "SchedulingStrategy",
     "SelectorSpec",
     "SelectorValue",

@@ -26,6 +26,8 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     correlation_id: str = ""
     causation_id: str = ""
     schema_version: int = SCHEMA_VERSION
+    epoch: int = 0
+    """The scheduler lease epoch that wrote it (scheduler events); a fold skips events of an older epoch."""
 
 
 class NodeRegistered(Event, frozen=True, tag=True):
@@ -35,6 +37,7 @@ class NodeRegistered(Event, frozen=True, tag=True):
     resources: dict[str, float]
     labels: dict[str, str]
     taints: list[Taint] = []
+    address: str = ""
 
 
 class NodeDied(Event, frozen=True, tag=True):
@@ -129,6 +132,12 @@ class PlacementGroupRemoved(Event, frozen=True, tag=True):
     pg_id: str
 
 
+class SchedulerElected(Event, frozen=True, tag=True):
+    """A scheduler instance took the lease for `epoch`; scheduler events of older epochs are ignored from here."""
+
+    instance: str
+
+
 AnyEvent = (
     NodeRegistered
     | NodeDied
@@ -144,4 +153,5 @@ AnyEvent = (
     | PlacementGroupPending
     | PlacementGroupBundlesLost
     | PlacementGroupRemoved
+    | SchedulerElected
 )

@@ -70,7 +70,7 @@ RULES = [
     Rule(
         "schemas imports only the standard library and msgspec",
         "schemas",
-        allowed=("schemas", "msgspec", "__future__", "typing", "enum", "dataclasses"),
+        allowed=("schemas", "msgspec", "__future__", "typing", "enum", "dataclasses", "re"),
         forbidden=("services",),
     ),
     Rule(

@@ -4,8 +4,8 @@ It does no I/O (except `parse_labels_file`, which reads the file it is given), a
 logging or unseeded randomness: time and seeds are passed in.
 """
 
+from schemas.decisions import Pending, Placed
 from services.core.cluster import Cluster
-from services.core.decisions import Pending, Placed
 from services.core.labels import LabelError, parse_labels, parse_labels_file, validate_labels
 from services.core.request import RequestError
 from services.core.selectors import LabelSelector

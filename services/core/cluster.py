@@ -24,21 +24,13 @@ from schemas import (
     Taint,
     TaintsChanged,
 )
+from schemas.decisions import Pending, Placed
 from services.core.decide_actor import decide_actor, explain_actor
 from services.core.decide_group import decide_group
-from services.core.decisions import Pending, Placed
-from services.core.labels import SYSTEM_PREFIX, LabelError, default_labels, validate_labels
+from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
-from services.core.request import (
-    CompiledGroup,
-    CompiledRequest,
-    RequestError,
-    check_id,
-    check_resources,
-    check_taints,
-    rare_taint_key,
-)
+from services.core.request import CompiledGroup, CompiledRequest, RequestError
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
 
 DEFAULT_SAMPLE = 16
@@ -46,17 +38,32 @@ DEFAULT_SAMPLE = 16
 
 
 class Cluster:
-    """The fold of events plus the decision pipeline; every call records what happened in `events()`."""
+    """The fold of events plus the decision pipeline; every call records what happened in `events()`.
+
+    In-process, commands write every event. In a service, `observe` folds the events other services wrote
+    and reacts to them (failing the actors of a dead node, evicting on NoExecute, re-trying pending work), and
+    `take_events` hands over what this cluster wrote since the last call, to be appended to the log.
+    """
 
     def __init__(
-        self, seed: int = 0, rare_resources: tuple[str, ...] = (), *, sample_size: int = DEFAULT_SAMPLE
+        self,
+        seed: int = 0,
+        rare_resources: tuple[str, ...] = (),
+        *,
+        sample_size: int = DEFAULT_SAMPLE,
+        record: bool = True,
     ) -> None:
         self.seed = seed
         self.rare_resources = tuple(rare_resources)
         self.sample_size = sample_size
+        self.record = record
+        self.epoch = 0
+        self.event_prefix = ""
         self._view = ClusterView(seed)
         self._prng = SplitMix64(seed)
         self._events: list[AnyEvent] = []
+        self._taken = 0
+        self._emitted = 0
         self._work: dict[str, CompiledRequest] = {}
         self._groups: dict[str, CompiledGroup] = {}
         self._cause = ""
@@ -65,13 +72,16 @@ class Cluster:
     @classmethod
     def from_events(cls, events: list[AnyEvent], seed: int = 0, rare_resources: tuple[str, ...] = ()) -> Cluster:
         """A cluster whose view is the fold of `events` (replay never re-decides)."""
-        cluster = cls(seed, rare_resources)
-        cluster._view = replay(events, seed)
+        cluster = cls.from_view(replay(events, seed), rare_resources)
         cluster._events = list(events)
-        for actor_id, actor in cluster._view.actors.items():
-            cluster._work[actor_id] = CompiledRequest(actor.request, cluster.rare_resources)
-        for pg_id, group in cluster._view.groups.items():
-            cluster._groups[pg_id] = CompiledGroup(group.request, cluster.rare_resources)
+        cluster._taken = cluster._emitted = len(events)
+        return cluster
+
+    @classmethod
+    def from_view(cls, view: ClusterView, rare_resources: tuple[str, ...] = (), *, record: bool = True) -> Cluster:
+        """A cluster that goes on from an already folded view (a snapshot plus the log's tail)."""
+        cluster = cls(view.seed, rare_resources, record=record)
+        cluster._view = view
         return cluster
 
     @property
@@ -82,20 +92,83 @@ class Cluster:
     # recording
 
     def _emit(self, event: AnyEvent) -> None:
-        event_id = str(len(self._events) + 1)
+        self._emitted += 1
+        event_id = f"{self.event_prefix}{self._emitted}"
         event = msgspec.structs.replace(
-            event, event_id=event_id, correlation_id=self._subject, causation_id=self._cause
+            event, event_id=event_id, correlation_id=self._subject, causation_id=self._cause, epoch=self.epoch
         )
         self._cause = self._cause or event_id
         self._events.append(event)
+        self._fold(event)
+
+    def _fold(self, event: AnyEvent) -> None:
         self._view.fold(event)
+        if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._view.actors:
+            self._work.pop(event.actor_id, None)
+        elif isinstance(event, PlacementGroupRemoved):
+            self._groups.pop(event.pg_id, None)
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
 
     def events(self) -> list[AnyEvent]:
-        """Everything that happened, in order."""
+        """Everything that happened, in order (with `record=False`: what was written and not yet taken)."""
         return list(self._events)
+
+    def take_events(self) -> list[AnyEvent]:
+        """The events this cluster wrote since the last call, in order (to append them to the log)."""
+        taken = self._events[self._taken :]
+        if self.record:
+            self._taken = len(self._events)
+        else:
+            self._events.clear()
+        return taken
+
+    # events written by other services
+
+    def observe(self, event: AnyEvent, *, react: bool = True) -> None:
+        """Fold an event another writer appended; with `react`, do what it calls for (fail, evict, re-try)."""
+        node = self._view.nodes.get(event.node_id) if isinstance(event, TaintsChanged) else None
+        before = node.taints if node is not None else ()
+        if self.record:
+            self._events.append(event)
+            self._taken = len(self._events)
+        self._fold(event)
+        if react:
+            self._begin(getattr(event, "node_id", ""))
+            self._cause = event.event_id
+            self._react(event, before)
+
+    def _react(self, event: AnyEvent, taints_before: tuple[Taint, ...] = ()) -> None:
+        if isinstance(event, NodeDied):
+            self._fail_dead_node(event.node_id)
+            self._retry_pending(everything=True)
+        elif isinstance(event, NodeRegistered | NodeLabelsChanged):
+            self._retry_pending(everything=True)
+        elif isinstance(event, TaintsChanged):
+            evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
+            if evicting:
+                self._evict(event.node_id, evicting)
+            removed = any(t not in event.taints for t in taints_before)
+            self._retry_pending(everything=bool(evicting) or removed)
+
+    def _fail_dead_node(self, node_id: str) -> None:
+        node = self._view.dead.get(node_id)
+        if node is None:
+            return
+        self._fail_actors(sorted(node.actors), f"node {node_id} died")
+        self._lose_bundles(sorted(node.bundles), f"node {node_id} died")
+
+    def reconcile(self) -> None:
+        """Catch up on reactions a follower only folded: fail work on dead nodes, evict, re-try everything."""
+        self._begin("")
+        for node_id in sorted(self._view.dead):
+            self._fail_dead_node(node_id)
+        for node_id in sorted(self._view.nodes):
+            evicting = [t for t in self._view.nodes[node_id].taints if t.effect == "NoExecute"]
+            if evicting:
+                self._evict(node_id, evicting)
+        self._retry_pending(everything=True)
 
     # nodes
 
@@ -106,88 +179,48 @@ class Cluster:
         labels: dict[str, str] | None = None,
         taints: dict[str, str] | list[Taint] | None = None,
         *,
-        hostname: str | None = None,
-        zone: str | None = None,
-        region: str | None = None,
-        accelerator_type: str | None = None,
-        market_type: str | None = None,
-        node_group: str | None = None,
+        address: str = "",
+        **defaults: str | None,
     ) -> None:
-        """Register a node with resources, user labels, static taints and the default labels."""
-        check_id("node_id", node_id)
-        if node_id in self._view.nodes:
-            raise RequestError(f"node_id {node_id!r}: a node with this id is already registered")
-        total = check_resources("resources", resources)
-        try:
-            user = validate_labels(labels or {})
-            system = default_labels(
-                node_id,
-                hostname=hostname,
-                zone=zone,
-                region=region,
-                accelerator_type=accelerator_type,
-                market_type=market_type,
-                node_group=node_group,
-            )
-        except LabelError as error:
-            raise LabelError(f"node {node_id!r}: {error}") from error
-        node_taints = check_taints(node_id, taints or {})
-        for resource in self.rare_resources:
-            if total.get(resource, 0.0) > 0:
-                node_taints.append(Taint(rare_taint_key(resource), "true"))
-        self._begin(node_id)
-        self._emit(NodeRegistered(node_id=node_id, resources=total, labels={**user, **system}, taints=node_taints))
-        self._retry_pending(everything=True)
+        """Register a node with resources, user labels, static taints and default labels (hostname, zone...)."""
+        event = node_registered(
+            self._view,
+            node_id,
+            resources,
+            labels,
+            taints,
+            rare_resources=self.rare_resources,
+            address=address,
+            defaults=defaults,
+        )
+        self._command(event)
 
     def remove_node(self, node_id: str) -> None:
         """The node died: its actors fail (and restart if they may), its bundles are reserved again."""
-        node = self._node(node_id)
-        self._begin(node_id)
-        lost = {(pg_id, index) for pg_id, index in node.bundles}
-        self._fail_actors(sorted(node.actors), f"node {node_id} died")
-        self._lose_bundles(sorted(lost), f"node {node_id} died")
-        self._emit(NodeDied(node_id=node_id))
-        self._retry_pending(everything=True)
+        live_node(self._view, node_id)
+        self._command(NodeDied(node_id=node_id))
 
     def set_labels(self, node_id: str, labels: dict[str, str]) -> None:
         """Replace the node's user labels; system labels stay."""
-        node = self._node(node_id)
-        try:
-            user = validate_labels(labels)
-        except LabelError as error:
-            raise LabelError(f"node {node_id!r}: {error}") from error
-        system = {key: value for key, value in node.labels.items() if key.startswith(SYSTEM_PREFIX)}
-        self._begin(node_id)
-        self._emit(NodeLabelsChanged(node_id=node_id, labels={**user, **system}))
-        self._retry_pending(everything=True)
+        self._command(labels_changed(self._view, node_id, labels))
 
     def add_taints(self, node_id: str, taints: dict[str, str] | list[Taint]) -> None:
         """Add taints (a taint with the same key and effect is replaced); NoExecute evicts untolerating actors."""
-        node = self._node(node_id)
-        added = check_taints(node_id, taints)
-        replaced = {(taint.key, taint.effect) for taint in added}
-        kept = [taint for taint in node.taints if (taint.key, taint.effect) not in replaced]
-        self._begin(node_id)
-        self._emit(TaintsChanged(node_id=node_id, taints=kept + added))
-        evicting = [taint for taint in added if taint.effect == "NoExecute"]
-        if evicting:
-            self._evict(node_id, evicting)
-        self._retry_pending(everything=bool(evicting))
+        self._command(taints_added(self._view, node_id, taints))
 
     def remove_taints(self, node_id: str, keys: list[str]) -> None:
         """Remove every taint with one of these keys."""
-        node = self._node(node_id)
-        if isinstance(keys, str):
-            raise RequestError(f"keys {keys!r}: must be a list of taint keys")
-        self._begin(node_id)
-        self._emit(TaintsChanged(node_id=node_id, taints=[t for t in node.taints if t.key not in set(keys)]))
-        self._retry_pending(everything=True)
+        self._command(taints_removed(self._view, node_id, keys))
+
+    def _command(self, event: NodeRegistered | NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
+        node = self._view.nodes.get(event.node_id)
+        before = node.taints if node is not None else ()
+        self._begin(event.node_id)
+        self._emit(event)
+        self._react(event, before)
 
     def _node(self, node_id: str) -> NodeState:
-        node = self._view.nodes.get(node_id)
-        if node is None:
-            raise RequestError(f"node_id {node_id!r}: no such node")
-        return node
+        return live_node(self._view, node_id)
 
     def _evict(self, node_id: str, taints: list[Taint]) -> None:
         node = self._view.nodes[node_id]
@@ -196,7 +229,7 @@ class Cluster:
             actor = self._view.actors[actor_id]
             if actor.bundle is not None:
                 continue
-            tolerations = self._work[actor_id].tolerations
+            tolerations = self._work_of(actor_id).tolerations
             untolerated = [t for t in taints if not tolerations.tolerates(t.key, t.value)]
             if untolerated:
                 victims.append((actor_id, f"evicted: {taint_reason(untolerated[0].key, untolerated[0].value)}"))
@@ -204,7 +237,7 @@ class Cluster:
             self._fail_actors([actor_id], reason)
         lost = []
         for pg_id, index in sorted(node.bundles):
-            tolerations = self._groups[pg_id].tolerations
+            tolerations = self._group_of(pg_id).tolerations
             if any(not tolerations.tolerates(t.key, t.value) for t in taints):
                 lost.append((pg_id, index))
         self._lose_bundles(lost, f"NoExecute taint on node {node_id}")
@@ -230,7 +263,6 @@ class Cluster:
         self._actor(actor_id)
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
-        self._work.pop(actor_id, None)
         self._retry_pending(everything=True)
 
     def fail_actor(self, actor_id: str) -> None:
@@ -241,6 +273,18 @@ class Cluster:
         self._begin(actor_id)
         self._fail_actors([actor_id], "reported failed")
         self._retry_pending(everything=True)
+
+    def _work_of(self, actor_id: str) -> CompiledRequest:
+        work = self._work.get(actor_id)
+        if work is None:
+            work = self._work[actor_id] = CompiledRequest(self._view.actors[actor_id].request, self.rare_resources)
+        return work
+
+    def _group_of(self, pg_id: str) -> CompiledGroup:
+        work = self._groups.get(pg_id)
+        if work is None:
+            work = self._groups[pg_id] = CompiledGroup(self._view.groups[pg_id].request, self.rare_resources)
+        return work
 
     def _actor(self, actor_id: str) -> ActorState:
         actor = self._view.actors.get(actor_id)
@@ -253,15 +297,13 @@ class Cluster:
             actor = self._view.actors[actor_id]
             restart = actor.restarts_left
             self._emit(ActorFailed(actor_id=actor_id, node_id=actor.node_id or "", reason=reason, will_restart=restart))
-            if not restart:
-                self._work.pop(actor_id, None)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
         actor_id = actor.request.actor_id
-        decision = decide_actor(self._view, self._work[actor_id], self._prng, self.sample_size)
+        decision = decide_actor(self._view, self._work_of(actor_id), self._prng, self.sample_size)
         if isinstance(decision, tuple):
             node, bundle_index = decision
-            target = self._work[actor_id].group_target
+            target = self._work_of(actor_id).group_target
             group_id = target.placement_group_id if target is not None and bundle_index >= 0 else ""
             self._emit(
                 ActorPlaced(
@@ -277,7 +319,7 @@ class Cluster:
         actor_id = actor.request.actor_id
         if actor.status == "placed" and actor.node_id is not None:
             return Placed(actor_id, actor.node_id, bundle_index=actor.bundle[1] if actor.bundle else -1)
-        return Pending.of(actor_id, explain_actor(self._view, self._work[actor_id]))
+        return Pending.of(actor_id, explain_actor(self._view, self._work_of(actor_id)))
 
     # placement groups
 
@@ -309,9 +351,7 @@ class Cluster:
                     will_restart=False,
                 )
             )
-            self._work.pop(actor_id, None)
         self._emit(PlacementGroupRemoved(pg_id=pg_id))
-        del self._groups[pg_id]
         self._retry_pending(everything=True)
 
     def _lose_bundles(self, lost: list[tuple[str, int]], reason: str) -> None:
@@ -330,7 +370,7 @@ class Cluster:
         pg_id = group.request.pg_id
         kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
         option = group.option if kept else None
-        decision = decide_group(self._view, self._groups[pg_id], self._prng, self.sample_size, kept, option)
+        decision = decide_group(self._view, self._group_of(pg_id), self._prng, self.sample_size, kept, option)
         if isinstance(decision, tuple):
             index, nodes = decision
             self._emit(PlacementGroupPlaced(pg_id=pg_id, bundle_nodes=nodes, option=index))
@@ -346,7 +386,7 @@ class Cluster:
         kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
         decision = decide_group(
             self._view,
-            self._groups[pg_id],
+            self._group_of(pg_id),
             SplitMix64(self.seed),
             self.sample_size,
             kept,
@@ -388,9 +428,9 @@ class Cluster:
         return -group.request.priority, group.arrival
 
     def _waits_on_placement(self, work_id: str) -> bool:
-        work = self._work.get(work_id)
-        if work is None:
+        if work_id not in self._view.actors:
             return False
+        work = self._work_of(work_id)
         affinity = work.affinity is not None and any(not e.soft for e in work.affinity.match_expressions)
         dataflow = work.run_after is not None and work.run_after.policy == "Require"
         return affinity or dataflow or work.group_target is not None

@@ -46,7 +46,8 @@ class Expression:
     def nodes(self, view: ClusterView) -> Sequence[str]:
         """The nodes in the domains of a positive expression (via the label index)."""
         if self.topology == NODE_ID:
-            return sorted(self.domains, key=lambda node_id: view.nodes[node_id].hash_key)
+            live = [node_id for node_id in self.domains if node_id in view.nodes]
+            return sorted(live, key=lambda node_id: view.nodes[node_id].hash_key)
         rings = [view.labels.nodes(self.topology, domain) for domain in sorted(self.domains)]
         return Chain([ring.ids for ring in rings if ring is not None])
 
@@ -73,7 +74,8 @@ def _placed_actor_satisfies_all(
         if not hosts:
             return False
     for node_id in sorted(hosts or ()):
-        for actor_id in view.nodes[node_id].actors:
+        host = view.node(node_id)
+        for actor_id in host.actors if host is not None else ():
             request = view.actors[actor_id].request
             if request.namespace == namespace and all(_self_satisfies(request.labels, e) for e in expressions):
                 return True

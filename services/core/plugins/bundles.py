@@ -26,7 +26,8 @@ class BundleTarget(Filter):
             for index, node_id in enumerate(group.bundle_nodes):
                 if node_id is not None and target.bundle_index in (-1, index):
                     self.slots.setdefault(node_id, []).append(index)
-        self.candidates = sorted(self.slots, key=lambda node_id: view.nodes[node_id].hash_key)
+        live = [node_id for node_id in self.slots if node_id in view.nodes]
+        self.candidates = sorted(live, key=lambda node_id: view.nodes[node_id].hash_key)
 
     def check(self, node: NodeState) -> str | None:
         indices = self.slots.get(node.node_id)

@@ -33,6 +33,7 @@ class NodeState:
 
     __slots__ = (
         "actors",
+        "address",
         "blocking_taints",
         "bundles",
         "free",
@@ -47,6 +48,7 @@ class NodeState:
 
     def __init__(self, node_id: str, hash_key: int, total: Resources, labels: dict[str, str]) -> None:
         self.node_id = node_id
+        self.address = ""
         self.hash_key = hash_key
         self.total = dict(total)
         self.free = dict(total)

@@ -23,6 +23,7 @@ from schemas import (
     PlacementGroupPlaced,
     PlacementGroupRemoved,
     PlacementGroupSubmitted,
+    SchedulerElected,
     ScheduleRequest,
     Taint,
     TaintsChanged,
@@ -35,6 +36,19 @@ from services.core.state.model import ActorState, GroupState, NodeState, give, t
 
 RECORDED_TOPOLOGY = (HOSTNAME, ZONE, REGION)
 AntiTerm = tuple[str, tuple[str, ...] | None, str]
+SCHEDULER_EVENTS = (
+    ActorSubmitted,
+    ActorPlaced,
+    ActorPending,
+    ActorFailed,
+    ActorRemoved,
+    PlacementGroupSubmitted,
+    PlacementGroupPlaced,
+    PlacementGroupPending,
+    PlacementGroupBundlesLost,
+    PlacementGroupRemoved,
+)
+"""Events only the scheduler writes: fenced by the lease epoch."""
 
 
 def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
@@ -59,6 +73,7 @@ class ClusterView:
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.nodes: dict[str, NodeState] = {}
+        self.dead: dict[str, NodeState] = {}
         self.ring = HashRing()
         self.labels = LabelIndex()
         self.actors: dict[str, ActorState] = {}
@@ -71,6 +86,7 @@ class ClusterView:
         self.pending: dict[str, None] = {}
         self.arrivals = 0
         self.version = 0
+        self.epoch = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
             NodeRegistered: self._on_node_registered,
             NodeDied: self._on_node_died,
@@ -86,12 +102,26 @@ class ClusterView:
             PlacementGroupPending: self._on_group_pending,
             PlacementGroupBundlesLost: self._on_bundles_lost,
             PlacementGroupRemoved: self._on_group_removed,
+            SchedulerElected: self._on_scheduler_elected,
         }
 
     def fold(self, event: AnyEvent) -> None:
-        """Apply one event."""
-        self._handlers[type(event)](event)
+        """Apply one event (a scheduler event of an epoch older than the current lease is skipped)."""
+        if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
+            self._handlers[type(event)](event)
         self.version += 1
+
+    def node(self, node_id: str) -> NodeState | None:
+        """A live node, or the tombstone of a dead one (work folded onto it is released from it)."""
+        return self.nodes.get(node_id) or self.dead.get(node_id)
+
+    def _node_of(self, node_id: str) -> NodeState:
+        node = self.node(node_id)
+        assert node is not None, f"no node {node_id}"
+        return node
+
+    def _on_scheduler_elected(self, event: SchedulerElected) -> None:
+        self.epoch = max(self.epoch, event.epoch)
 
     def track_topology(self, topology: str) -> None:
         """Index actor labels by `topology` domains from now on (done once per new topology key)."""
@@ -100,12 +130,16 @@ class ClusterView:
         self.topologies.add(topology)
         for actor in self.actors.values():
             if actor.node_id is not None:
-                self._index_labels(actor.request, self.nodes[actor.node_id], 1, (topology,))
+                self._index_labels(actor.request, self._node_of(actor.node_id), 1, (topology,))
 
     # nodes
 
     def _on_node_registered(self, event: NodeRegistered) -> None:
+        if event.node_id in self.nodes:
+            return  # a live node registering again resumes: nothing changes
+        self._bury(event.node_id)
         node = NodeState(event.node_id, stable_hash(self.seed, event.node_id), event.resources, event.labels)
+        node.address = event.address
         self._set_taints(node, event.taints)
         node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
         self.nodes[node.node_id] = node
@@ -113,13 +147,28 @@ class ClusterView:
         self.labels.add(node)
 
     def _on_node_died(self, event: NodeDied) -> None:
-        node = self.nodes.pop(event.node_id)
+        node = self.nodes.pop(event.node_id, None)
+        if node is None:
+            return
         self.prefer_tainted.discard(node.node_id)
         self.ring.remove(node.hash_key, node.node_id)
         self.labels.remove(node)
+        self.dead[node.node_id] = node
+
+    def _bury(self, node_id: str) -> None:
+        """Forget a dead node for good, detaching whatever the scheduler has not failed yet."""
+        node = self.dead.pop(node_id, None)
+        if node is None:
+            return
+        for actor_id in sorted(node.actors):
+            self._release_actor(actor_id)
+        for pg_id, index in sorted(node.bundles):
+            self._release_bundle(self.groups[pg_id], index)
 
     def _on_node_labels_changed(self, event: NodeLabelsChanged) -> None:
-        node = self.nodes[event.node_id]
+        node = self.nodes.get(event.node_id)
+        if node is None:
+            return
         placed = [self.actors[actor_id] for actor_id in sorted(node.actors)]
         for actor in placed:
             self._index_actor(actor.request, node, -1)
@@ -131,7 +180,9 @@ class ClusterView:
             self._index_actor(actor.request, node, 1)
 
     def _on_taints_changed(self, event: TaintsChanged) -> None:
-        self._set_taints(self.nodes[event.node_id], event.taints)
+        node = self.nodes.get(event.node_id)
+        if node is not None:
+            self._set_taints(node, event.taints)
 
     def _set_taints(self, node: NodeState, taints: list[Taint]) -> None:
         node.set_taints(taints)
@@ -149,7 +200,8 @@ class ClusterView:
 
     def _on_actor_placed(self, event: ActorPlaced) -> None:
         actor = self.actors[event.actor_id]
-        node = self.nodes[event.node_id]
+        node = self.node(event.node_id)
+        assert node is not None, f"actor {event.actor_id} placed on never-registered node {event.node_id}"
         actor.status, actor.node_id, actor.explanation = "placed", node.node_id, None
         if event.placement_group_id:
             group = self.groups[event.placement_group_id]
@@ -184,9 +236,10 @@ class ClusterView:
 
     def _release_actor(self, actor_id: str) -> ActorState:
         actor = self.actors[actor_id]
-        if actor.node_id is None:
+        node = self.node(actor.node_id) if actor.node_id is not None else None
+        if node is None:
+            actor.node_id, actor.bundle = None, None
             return actor
-        node = self.nodes[actor.node_id]
         if actor.bundle is not None:
             group = self.groups.get(actor.bundle[0])
             if group is not None:
@@ -244,7 +297,8 @@ class ClusterView:
             group.bundle_free = [dict(b) for b in group.bundles]
         for index, node_id in enumerate(event.bundle_nodes):
             if group.bundle_nodes[index] is None:
-                node = self.nodes[node_id]
+                node = self.node(node_id)
+                assert node is not None, f"bundle placed on never-registered node {node_id}"
                 take(node.free, group.bundles[index])
                 node.bundles.add((event.pg_id, index))
                 group.bundle_nodes[index] = node_id
@@ -273,7 +327,7 @@ class ClusterView:
         node_id = group.bundle_nodes[index]
         if node_id is None:
             return
-        node = self.nodes.get(node_id)
+        node = self.node(node_id)
         if node is not None:
             give(node.free, group.bundles[index])
             node.bundles.discard((group.request.pg_id, index))

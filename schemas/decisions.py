@@ -1,24 +1,22 @@
-"""What a decision returns to callers: `Placed` or `Pending` (pure values)."""
+"""What a decision returns to callers: `Placed` or `Pending`, the same values in-process and on the bus."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
-from schemas import Explanation
+from schemas.events import Explanation
 
 
-@dataclass(frozen=True)
-class Placed:
+class Placed(msgspec.Struct, frozen=True, tag_field="type", tag="placed"):
     """The work is placed: an actor on `node_id`, a placement group's bundles on `bundle_nodes`."""
 
     id: str
     node_id: str | None = None
-    bundle_nodes: list[str] = field(default_factory=list)
+    bundle_nodes: list[str] = []
     bundle_index: int = -1
 
 
-@dataclass(frozen=True)
-class Pending:
+class Pending(msgspec.Struct, frozen=True, tag_field="type", tag="pending"):
     """The work waits: `message` in the `0/N nodes are available: ...` form, counts and nodes per reason."""
 
     id: str
@@ -39,3 +37,6 @@ class Pending:
             explanation.group_reason,
             kind,
         )
+
+
+Decision = Placed | Pending

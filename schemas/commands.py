@@ -1,0 +1,108 @@
+"""Commands: imperative messages a client sends to one service (request/reply) or to the scheduler (durable)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True):
+    """Envelope fields every command carries: a client-chosen id (idempotency key) and a correlation id."""
+
+    command_id: str = ""
+    correlation_id: str = ""
+
+
+# labels service: `corral.cmd.labels.<verb>`
+
+
+class RegisterNode(Command, frozen=True, kw_only=True):
+    """Register a node (or resume it: the same id and resources again keeps its actors)."""
+
+    node_id: str
+    resources: dict[str, float]
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    address: str = ""
+    hostname: str | None = None
+    zone: str | None = None
+    region: str | None = None
+    accelerator_type: str | None = None
+    market_type: str | None = None
+    node_group: str | None = None
+
+
+class SetLabels(Command, frozen=True, kw_only=True):
+    """Replace a node's user labels (system labels stay)."""
+
+    node_id: str
+    labels: dict[str, str]
+
+
+class RemoveNode(Command, frozen=True, kw_only=True):
+    """Take a node out of the cluster now, as if it died."""
+
+    node_id: str
+
+
+class Heartbeat(msgspec.Struct, frozen=True):
+    """A node agent is alive (plain publish on `corral.hb.<node>`)."""
+
+    node_id: str
+
+
+# taints service: `corral.cmd.taints.<verb>`, by node id or by node address
+
+
+class AddTaints(Command, frozen=True, kw_only=True):
+    """Append taints to a node (a taint with the same key and effect is replaced)."""
+
+    taints: list[Taint]
+    node_id: str = ""
+    node_address: str = ""
+
+
+class RemoveTaints(Command, frozen=True, kw_only=True):
+    """Delete every taint with one of these keys from a node."""
+
+    keys: list[str]
+    node_id: str = ""
+    node_address: str = ""
+
+
+# scheduler: durable requests on `corral.req.<kind>` (the CORRAL_REQUESTS work queue)
+
+
+class SubmitActor(Command, frozen=True, kw_only=True, tag_field="kind", tag="schedule"):
+    """Schedule an actor or task."""
+
+    request: ScheduleRequest
+
+
+class CreatePlacementGroup(Command, frozen=True, kw_only=True, tag_field="kind", tag="placement_group"):
+    """Reserve a placement group."""
+
+    request: PlacementGroupRequest
+
+
+class RemoveActor(Command, frozen=True, kw_only=True, tag_field="kind", tag="remove_actor"):
+    """An actor or task finished or is stopped: free its resources."""
+
+    actor_id: str
+
+
+class ReportActorFailed(Command, frozen=True, kw_only=True, tag_field="kind", tag="fail_actor"):
+    """A running actor failed: it restarts under the same rules while it has restarts left."""
+
+    actor_id: str
+
+
+class RemovePlacementGroup(Command, frozen=True, kw_only=True, tag_field="kind", tag="remove_placement_group"):
+    """Release a placement group; the actors inside it stop."""
+
+    pg_id: str
+
+
+SchedulerRequest = SubmitActor | CreatePlacementGroup | RemoveActor | ReportActorFailed | RemovePlacementGroup
+"""Everything the scheduler consumes from `CORRAL_REQUESTS`."""

@@ -1,0 +1,90 @@
+"""Queries (`corral.q.<service>.<what>`) and their answers, read from a service's view."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.decisions import Pending
+from schemas.requests import Taint
+from schemas.selectors import SelectorSpec
+
+
+class NodesQuery(msgspec.Struct, frozen=True):
+    """Live nodes whose labels match `selector` (all nodes when empty)."""
+
+    selector: SelectorSpec = {}
+
+
+class NodeInfo(msgspec.Struct, frozen=True):
+    """One node as a view sees it."""
+
+    node_id: str
+    address: str
+    resources: dict[str, float]
+    available: dict[str, float]
+    labels: dict[str, str]
+    taints: list[Taint]
+    actors: int = 0
+
+
+class NodesReply(msgspec.Struct, frozen=True):
+    """Nodes, sorted by id."""
+
+    nodes: list[NodeInfo]
+
+
+class ActorsQuery(msgspec.Struct, frozen=True):
+    """Placed actors of `namespace` whose labels include every `labels` pair (the actor-label index)."""
+
+    namespace: str = "default"
+    labels: dict[str, str] = {}
+
+
+class ActorInfo(msgspec.Struct, frozen=True):
+    """One live actor: where it runs (or that it waits)."""
+
+    actor_id: str
+    namespace: str
+    labels: dict[str, str]
+    status: str
+    node_id: str | None = None
+    restarts: int = 0
+
+
+class ActorsReply(msgspec.Struct, frozen=True):
+    """Actors, sorted by id."""
+
+    actors: list[ActorInfo]
+
+
+class TaintsQuery(msgspec.Struct, frozen=True):
+    """Taints of one node (`node_id`) or of every node."""
+
+    node_id: str = ""
+
+
+class TaintsReply(msgspec.Struct, frozen=True):
+    """Node id -> its taints (nodes without taints left out)."""
+
+    taints: dict[str, list[Taint]]
+
+
+class StatusQuery(msgspec.Struct, frozen=True):
+    """The scheduler's whole picture."""
+
+
+class StatusReply(msgspec.Struct, frozen=True):
+    """Nodes, actors, placement groups (bundle nodes) and pending work in queue order."""
+
+    nodes: list[NodeInfo]
+    actors: list[ActorInfo]
+    placement_groups: dict[str, list[str]]
+    pending: list[Pending]
+    sequence: int = 0
+
+
+class DecisionQuery(msgspec.Struct, frozen=True):
+    """The current decision for an actor (or, with `kind="placement_group"`, a placement group)."""
+
+    id: str
+    kind: str = "actor"

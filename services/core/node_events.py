@@ -1,0 +1,75 @@
+"""Validate node commands against a view and build the events they write (pure; shared by `Cluster` and services)."""
+
+from __future__ import annotations
+
+from schemas import NodeLabelsChanged, NodeRegistered, Taint, TaintsChanged
+from services.core.labels import SYSTEM_PREFIX, LabelError, default_labels, validate_labels
+from services.core.request import RequestError, check_id, check_resources, check_taints, rare_taint_key
+from services.core.state import ClusterView, NodeState
+
+
+def live_node(view: ClusterView, node_id: str) -> NodeState:
+    """The live node `node_id`, or a `RequestError` naming it."""
+    node = view.nodes.get(node_id)
+    if node is None:
+        raise RequestError(f"node_id {node_id!r}: no such node")
+    return node
+
+
+def node_registered(
+    view: ClusterView,
+    node_id: str,
+    resources: dict[str, float],
+    labels: dict[str, str] | None = None,
+    taints: dict[str, str] | list[Taint] | None = None,
+    *,
+    rare_resources: tuple[str, ...] = (),
+    address: str = "",
+    defaults: dict[str, str | None] | None = None,
+) -> NodeRegistered:
+    """A new node: resources, user and default labels (`defaults`: zone, hostname...), static and rare taints."""
+    check_id("node_id", node_id)
+    if node_id in view.nodes:
+        raise RequestError(f"node_id {node_id!r}: a node with this id is already registered")
+    total = check_resources("resources", resources)
+    try:
+        user = validate_labels(labels or {})
+        system = default_labels(node_id, **(defaults or {}))
+    except LabelError as error:
+        raise LabelError(f"node {node_id!r}: {error}") from error
+    node_taints = check_taints(node_id, taints or {})
+    for resource in rare_resources:
+        if total.get(resource, 0.0) > 0:
+            node_taints.append(Taint(rare_taint_key(resource), "true"))
+    return NodeRegistered(
+        node_id=node_id, resources=total, labels={**user, **system}, taints=node_taints, address=address
+    )
+
+
+def labels_changed(view: ClusterView, node_id: str, labels: dict[str, str]) -> NodeLabelsChanged:
+    """Replace the node's user labels; its system labels stay."""
+    node = live_node(view, node_id)
+    try:
+        user = validate_labels(labels)
+    except LabelError as error:
+        raise LabelError(f"node {node_id!r}: {error}") from error
+    system = {key: value for key, value in node.labels.items() if key.startswith(SYSTEM_PREFIX)}
+    return NodeLabelsChanged(node_id=node_id, labels={**user, **system})
+
+
+def taints_added(view: ClusterView, node_id: str, taints: dict[str, str] | list[Taint]) -> TaintsChanged:
+    """The node's taints with `taints` appended (a taint with the same key and effect is replaced)."""
+    node = live_node(view, node_id)
+    added = check_taints(node_id, taints)
+    replaced = {(taint.key, taint.effect) for taint in added}
+    kept = [taint for taint in node.taints if (taint.key, taint.effect) not in replaced]
+    return TaintsChanged(node_id=node_id, taints=kept + added)
+
+
+def taints_removed(view: ClusterView, node_id: str, keys: list[str]) -> TaintsChanged:
+    """The node's taints without any taint whose key is in `keys`."""
+    node = live_node(view, node_id)
+    if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+        raise RequestError(f"keys {keys!r}: must be a list of taint keys")
+    gone = set(keys)
+    return TaintsChanged(node_id=node_id, taints=[taint for taint in node.taints if taint.key not in gone])
