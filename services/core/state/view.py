@@ -140,8 +140,12 @@ class ClusterView:
         self._bury(event.node_id)
         node = NodeState(event.node_id, stable_hash(self.seed, event.node_id), event.resources, event.labels)
         node.address = event.address
-        self._set_taints(node, event.taints)
+        self.set_taints(node, event.taints)
         node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
+        self.add_live_node(node)
+
+    def add_live_node(self, node: NodeState) -> None:
+        """Make `node` a candidate: keep it and index it by hash and labels."""
         self.nodes[node.node_id] = node
         self.ring.add(node.hash_key, node.node_id)
         self.labels.add(node)
@@ -171,20 +175,21 @@ class ClusterView:
             return
         placed = [self.actors[actor_id] for actor_id in sorted(node.actors)]
         for actor in placed:
-            self._index_actor(actor.request, node, -1)
+            self.index_actor(actor.request, node, -1)
         self.labels.remove(node)
         node.labels = dict(event.labels)
         node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
         self.labels.add(node)
         for actor in placed:
-            self._index_actor(actor.request, node, 1)
+            self.index_actor(actor.request, node, 1)
 
     def _on_taints_changed(self, event: TaintsChanged) -> None:
         node = self.nodes.get(event.node_id)
         if node is not None:
-            self._set_taints(node, event.taints)
+            self.set_taints(node, event.taints)
 
-    def _set_taints(self, node: NodeState, taints: list[Taint]) -> None:
+    def set_taints(self, node: NodeState, taints: list[Taint]) -> None:
+        """Replace a node's taints, keeping the PreferNoSchedule index true."""
         node.set_taints(taints)
         if node.prefer_taints:
             self.prefer_tainted.add(node.node_id)
@@ -211,7 +216,7 @@ class ClusterView:
         else:
             take(node.free, actor.request.resources)
         node.actors.add(event.actor_id)
-        self._index_actor(actor.request, node, 1)
+        self.index_actor(actor.request, node, 1)
         self.records[event.actor_id] = self._record_of(actor.request, node)
         self.pending.pop(event.actor_id, None)
 
@@ -248,7 +253,7 @@ class ClusterView:
         else:
             give(node.free, actor.request.resources)
         node.actors.discard(actor_id)
-        self._index_actor(actor.request, node, -1)
+        self.index_actor(actor.request, node, -1)
         actor.node_id, actor.bundle = None, None
         return actor
 
@@ -261,7 +266,8 @@ class ClusterView:
         extra = {key: node.labels[key] for key in keys if key in node.labels and key not in node.record}
         return {**node.record, **extra} if extra else node.record
 
-    def _index_actor(self, request: ScheduleRequest, node: NodeState, delta: int) -> None:
+    def index_actor(self, request: ScheduleRequest, node: NodeState, delta: int) -> None:
+        """Count (`delta=1`) or uncount a placed actor's labels and hard anti-affinity in its node's domains."""
         self._index_labels(request, node, delta, self.topologies)
         namespace = request.namespace
         for key, values, topology in hard_anti_terms(request):

@@ -1,0 +1,64 @@
+"""The snapshot of a folded view that services keep in Redis: plain records that rebuild it exactly."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.events import Explanation
+from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+
+SNAPSHOT_VERSION = 1
+"""Bumped whenever the records change shape; a snapshot of another version is ignored."""
+
+
+class NodeRecord(msgspec.Struct, frozen=True):
+    """A node: capacity, what is free, labels, taints; `dead` for a tombstone still holding work."""
+
+    node_id: str
+    address: str
+    total: dict[str, float]
+    free: dict[str, float]
+    labels: dict[str, str]
+    taints: list[Taint]
+    dead: bool = False
+
+
+class ActorRecord(msgspec.Struct, frozen=True):
+    """An actor: its request, queue arrival, status, node and bundle, restarts and last explanation."""
+
+    request: ScheduleRequest
+    arrival: int
+    status: str
+    node_id: str | None
+    bundle: tuple[str, int] | None
+    restarts: int
+    explanation: Explanation | None
+
+
+class GroupRecord(msgspec.Struct, frozen=True):
+    """A placement group: its request, arrival, status, chosen option, node and free room per bundle."""
+
+    request: PlacementGroupRequest
+    arrival: int
+    status: str
+    option: int
+    bundle_nodes: list[str | None]
+    bundle_free: list[dict[str, float]]
+    explanation: Explanation | None
+
+
+class ViewSnapshot(msgspec.Struct, frozen=True):
+    """A whole view and the stream sequence it reflects."""
+
+    snapshot_version: int
+    sequence: int
+    seed: int
+    version: int
+    epoch: int
+    arrivals: int
+    nodes: list[NodeRecord]
+    actors: list[ActorRecord]
+    groups: list[GroupRecord]
+    records: dict[str, dict[str, str]]
+    pending: list[str]
+    topologies: list[str]
