@@ -61,28 +61,30 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
             view.prefer_tainted.discard(node.node_id)
         else:
             view.add_live_node(node)
-    for record in snapshot.groups:
-        group = GroupState(record.request, record.arrival)
-        group.status, group.option, group.explanation = record.status, record.option, record.explanation
-        group.bundles = group.option_bundles(record.option)
-        group.bundle_nodes = list(record.bundle_nodes)
-        group.bundle_free = [dict(free) for free in record.bundle_free]
+    for group_record in snapshot.groups:
+        group = GroupState(group_record.request, group_record.arrival)
+        group.status, group.option = group_record.status, group_record.option
+        group.explanation = group_record.explanation
+        group.bundles = group.option_bundles(group_record.option)
+        group.bundle_nodes = list(group_record.bundle_nodes)
+        group.bundle_free = [dict(free) for free in group_record.bundle_free]
         for index, node_id in enumerate(group.bundle_nodes):
             host = view.node(node_id) if node_id is not None else None
             if host is not None:
                 host.bundles.add((group.request.pg_id, index))
         view.groups[group.request.pg_id] = group
-    for record in snapshot.actors:
-        actor = ActorState(record.request, record.arrival)
-        actor.status, actor.node_id, actor.restarts = record.status, record.node_id, record.restarts
-        actor.bundle, actor.explanation = record.bundle, record.explanation
-        view.actors[record.request.actor_id] = actor
+    for actor_record in snapshot.actors:
+        actor = ActorState(actor_record.request, actor_record.arrival)
+        actor.status, actor.node_id, actor.restarts = actor_record.status, actor_record.node_id, actor_record.restarts
+        actor.bundle, actor.explanation = actor_record.bundle, actor_record.explanation
+        actor_id = actor.request.actor_id
+        view.actors[actor_id] = actor
         host = view.node(actor.node_id) if actor.node_id is not None else None
         if host is not None:
-            host.actors.add(record.request.actor_id)
+            host.actors.add(actor_id)
             view.index_actor(actor.request, host, 1)
         if actor.bundle is not None and actor.bundle[0] in view.groups:
-            view.groups[actor.bundle[0]].actors.add(record.request.actor_id)
+            view.groups[actor.bundle[0]].actors.add(actor_id)
     view.records = {actor_id: dict(record) for actor_id, record in snapshot.records.items()}
     view.pending = dict.fromkeys(snapshot.pending)
     return view

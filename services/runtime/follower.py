@@ -1,0 +1,113 @@
+"""Keep a view folded from the log: load its snapshot, replay the tail, follow new events, snapshot as it goes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from schemas import AnyEvent
+from services.runtime.bus import Bus, LogEntry
+from services.runtime.snapshots import SnapshotStore
+
+log = logging.getLogger("corral.follower")
+
+
+class LogFollower:
+    """Folds every event of the log once, in order, into a view through `apply(event, sequence)`.
+
+    `dump(sequence)` encodes the view; `load(blob)` replaces the view from a blob and returns the sequence
+    it reflects (raising on a corrupt or old-version blob). `ready()` says whether the view may be snapshotted
+    now (a scheduler with unconfirmed events of its own may not).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        store: SnapshotStore,
+        name: str,
+        apply: Callable[[AnyEvent, int], None],
+        dump: Callable[[int], bytes],
+        load: Callable[[bytes], int],
+        *,
+        snapshot_every: int,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.bus, self.store, self.name = bus, store, name
+        self._apply, self._dump, self._load, self._ready = apply, dump, load, ready
+        self.snapshot_every = snapshot_every
+        self.sequence = 0
+        self._snapshot_sequence = 0
+        self._reader: AsyncIterator[LogEntry] | None = None
+        self._advanced = asyncio.Condition()
+
+    async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Load the snapshot (ignored when missing, corrupt or of another version), then replay to the log's end."""
+        began = time.perf_counter()
+        found = await self.store.load(self.name)
+        if found is not None:
+            stored_at, blob = found
+            try:
+                self.sequence = self._snapshot_sequence = self._load(blob)
+                log.info("%s: snapshot at sequence %d loaded", self.name, stored_at)
+            except Exception as error:
+                log.warning("%s: snapshot ignored (%s): replaying the whole log", self.name, error)
+                self.sequence = 0
+        target = await self.bus.last_sequence()
+        self._reader = self.bus.read_log(self.sequence + 1, max_bytes=self.bus.settings.max_message_bytes)
+        replayed = 0
+        while self.sequence < target:
+            entry = await anext(self._reader)
+            replayed += await self._fold(entry)
+            if progress is not None and replayed % 10_000 == 0:
+                progress(self.sequence, target)
+        seconds = time.perf_counter() - began
+        rate = replayed / seconds if seconds > 0 else 0.0
+        log.info(
+            "%s: caught up at sequence %d (%d events replayed in %.2fs, %.0f/s)",
+            self.name,
+            self.sequence,
+            replayed,
+            seconds,
+            rate,
+        )
+
+    async def run(self) -> None:
+        """Fold new events as they are appended, forever."""
+        assert self._reader is not None, "start() first"
+        async for entry in self._reader:
+            await self._fold(entry)
+            if self.sequence - self._snapshot_sequence >= self.snapshot_every and self._ready():
+                await self.snapshot()
+
+    async def _fold(self, entry: LogEntry) -> int:
+        if entry.sequence <= self.sequence:
+            return 0  # delivered again after a reconnect: already folded
+        if entry.event is None:
+            log.error("%s: event %d unreadable, sent to dead letters: %s", self.name, entry.sequence, entry.error)
+            await self.bus.dead_letter(self.name, entry.raw, entry.error)
+        else:
+            try:
+                self._apply(entry.event, entry.sequence)
+            except Exception as error:
+                log.exception("%s: event %d could not be applied", self.name, entry.sequence)
+                await self.bus.dead_letter(self.name, entry.raw, f"{type(error).__name__}: {error}")
+        self.sequence = entry.sequence
+        async with self._advanced:
+            self._advanced.notify_all()
+        return 1
+
+    async def wait_for(self, sequence: int, timeout: float = 10.0) -> None:
+        """Return once the view has folded the log up to `sequence` (read-your-writes for a command)."""
+        async with self._advanced:
+            await asyncio.wait_for(self._advanced.wait_for(lambda: self.sequence >= sequence), timeout)
+
+    async def snapshot(self) -> bool:
+        """Save the view as of the current sequence (only if newer than the stored one)."""
+        sequence = self.sequence
+        saved = await self.store.save(self.name, sequence, self._dump(sequence))
+        if saved:
+            self._snapshot_sequence = sequence
+            log.info("%s: snapshot saved at sequence %d", self.name, sequence)
+        return saved
