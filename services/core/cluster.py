@@ -124,6 +124,10 @@ class Cluster:
             self._events.clear()
         return taken
 
+    def has_untaken_events(self) -> bool:
+        """Whether `take_events` would return anything."""
+        return len(self._events) > (self._taken if self.record else 0)
+
     # events written by other services
 
     def observe(self, event: AnyEvent, *, react: bool = True) -> None:
@@ -456,3 +460,12 @@ class Cluster:
             if isinstance(decision, Pending):
                 found.append(decision)
         return found
+
+    def decision(self, work_id: str, kind: str = "actor") -> Placed | Pending:
+        """The current decision for a live actor (or, with `kind="placement_group"`, a placement group)."""
+        if kind == "placement_group":
+            group = self._view.groups.get(work_id)
+            if group is None:
+                raise RequestError(f"pg_id {work_id!r}: no such placement group")
+            return self._group_decision(group)
+        return self._decision_of(self._actor(work_id))

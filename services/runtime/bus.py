@@ -105,8 +105,10 @@ class Bus:
         self.settings = settings
 
     @classmethod
-    async def connect(cls, settings: Settings, name: str) -> Bus:
-        """Connect to `settings.nats_url` (retrying while the server starts)."""
+    async def connect(
+        cls, settings: Settings, name: str, on_reconnect: Callable[[], Awaitable[None]] | None = None
+    ) -> Bus:
+        """Connect to `settings.nats_url` (retrying while the server starts); `on_reconnect` runs after a reconnect."""
 
         async def on_error(error: Exception) -> None:
             log.warning("%s: NATS error: %s", name, error)
@@ -116,6 +118,8 @@ class Bus:
 
         async def on_reconnected() -> None:
             log.info("%s: reconnected to NATS", name)
+            if on_reconnect is not None:
+                await on_reconnect()
 
         nc = await nats.connect(
             settings.nats_url,
@@ -138,10 +142,8 @@ class Bus:
             try:
                 await self.js.stream_info(config.name)  # type: ignore[arg-type]
             except nats.js.errors.NotFoundError:
-                try:
+                with contextlib.suppress(nats.js.errors.BadRequestError):  # another service made it meanwhile
                     await self.js.add_stream(config)
-                except nats.js.errors.BadRequestError:
-                    pass  # another service created it in between
         try:
             await self.js.key_value(s.LEASE_BUCKET)
         except nats.js.errors.BucketNotFoundError:

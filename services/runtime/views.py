@@ -1,9 +1,10 @@
-"""A `ClusterView` kept by a service, with the snapshot codec every service shares."""
+"""What every service does with its `ClusterView`: the snapshot codec, and state turned into query answers."""
 
 from __future__ import annotations
 
+from schemas.queries import ActorInfo, NodeInfo
 from schemas.snapshots import SNAPSHOT_VERSION
-from services.core.state import ClusterView
+from services.core.state import ActorState, ClusterView, NodeState
 from services.core.state.snapshot import decode, dump, encode, restore
 
 
@@ -24,3 +25,29 @@ def load_view(blob: bytes) -> tuple[ClusterView, int]:
             f"snapshot version {snapshot.snapshot_version}: this build reads version {SNAPSHOT_VERSION}"
         )
     return restore(snapshot), snapshot.sequence
+
+
+def node_info(node: NodeState) -> NodeInfo:
+    """A node as queries return it."""
+    return NodeInfo(
+        node_id=node.node_id,
+        address=node.address,
+        resources=dict(node.total),
+        available={name: max(0.0, amount) for name, amount in node.free.items()},
+        labels=dict(node.labels),
+        taints=list(node.taints),
+        actors=len(node.actors),
+    )
+
+
+def actor_info(actor: ActorState) -> ActorInfo:
+    """An actor as queries return it."""
+    request = actor.request
+    return ActorInfo(
+        actor_id=request.actor_id,
+        namespace=request.namespace,
+        labels=dict(request.labels),
+        status=actor.status,
+        node_id=actor.node_id,
+        restarts=actor.restarts,
+    )

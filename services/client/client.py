@@ -1,0 +1,284 @@
+"""The async client: the core `Cluster`'s surface, spoken over the bus."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from types import TracebackType
+from typing import Any
+
+import msgspec
+import nats.errors
+
+from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint
+from schemas import subjects as s
+from schemas.commands import (
+    AddTaints,
+    CreatePlacementGroup,
+    Heartbeat,
+    RegisterNode,
+    RemoveActor,
+    RemoveNode,
+    RemovePlacementGroup,
+    RemoveTaints,
+    ReportActorFailed,
+    SetLabels,
+    SubmitActor,
+)
+from schemas.queries import (
+    ActorInfo,
+    ActorsQuery,
+    ActorsReply,
+    DecisionQuery,
+    NodeInfo,
+    NodesQuery,
+    NodesReply,
+    StatusQuery,
+    StatusReply,
+    TaintsQuery,
+    TaintsReply,
+)
+from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
+from services.client.errors import UnavailableError, raise_for
+from services.runtime.bus import Bus
+from services.runtime.codec import decode, encode
+from services.runtime.settings import Settings
+
+log = logging.getLogger("corral.client")
+
+Decision = Placed | Pending
+
+
+class Client:
+    """Connect with `async with Client(url)`; the URL defaults to `CORRAL_NATS_URL`."""
+
+    def __init__(self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0) -> None:
+        settings = Settings.from_env()
+        self.settings = Settings(**{**settings.__dict__, "nats_url": url or settings.nats_url})
+        self.name, self.timeout = name, timeout
+        self._bus: Bus | None = None
+        self._nodes: dict[str, RegisterNode] = {}
+        self._heartbeats: dict[str, asyncio.Task[None]] = {}
+
+    async def __aenter__(self) -> Client:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Open the connection (retried while the server starts)."""
+        self._bus = await Bus.connect(self.settings, self.name, on_reconnect=self._register_again)
+
+    async def close(self) -> None:
+        """Stop heartbeats and close the connection."""
+        for task in self._heartbeats.values():
+            task.cancel()
+        self._heartbeats.clear()
+        if self._bus is not None:
+            await self._bus.close()
+
+    @property
+    def bus(self) -> Bus:
+        """The connection (connect first)."""
+        if self._bus is None:
+            raise RuntimeError("the client is not connected: use `async with Client(...)` or `await connect()`")
+        return self._bus
+
+    # plumbing
+
+    async def _ask(self, subject: str, message: object, kind: Any, timeout: float | None = None) -> Any:
+        try:
+            reply = await self.bus.nc.request(subject, encode(message), timeout=timeout or self.timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as error:
+            service = subject.split(".")[2]
+            raise UnavailableError(f"the {service} service did not answer on {subject} ({error!r})") from None
+        answer = decode(reply.data, kind | Rejected)
+        if isinstance(answer, Rejected):
+            raise_for(answer)
+        return answer
+
+    async def _command(self, subject: str, command: object) -> Accepted:
+        answer: Accepted = await self._ask(subject, command, CommandReply)
+        return answer
+
+    async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
+        """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
+        inbox = self.bus.nc.new_inbox()
+        replies = await self.bus.nc.subscribe(inbox, max_msgs=1)
+        msg_id = request.command_id or uuid.uuid4().hex
+        headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
+        try:
+            await self.bus.js.publish(subject, encode(request), headers=headers, timeout=timeout or self.timeout)
+            message = await replies.next_msg(timeout=timeout or self.timeout)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
+            raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await replies.unsubscribe()
+        reply: RequestReply = decode(message.data, RequestReply)
+        if isinstance(reply, Rejected):
+            raise_for(reply)
+        return reply
+
+    # nodes
+
+    async def register_node(
+        self,
+        node_id: str,
+        resources: dict[str, float],
+        labels: dict[str, str] | None = None,
+        taints: dict[str, str] | list[Taint] | None = None,
+        *,
+        address: str = "",
+        heartbeat: bool = True,
+        **defaults: str | None,
+    ) -> Accepted:
+        """Register a node (defaults: hostname, zone, region, ...); heartbeats go out while connected."""
+        taint_list = [Taint(k, v) for k, v in taints.items()] if isinstance(taints, dict) else list(taints or [])
+        fields = {"node_id": node_id, "resources": resources, "labels": labels or {}, "address": address}
+        given = {key: value for key, value in defaults.items() if value is not None}
+        command = msgspec.convert({**fields, **given}, RegisterNode)
+        command = msgspec.structs.replace(command, taints=taint_list)
+        accepted = await self._command(s.REGISTER_NODE, command)
+        self._nodes[node_id] = command
+        if heartbeat and node_id not in self._heartbeats:
+            self._heartbeats[node_id] = asyncio.create_task(self._beat(node_id))
+        return accepted
+
+    async def _beat(self, node_id: str) -> None:
+        payload = encode(Heartbeat(node_id))
+        while True:
+            with contextlib.suppress(nats.errors.Error):
+                await self.bus.nc.publish(s.heartbeat_subject(node_id), payload)
+            await asyncio.sleep(self.settings.heartbeat_interval)
+
+    async def _register_again(self) -> None:
+        """After a reconnect, register every node again: the same id and resources resume it."""
+        for node_id, command in list(self._nodes.items()):
+            try:
+                await self._command(s.REGISTER_NODE, command)
+            except Exception as error:
+                log.warning("node %s not registered again after reconnect: %s", node_id, error)
+
+    async def set_labels(self, node_id: str, labels: dict[str, str]) -> Accepted:
+        """Replace a node's user labels."""
+        return await self._command(s.SET_LABELS, SetLabels(node_id=node_id, labels=labels))
+
+    async def add_taints(
+        self, node_id: str, taints: dict[str, str] | list[Taint], *, node_address: str = ""
+    ) -> Accepted:
+        """Append taints to a node (by id, or by address with `node_id=""`)."""
+        taint_list = [Taint(k, v) for k, v in taints.items()] if isinstance(taints, dict) else list(taints)
+        command = AddTaints(taints=taint_list, node_id=node_id, node_address=node_address)
+        return await self._command(s.ADD_TAINTS, command)
+
+    async def remove_taints(self, node_id: str, keys: list[str], *, node_address: str = "") -> Accepted:
+        """Delete the taints with these keys."""
+        command = RemoveTaints(keys=list(keys), node_id=node_id, node_address=node_address)
+        return await self._command(s.REMOVE_TAINTS, command)
+
+    async def remove_node(self, node_id: str) -> Accepted:
+        """Take a node out now; its actors fail and restart elsewhere when they may."""
+        task = self._heartbeats.pop(node_id, None)
+        if task is not None:
+            task.cancel()
+        self._nodes.pop(node_id, None)
+        return await self._command(s.REMOVE_NODE, RemoveNode(node_id=node_id))
+
+    # work
+
+    async def submit(self, request: ScheduleRequest, timeout: float | None = None) -> Decision:
+        """Schedule an actor or task: `Placed`, or `Pending` with the reasons (a live id returns its decision)."""
+        reply = await self._durable(s.SCHEDULE, SubmitActor(request=request), timeout)
+        assert isinstance(reply, Placed | Pending), reply
+        return reply
+
+    async def create_placement_group(self, request: PlacementGroupRequest, timeout: float | None = None) -> Decision:
+        """Reserve a placement group, all bundles or none."""
+        reply = await self._durable(s.CREATE_PLACEMENT_GROUP, CreatePlacementGroup(request=request), timeout)
+        assert isinstance(reply, Placed | Pending), reply
+        return reply
+
+    async def remove_actor(self, actor_id: str) -> Accepted:
+        """An actor or task finished: free its resources."""
+        reply = await self._durable(s.REMOVE_ACTOR, RemoveActor(actor_id=actor_id), None)
+        assert isinstance(reply, Accepted), reply
+        return reply
+
+    async def report_actor_failed(self, actor_id: str) -> Accepted:
+        """A running actor failed: it restarts while it has restarts left."""
+        reply = await self._durable(s.REPORT_ACTOR_FAILED, ReportActorFailed(actor_id=actor_id), None)
+        assert isinstance(reply, Accepted), reply
+        return reply
+
+    async def remove_placement_group(self, pg_id: str) -> Accepted:
+        """Release a placement group."""
+        reply = await self._durable(s.REMOVE_PLACEMENT_GROUP, RemovePlacementGroup(pg_id=pg_id), None)
+        assert isinstance(reply, Accepted), reply
+        return reply
+
+    async def decision(self, work_id: str, kind: str = "actor") -> Decision:
+        """The current decision for an actor (or placement group)."""
+        answer: Decision = await self._ask(s.DECISION_QUERY, DecisionQuery(work_id, kind), Placed | Pending)
+        return answer
+
+    async def why(self, actor_id: str) -> Decision:
+        """Why an actor waits (its `Pending`, with the nodes behind each reason), or where it runs."""
+        return await self.decision(actor_id)
+
+    async def wait_placed(self, actor_id: str, timeout: float = 5.0) -> Placed:
+        """Wait until the actor is placed; `TimeoutError` if it is still pending after `timeout` seconds."""
+        events = await self.bus.nc.subscribe(s.event_subject(s.ACTOR, actor_id))
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    decision = await self.decision(actor_id)
+                    if isinstance(decision, Placed):
+                        return decision
+                    with contextlib.suppress(nats.errors.TimeoutError):
+                        await events.next_msg(timeout=1.0)
+        except TimeoutError:
+            raise TimeoutError(f"actor {actor_id!r} not placed within {timeout}s") from None
+        finally:
+            await events.unsubscribe()
+
+    # introspection
+
+    async def status(self) -> StatusReply:
+        """Nodes, actors, placement groups and pending work, as the scheduler sees them."""
+        answer: StatusReply = await self._ask(s.STATUS_QUERY, StatusQuery(), StatusReply)
+        return answer
+
+    async def placements(self) -> dict[str, str]:
+        """Actor id -> node id for every placed actor."""
+        status = await self.status()
+        return {a.actor_id: a.node_id for a in status.actors if a.status == "placed" and a.node_id is not None}
+
+    async def placement_groups(self) -> dict[str, list[str]]:
+        """Placement group id -> node per bundle, for every placed group."""
+        return (await self.status()).placement_groups
+
+    async def pending(self) -> list[Pending]:
+        """Waiting actors and placement groups, in queue order, with reasons."""
+        return (await self.status()).pending
+
+    async def nodes(self, selector: dict[str, Any] | None = None) -> list[NodeInfo]:
+        """Live nodes whose labels match `selector` (the labels service's index)."""
+        answer: NodesReply = await self._ask(s.NODES_QUERY, NodesQuery(selector or {}), NodesReply)
+        return answer.nodes
+
+    async def actors(self, labels: dict[str, str] | None = None, namespace: str = "default") -> list[ActorInfo]:
+        """Placed actors carrying these labels (the actor-label index)."""
+        answer: ActorsReply = await self._ask(s.ACTORS_QUERY, ActorsQuery(namespace, labels or {}), ActorsReply)
+        return answer.actors
+
+    async def taints(self, node_id: str = "") -> dict[str, list[Taint]]:
+        """Taints per node."""
+        answer: TaintsReply = await self._ask(s.TAINTS_QUERY, TaintsQuery(node_id), TaintsReply)
+        return answer.taints

@@ -1,0 +1,32 @@
+"""What the client raises: a rejected command (bad input is a `ValueError`), a missing thing, no service."""
+
+from __future__ import annotations
+
+from schemas.replies import Rejected
+
+
+class CorralError(Exception):
+    """Anything the Corral client reports as failed."""
+
+
+class RejectedError(CorralError, ValueError):
+    """A service refused the command and changed nothing; the message names the field, value and rule."""
+
+    def __init__(self, rejected: Rejected) -> None:
+        super().__init__(rejected.error)
+        self.kind = rejected.kind
+
+
+class NotFoundError(RejectedError, LookupError):
+    """The command or query names an actor, node or group that does not exist."""
+
+
+class UnavailableError(CorralError):
+    """No service answered in time (is `corral up` running, and is CORRAL_NATS_URL right?)."""
+
+
+def raise_for(rejected: Rejected) -> None:
+    """Raise the error that matches a rejection."""
+    if rejected.kind == "not_found":
+        raise NotFoundError(rejected)
+    raise RejectedError(rejected)

@@ -1,0 +1,1 @@
+"""The labels service: node registration, label changes, liveness, and queries by node and actor labels."""

@@ -1,0 +1,64 @@
+"""Labels commands: register (or resume) a node, change its labels, remove it; each answers events or a message."""
+
+from __future__ import annotations
+
+from schemas import NodeDied
+from schemas.commands import RegisterNode, RemoveNode, SetLabels
+from services.core.node_events import labels_changed, live_node, node_registered
+from services.core.request import check_resources
+from services.labels.view import LabelsView
+from services.runtime.commands import ConflictRejection, Outcome
+
+
+class LabelsHandlers:
+    """Validate a command against the view and return the events it writes."""
+
+    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...]) -> None:
+        self.view = view
+        self.rare_resources = rare_resources
+
+    def register(self, command: RegisterNode) -> Outcome:
+        """A new node, or the same live node again (a reconnecting agent): then it resumes with its actors."""
+        node = self.view.cluster.nodes.get(command.node_id)
+        if node is not None:
+            if check_resources("resources", command.resources) != node.total:
+                raise ConflictRejection(
+                    f"node_id {command.node_id!r}: already registered with resources {node.total}; "
+                    f"a node that changed must be removed first or use a new id"
+                )
+            self.view.heard_from(command.node_id)
+            return f"node {command.node_id} resumed with {len(node.actors)} actor(s)"
+        defaults = {
+            "hostname": command.hostname,
+            "zone": command.zone,
+            "region": command.region,
+            "accelerator_type": command.accelerator_type,
+            "market_type": command.market_type,
+            "node_group": command.node_group,
+        }
+        event = node_registered(
+            self.view.cluster,
+            command.node_id,
+            command.resources,
+            command.labels,
+            command.taints,
+            rare_resources=self.rare_resources,
+            address=command.address,
+            defaults=defaults,
+        )
+        return [event]
+
+    def set_labels(self, command: SetLabels) -> Outcome:
+        """Replace the user labels of a live node."""
+        return [labels_changed(self.view.cluster, command.node_id, command.labels)]
+
+    def remove(self, command: RemoveNode) -> Outcome:
+        """Take a live node out now (its actors fail and restart elsewhere when they may)."""
+        live_node(self.view.cluster, command.node_id)
+        return [NodeDied(node_id=command.node_id)]
+
+    def expire(self, node_id: str) -> Outcome:
+        """A node missed its heartbeats: it is dead (unless it died meanwhile)."""
+        if node_id not in self.view.cluster.nodes:
+            return f"node {node_id} is already gone"
+        return [NodeDied(node_id=node_id)]

@@ -1,0 +1,70 @@
+"""The labels view: the folded cluster plus when each node was last heard from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schemas import AnyEvent, NodeDied, NodeRegistered
+from schemas.queries import ActorsQuery, ActorsReply, NodesQuery, NodesReply
+from services.core import LabelSelector
+from services.core.state import ClusterView
+from services.runtime.views import actor_info, dump_view, load_view, node_info
+
+
+class LabelsView:
+    """Nodes, their labels and actors (folded from the log) and heartbeat times (kept in memory only)."""
+
+    def __init__(self, clock: Callable[[], float], seed: int = 0) -> None:
+        self.cluster = ClusterView(seed)
+        self.last_seen: dict[str, float] = {}
+        self.clock = clock
+
+    def apply(self, event: AnyEvent, _sequence: int) -> None:
+        """Fold one event; a node that appears gets a fresh grace period."""
+        self.cluster.fold(event)
+        if isinstance(event, NodeRegistered):
+            self.last_seen[event.node_id] = self.clock()
+        elif isinstance(event, NodeDied):
+            self.last_seen.pop(event.node_id, None)
+
+    def dump(self, sequence: int) -> bytes:
+        """Snapshot bytes."""
+        return dump_view(self.cluster, sequence)
+
+    def load(self, blob: bytes) -> int:
+        """Replace the view from snapshot bytes; every node gets a fresh grace period."""
+        self.cluster, sequence = load_view(blob)
+        self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
+        return sequence
+
+    def heard_from(self, node_id: str) -> None:
+        """A heartbeat (or a resuming registration) from a live node."""
+        if node_id in self.cluster.nodes:
+            self.last_seen[node_id] = self.clock()
+
+    def overdue(self, timeout: float) -> list[str]:
+        """Live nodes not heard from for longer than `timeout`."""
+        now = self.clock()
+        return sorted(n for n in self.cluster.nodes if now - self.last_seen.get(n, now) > timeout)
+
+    def nodes(self, query: NodesQuery) -> NodesReply:
+        """Live nodes matching the selector."""
+        selector = LabelSelector.parse(query.selector) if query.selector else None
+        found = [
+            node_info(node)
+            for _, node in sorted(self.cluster.nodes.items())
+            if selector is None or selector.matches(node.labels)
+        ]
+        return NodesReply(found)
+
+    def actors(self, query: ActorsQuery) -> ActorsReply:
+        """Placed actors of the namespace carrying every label pair asked for."""
+        wanted = query.labels.items()
+        found = [
+            actor_info(actor)
+            for _, actor in sorted(self.cluster.actors.items())
+            if actor.status == "placed"
+            and actor.request.namespace == query.namespace
+            and wanted <= actor.request.labels.items()
+        ]
+        return ActorsReply(found)

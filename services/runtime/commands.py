@@ -1,0 +1,72 @@
+"""Serve commands: decode, validate against the view, append the events, answer once the view has folded them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+from nats.aio.msg import Msg
+
+from schemas import AnyEvent
+from schemas.replies import Accepted, Rejected
+from services.runtime.bus import Bus
+from services.runtime.codec import CodecError, decode, encode
+from services.runtime.follower import LogFollower
+
+log = logging.getLogger("corral.commands")
+
+Outcome = Sequence[AnyEvent] | str
+"""What a command handler returns: the events to append, or a message when nothing has to change."""
+
+
+class NotFoundRejection(ValueError):
+    """A command names something that does not exist (rejected with kind `not_found`)."""
+
+
+class ConflictRejection(ValueError):
+    """A command contradicts the current state (rejected with kind `conflict`)."""
+
+
+def rejection(error: ValueError) -> Rejected:
+    """The reply for a refused command: the error text, and its kind."""
+    if isinstance(error, NotFoundRejection) or "no such" in str(error):
+        return Rejected(str(error), "not_found")
+    return Rejected(str(error), "conflict" if isinstance(error, ConflictRejection) else "invalid")
+
+
+class CommandDesk:
+    """One command at a time: validate, append, wait until folded (so the next command sees it), reply."""
+
+    def __init__(self, bus: Bus, follower: LogFollower, service: str) -> None:
+        self.bus, self.follower, self.service = bus, follower, service
+        self._lock = asyncio.Lock()
+
+    def handler(self, kind: Any, handle: Callable[[Any], Outcome]) -> Callable[[Msg], Awaitable[bytes]]:
+        """A NATS request handler that reads `kind` and runs `handle` on it."""
+
+        async def serve(msg: Msg) -> bytes:
+            try:
+                command = decode(msg.data, kind, max_bytes=self.bus.settings.max_message_bytes)
+            except CodecError as error:
+                return encode(Rejected(str(error)))
+            return encode(await self.execute(lambda: handle(command)))
+
+        return serve
+
+    async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
+        """Run a handler under the lock and append what it decided."""
+        async with self._lock:
+            try:
+                outcome = handle()
+            except ValueError as error:
+                return rejection(error)
+            if isinstance(outcome, str):
+                return Accepted(0, outcome)
+            stamped = [msgspec.structs.replace(e, event_id=f"{self.service}-{uuid.uuid4().hex}") for e in outcome]
+            sequences = await self.bus.append(stamped)
+            await self.follower.wait_for(sequences[-1])
+            return Accepted(sequences[-1])

@@ -1,0 +1,68 @@
+"""The shell of an event-sourced service: connect, declare streams, load the view, serve, and stop cleanly."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from schemas import AnyEvent
+from services.runtime.bus import Bus
+from services.runtime.follower import LogFollower
+from services.runtime.settings import Settings
+from services.runtime.snapshots import SnapshotStore
+
+log = logging.getLogger("corral.service")
+
+
+class View(Protocol):
+    """What a service's view offers its follower."""
+
+    def apply(self, event: AnyEvent, sequence: int) -> None:
+        """Fold one event."""
+
+    def dump(self, sequence: int) -> bytes:
+        """Snapshot bytes as of `sequence`."""
+
+    def load(self, blob: bytes) -> int:
+        """Replace the view from snapshot bytes; returns the sequence they reflect."""
+
+
+@dataclass
+class Shell:
+    """A running service's connections and follower; subscriptions are closed on the way out."""
+
+    bus: Bus
+    store: SnapshotStore
+    follower: LogFollower
+    subscriptions: list[Any] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def service_shell(
+    settings: Settings, name: str, view: View, *, ready: Callable[[], bool] = lambda: True
+) -> AsyncIterator[Shell]:
+    """Connect, create streams, load the snapshot and replay the log; on exit, snapshot and close."""
+    bus = await Bus.connect(settings, name)
+    store = SnapshotStore(settings.redis_url)
+    follower = LogFollower(
+        bus, store, name, view.apply, view.dump, view.load, snapshot_every=settings.snapshot_every, ready=ready
+    )
+    shell = Shell(bus, store, follower)
+    try:
+        await bus.ensure_streams()
+        await follower.start()
+        log.info("%s: serving", name)
+        yield shell
+    finally:
+        with anyio.CancelScope(shield=True):
+            for subscription in shell.subscriptions:
+                await subscription.unsubscribe()
+            if follower.sequence and ready():
+                await follower.snapshot()
+            await store.close()
+            await bus.close()

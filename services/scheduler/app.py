@@ -1,0 +1,147 @@
+"""Wiring of the scheduler: follow the log, win the lease, then consume requests and append decisions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import anyio
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js import api
+
+from schemas import SchedulerElected
+from schemas import subjects as s
+from schemas.commands import SchedulerRequest
+from schemas.queries import DecisionQuery, StatusQuery
+from schemas.replies import Rejected, RequestReply
+from services.runtime.codec import CodecError, decode, encode
+from services.runtime.lease import Lease, LeaseLost
+from services.runtime.queries import query_handler
+from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
+from services.runtime.service import Shell, service_shell
+from services.runtime.settings import Settings
+from services.scheduler.handlers import handle
+from services.scheduler.view import SchedulerView
+
+log = logging.getLogger("corral.scheduler")
+
+
+class Writer:
+    """Appends what the cluster decided, in order, one batch at a time; knows when nothing is unconfirmed."""
+
+    def __init__(self, shell: Shell, view: SchedulerView) -> None:
+        self.shell, self.view = shell, view
+        self.lock = asyncio.Lock()
+        self.confirmed = 0
+        self.dirty = asyncio.Event()
+
+    def settled(self) -> bool:
+        """No event of ours is waiting to be appended or to come back through the log."""
+        unwritten = self.lock.locked() or self.view.cluster.has_untaken_events()
+        return not unwritten and self.confirmed <= self.view.sequence
+
+    async def flush(self) -> None:
+        """Append everything decided so far (call with `lock` held)."""
+        events = self.view.cluster.take_events()
+        if events:
+            sequences = await self.shell.bus.append(events)
+            self.confirmed = max(self.confirmed, sequences[-1])
+
+    async def flush_reactions(self) -> None:
+        """Append what the leader decided in reaction to other services' events, as soon as it decides it."""
+        while True:
+            await self.dirty.wait()
+            self.dirty.clear()
+            async with self.lock:
+                await self.flush()
+
+
+async def main(settings: Settings) -> None:
+    """Follow the log as a standby; lead when the lease is won; exit if it is lost."""
+    view = SchedulerView(settings.seed, settings.rare_resources)
+    writer: Writer | None = None
+    async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
+        writer = Writer(shell, view)
+        lease = Lease(await shell.bus.lease_bucket(), s.SCHEDULER_LEASE_KEY, settings.instance, settings.lease_ttl)
+        async with anyio.create_task_group() as group:
+            group.start_soon(shell.follower.run)
+            epoch = await lease.acquire()
+            log.info("scheduler %s won the lease: epoch %d", settings.instance, epoch)
+            await _take_over(shell, view, writer, epoch, settings.instance)
+            group.start_soon(_hold, lease)
+            group.start_soon(writer.flush_reactions)
+            await _serve_queries(shell, view)
+            try:
+                await _consume_requests(shell, view, writer, settings)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await lease.release()
+
+
+async def _take_over(shell: Shell, view: SchedulerView, writer: Writer, epoch: int, instance: str) -> None:
+    elected = SchedulerElected(epoch=epoch, instance=instance, event_id=f"scheduler-elected-{epoch}")
+    async with writer.lock:
+        (sequence,) = await shell.bus.append([elected])
+    await shell.follower.wait_for(sequence)
+    async with writer.lock:
+        view.lead(epoch, instance)
+        view.on_decided = writer.dirty.set
+        await writer.flush()
+    log.info("scheduler %s leads from sequence %d", instance, sequence)
+
+
+async def _hold(lease: Lease) -> None:
+    try:
+        await lease.hold()
+    except LeaseLost as lost:
+        raise ServiceExit(EXIT_LEASE_LOST, f"{lost}; restarting from the log as a standby") from lost
+
+
+async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
+    routes = {
+        s.STATUS_QUERY: query_handler(StatusQuery, view.status),
+        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision),
+    }
+    for subject, handler in routes.items():
+        shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
+
+
+async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, settings: Settings) -> None:
+    config = api.ConsumerConfig(
+        durable_name=s.REQUESTS_CONSUMER,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        ack_wait=settings.request_ack_wait,
+        max_ack_pending=-1,
+    )
+    requests = await shell.bus.js.pull_subscribe(
+        s.REQUESTS_SUBJECTS, durable=s.REQUESTS_CONSUMER, stream=s.REQUESTS_STREAM, config=config
+    )
+    while True:
+        try:
+            batch = await requests.fetch(settings.request_batch, timeout=0.5)
+        except (TimeoutError, nats.errors.TimeoutError):
+            continue
+        async with writer.lock:
+            replies = [await _decide(shell, view, msg) for msg in batch]
+            await writer.flush()
+        await _answer(shell, batch, replies)
+
+
+async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> RequestReply:
+    try:
+        request = decode(msg.data, SchedulerRequest, max_bytes=shell.bus.settings.max_message_bytes)
+    except CodecError as error:
+        log.warning("request on %s rejected: %s", msg.subject, error)
+        await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
+        return Rejected(str(error))
+    return handle(view, request)
+
+
+async def _answer(shell: Shell, batch: Sequence[Msg], replies: Sequence[RequestReply]) -> None:
+    for msg, reply in zip(batch, replies, strict=True):
+        inbox = (msg.headers or {}).get(s.REPLY_HEADER)
+        if inbox:
+            await shell.bus.nc.publish(inbox, encode(reply))
+        await msg.ack()

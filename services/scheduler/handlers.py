@@ -1,0 +1,41 @@
+"""Scheduler requests: each becomes a core call; the reply is the decision, accepted, or a clear rejection."""
+
+from __future__ import annotations
+
+from schemas.commands import (
+    CreatePlacementGroup,
+    RemoveActor,
+    RemovePlacementGroup,
+    ReportActorFailed,
+    SchedulerRequest,
+    SubmitActor,
+)
+from schemas.replies import Accepted, RequestReply
+from services.runtime.commands import rejection
+from services.scheduler.view import SchedulerView
+
+
+def handle(view: SchedulerView, request: SchedulerRequest) -> RequestReply:
+    """Apply one request to the cluster (a live id returns its decision again and changes nothing)."""
+    cluster = view.cluster
+    try:
+        if isinstance(request, SubmitActor):
+            return cluster.submit(request.request)
+        if isinstance(request, CreatePlacementGroup):
+            return cluster.create_placement_group(request.request)
+        if isinstance(request, RemoveActor):
+            cluster.remove_actor(request.actor_id)
+            return Accepted(message=f"actor {request.actor_id} removed")
+        if isinstance(request, ReportActorFailed):
+            restarts = (
+                cluster.view.actors[request.actor_id].restarts_left
+                if request.actor_id in cluster.view.actors
+                else False
+            )
+            cluster.fail_actor(request.actor_id)
+            return Accepted(message=f"actor {request.actor_id} failed" + (" and restarts" if restarts else " for good"))
+        assert isinstance(request, RemovePlacementGroup)
+        cluster.remove_placement_group(request.pg_id)
+        return Accepted(message=f"placement group {request.pg_id} removed")
+    except ValueError as error:
+        return rejection(error)

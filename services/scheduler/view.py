@@ -1,0 +1,63 @@
+"""The scheduler view: the core `Cluster` folded from the log, reacting to events only while it leads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schemas import AnyEvent, Pending, Placed
+from schemas.queries import DecisionQuery, StatusQuery, StatusReply
+from services.core import Cluster
+from services.core.state.view import SCHEDULER_EVENTS
+from services.runtime.views import actor_info, dump_view, load_view, node_info
+
+
+class SchedulerView:
+    """A follower folds every event; the leader also reacts, and skips its own events when the log echoes them."""
+
+    def __init__(self, seed: int, rare_resources: tuple[str, ...]) -> None:
+        self.rare_resources = rare_resources
+        self.cluster = Cluster(seed, rare_resources, record=False)
+        self.leading = False
+        self.sequence = 0
+        self.on_decided: Callable[[], None] = lambda: None
+
+    def apply(self, event: AnyEvent, sequence: int) -> None:
+        """Fold one event from the log (the leader's own events were applied when it decided them)."""
+        self.sequence = sequence
+        if self.leading and isinstance(event, SCHEDULER_EVENTS) and event.epoch == self.cluster.epoch:
+            return
+        self.cluster.observe(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
+        if self.leading and self.cluster.has_untaken_events():
+            self.on_decided()
+
+    def lead(self, epoch: int, instance: str) -> None:
+        """Take over as the writer of epoch `epoch`: catch up on reactions a follower only folded."""
+        self.cluster.epoch = epoch
+        self.cluster.event_prefix = f"scheduler-{instance}-e{epoch}-"
+        self.leading = True
+        self.cluster.reconcile()
+
+    def dump(self, sequence: int) -> bytes:
+        """Snapshot bytes."""
+        return dump_view(self.cluster.view, sequence)
+
+    def load(self, blob: bytes) -> int:
+        """Replace the view from snapshot bytes."""
+        view, sequence = load_view(blob)
+        self.cluster = Cluster.from_view(view, self.rare_resources, record=False)
+        return sequence
+
+    def status(self, _query: StatusQuery) -> StatusReply:
+        """Nodes, actors, placement groups and the pending queue."""
+        view = self.cluster.view
+        return StatusReply(
+            nodes=[node_info(view.nodes[n]) for n in sorted(view.nodes)],
+            actors=[actor_info(view.actors[a]) for a in sorted(view.actors)],
+            placement_groups=self.cluster.placement_groups(),
+            pending=self.cluster.pending(),
+            sequence=self.sequence,
+        )
+
+    def decision(self, query: DecisionQuery) -> Placed | Pending:
+        """The current decision for one actor or placement group."""
+        return self.cluster.decision(query.id, query.kind)

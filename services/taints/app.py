@@ -1,0 +1,33 @@
+"""Wiring of the taints service: commands and queries."""
+
+from __future__ import annotations
+
+import anyio
+
+from schemas import subjects as s
+from schemas.commands import AddTaints, RemoveTaints
+from schemas.queries import TaintsQuery
+from services.runtime.commands import CommandDesk
+from services.runtime.queries import query_handler
+from services.runtime.service import service_shell
+from services.runtime.settings import Settings
+from services.taints.handlers import TaintsHandlers
+from services.taints.view import TaintsView
+
+
+async def main(settings: Settings) -> None:
+    """Serve until cancelled."""
+    view = TaintsView(settings.seed)
+    async with service_shell(settings, "taints", view) as shell:
+        handlers = TaintsHandlers(view, settings.rare_resources)
+        desk = CommandDesk(shell.bus, shell.follower, "taints")
+        await desk.execute(handlers.isolate_rare)
+        routes = {
+            s.ADD_TAINTS: desk.handler(AddTaints, handlers.add),
+            s.REMOVE_TAINTS: desk.handler(RemoveTaints, handlers.remove),
+            s.TAINTS_QUERY: query_handler(TaintsQuery, view.taints),
+        }
+        for subject, handler in routes.items():
+            shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="taints"))
+        async with anyio.create_task_group() as group:
+            group.start_soon(shell.follower.run)

@@ -1,0 +1,53 @@
+"""The taints view: nodes (by id and by address) and their taints, folded from node and taint events."""
+
+from __future__ import annotations
+
+from schemas import AnyEvent, NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
+from schemas.queries import TaintsQuery, TaintsReply
+from services.core.state import ClusterView
+from services.runtime.commands import NotFoundRejection
+from services.runtime.views import dump_view, load_view
+
+NODE_EVENTS = (NodeRegistered, NodeDied, NodeLabelsChanged, TaintsChanged)
+
+
+class TaintsView:
+    """Live nodes and their taints; actor and placement-group events are not needed here and are skipped."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.cluster = ClusterView(seed)
+
+    def apply(self, event: AnyEvent, _sequence: int) -> None:
+        """Fold node and taint events."""
+        if isinstance(event, NODE_EVENTS):
+            self.cluster.fold(event)
+
+    def dump(self, sequence: int) -> bytes:
+        """Snapshot bytes."""
+        return dump_view(self.cluster, sequence)
+
+    def load(self, blob: bytes) -> int:
+        """Replace the view from snapshot bytes."""
+        self.cluster, sequence = load_view(blob)
+        return sequence
+
+    def resolve(self, node_id: str, node_address: str) -> str:
+        """The node id a command means: given directly, or found by its address."""
+        if bool(node_id) == bool(node_address):
+            raise ValueError(f"node_id {node_id!r} / node_address {node_address!r}: give exactly one of the two")
+        if node_id:
+            return node_id
+        found = sorted(n.node_id for n in self.cluster.nodes.values() if n.address == node_address)
+        if not found:
+            raise NotFoundRejection(f"node_address {node_address!r}: no live node has this address")
+        if len(found) > 1:
+            raise ValueError(f"node_address {node_address!r}: {len(found)} nodes share it ({', '.join(found)})")
+        return found[0]
+
+    def taints(self, query: TaintsQuery) -> TaintsReply:
+        """Taints per node (one node, or all nodes that have any)."""
+        nodes = self.cluster.nodes
+        if query.node_id and query.node_id not in nodes:
+            raise NotFoundRejection(f"node_id {query.node_id!r}: no such node")
+        chosen = [query.node_id] if query.node_id else sorted(nodes)
+        return TaintsReply({n: list(nodes[n].taints) for n in chosen if nodes[n].taints or query.node_id})
