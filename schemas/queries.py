@@ -27,7 +27,7 @@ class NodeInfo(msgspec.Struct, frozen=True):
     actors: int = 0
 
 
-class NodesReply(msgspec.Struct, frozen=True):
+class NodesReply(msgspec.Struct, frozen=True, tag_field="type", tag="nodes"):
     """Nodes, sorted by id."""
 
     nodes: list[NodeInfo]
@@ -51,7 +51,7 @@ class ActorInfo(msgspec.Struct, frozen=True):
     restarts: int = 0
 
 
-class ActorsReply(msgspec.Struct, frozen=True):
+class ActorsReply(msgspec.Struct, frozen=True, tag_field="type", tag="actors"):
     """Actors, sorted by id."""
 
     actors: list[ActorInfo]
@@ -63,7 +63,7 @@ class TaintsQuery(msgspec.Struct, frozen=True):
     node_id: str = ""
 
 
-class TaintsReply(msgspec.Struct, frozen=True):
+class TaintsReply(msgspec.Struct, frozen=True, tag_field="type", tag="taints"):
     """Node id -> its taints (nodes without taints left out)."""
 
     taints: dict[str, list[Taint]]
@@ -73,7 +73,7 @@ class StatusQuery(msgspec.Struct, frozen=True):
     """The scheduler's whole picture."""
 
 
-class StatusReply(msgspec.Struct, frozen=True):
+class StatusReply(msgspec.Struct, frozen=True, tag_field="type", tag="status"):
     """Nodes, actors, placement groups (bundle nodes) and pending work in queue order."""
 
     nodes: list[NodeInfo]

@@ -7,7 +7,7 @@ from schemas.commands import RegisterNode, RemoveNode, SetLabels
 from services.core.node_events import labels_changed, live_node, node_registered
 from services.core.request import check_resources
 from services.labels.view import LabelsView
-from services.runtime.commands import ConflictRejection, Outcome
+from services.runtime.commands import ConflictError, Outcome
 
 
 class LabelsHandlers:
@@ -22,7 +22,7 @@ class LabelsHandlers:
         node = self.view.cluster.nodes.get(command.node_id)
         if node is not None:
             if check_resources("resources", command.resources) != node.total:
-                raise ConflictRejection(
+                raise ConflictError(
                     f"node_id {command.node_id!r}: already registered with resources {node.total}; "
                     f"a node that changed must be removed first or use a new id"
                 )

@@ -41,6 +41,9 @@ from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
 
+CONNECT_ATTEMPTS = 40
+"""Tries, 0.25 s apart, to reach NATS at start (it may still be starting)."""
+
 STREAMS = (
     api.StreamConfig(
         name=s.EVENTS_STREAM,
@@ -121,20 +124,25 @@ class Bus:
             if on_reconnect is not None:
                 await on_reconnect()
 
-        nc = await nats.connect(
-            settings.nats_url,
+        options: dict[str, Any] = dict(
             name=name,
             connect_timeout=2,
             allow_reconnect=True,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.25,
-            retry_on_failed_connect=True,
             error_cb=on_error,
             disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
             pending_size=64 * 1024 * 1024,
         )
-        return cls(nc, settings)
+        for attempt in range(CONNECT_ATTEMPTS):
+            try:
+                return cls(await nats.connect(settings.nats_url, **options), settings)
+            except (nats.errors.NoServersError, OSError) as error:
+                if attempt == CONNECT_ATTEMPTS - 1:
+                    raise nats.errors.NoServersError(f"no NATS server at {settings.nats_url}: {error}") from error
+                await asyncio.sleep(0.25)
+        raise AssertionError("unreachable")
 
     async def ensure_streams(self) -> None:
         """Create the streams and the lease bucket if missing (idempotent; existing ones are left as they are)."""

@@ -23,19 +23,19 @@ Outcome = Sequence[AnyEvent] | str
 """What a command handler returns: the events to append, or a message when nothing has to change."""
 
 
-class NotFoundRejection(ValueError):
+class NotFoundError(ValueError):
     """A command names something that does not exist (rejected with kind `not_found`)."""
 
 
-class ConflictRejection(ValueError):
+class ConflictError(ValueError):
     """A command contradicts the current state (rejected with kind `conflict`)."""
 
 
 def rejection(error: ValueError) -> Rejected:
     """The reply for a refused command: the error text, and its kind."""
-    if isinstance(error, NotFoundRejection) or "no such" in str(error):
+    if isinstance(error, NotFoundError) or "no such" in str(error):
         return Rejected(str(error), "not_found")
-    return Rejected(str(error), "conflict" if isinstance(error, ConflictRejection) else "invalid")
+    return Rejected(str(error), "conflict" if isinstance(error, ConflictError) else "invalid")
 
 
 class CommandDesk:

@@ -1,0 +1,94 @@
+"""The embedded dev mesh: nats-server, redis-server and the service processes, started and stopped together."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.runtime.servers import LocalServer, nats_server, redis_server
+
+SERVICES = ("labels", "taints", "scheduler")
+"""The service processes `corral up` runs (vclusters comes with the virtual-cluster issue)."""
+
+
+@dataclass
+class Mesh:
+    """Servers and services on this machine; `env` is what a process needs to join it."""
+
+    data_dir: Path
+    nats: LocalServer
+    redis: LocalServer
+    settings: dict[str, str] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def nats_url(self) -> str:
+        """Where clients connect."""
+        return f"nats://127.0.0.1:{self.nats.port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of a service or client of this mesh."""
+        return {
+            **os.environ,
+            "CORRAL_NATS_URL": self.nats_url,
+            "CORRAL_REDIS_URL": f"redis://127.0.0.1:{self.redis.port}/0",
+            **self.settings,
+        }
+
+    def start_service(self, name: str, instance: str = "") -> subprocess.Popen[bytes]:
+        """Start one service process (a second scheduler is a standby); its log goes to the data folder."""
+        key = instance or name
+        env = {**self.env, "CORRAL_INSTANCE": key}
+        with (self.data_dir / f"{key}.log").open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        self.processes[key] = process
+        return process
+
+    def stop_service(self, key: str, *, hard: bool = False) -> None:
+        """Stop one service: SIGTERM and wait (a graceful drain), or SIGKILL with `hard`."""
+        process = self.processes.pop(key, None)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def stop(self) -> None:
+        """Stop every service, then the servers."""
+        for key in list(self.processes):
+            self.stop_service(key)
+        self.nats.stop()
+        self.redis.stop()
+
+
+def start_mesh(
+    data_dir: Path,
+    *,
+    nats_port: int | None = None,
+    redis_port: int | None = None,
+    services: tuple[str, ...] = SERVICES,
+    settings: dict[str, str] | None = None,
+) -> Mesh:
+    """Start nats-server and redis-server on free (or given) ports, then the services."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    mesh = Mesh(data_dir, nats_server(data_dir / "nats", nats_port), redis_server(data_dir / "redis", redis_port))
+    mesh.settings = dict(settings or {})
+    try:
+        mesh.nats.start()
+        mesh.redis.start()
+        for name in services:
+            mesh.start_service(name)
+    except BaseException:
+        mesh.stop()
+        raise
+    return mesh
