@@ -88,3 +88,14 @@ class DecisionQuery(msgspec.Struct, frozen=True):
 
     id: str
     kind: str = "actor"
+
+
+class DigestQuery(msgspec.Struct, frozen=True):
+    """A service's view digest and the log sequence it reflects (to check that replays converge)."""
+
+
+class DigestReply(msgspec.Struct, frozen=True, tag_field="type", tag="digest"):
+    """The canonical hash of a view as of `sequence`."""
+
+    digest: str
+    sequence: int

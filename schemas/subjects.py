@@ -98,3 +98,8 @@ ACTORS_QUERY = query_subject(LABELS, "actors")
 TAINTS_QUERY = query_subject(TAINTS, "taints")
 STATUS_QUERY = query_subject(SCHEDULER, "status")
 DECISION_QUERY = query_subject(SCHEDULER, "decision")
+
+
+def digest_subject(service: str) -> str:
+    """`corral.q.<service>.digest`: the digest of a service's view."""
+    return query_subject(service, "digest")

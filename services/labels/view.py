@@ -8,6 +8,7 @@ from schemas import AnyEvent, NodeDied, NodeRegistered
 from schemas.queries import ActorsQuery, ActorsReply, NodesQuery, NodesReply
 from services.core import LabelSelector
 from services.core.state import ClusterView
+from services.core.state.snapshot import digest
 from services.runtime.views import actor_info, dump_view, load_view, node_info
 
 
@@ -30,6 +31,10 @@ class LabelsView:
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes."""
         return dump_view(self.cluster, sequence)
+
+    def digest(self) -> str:
+        """The canonical hash of the view."""
+        return digest(self.cluster)
 
     def load(self, blob: bytes) -> int:
         """Replace the view from snapshot bytes; every node gets a fresh grace period."""

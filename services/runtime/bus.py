@@ -124,17 +124,17 @@ class Bus:
             if on_reconnect is not None:
                 await on_reconnect()
 
-        options: dict[str, Any] = dict(
-            name=name,
-            connect_timeout=2,
-            allow_reconnect=True,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.25,
-            error_cb=on_error,
-            disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected,
-            pending_size=64 * 1024 * 1024,
-        )
+        options: dict[str, Any] = {
+            "name": name,
+            "connect_timeout": 2,
+            "allow_reconnect": True,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.25,
+            "error_cb": on_error,
+            "disconnected_cb": on_disconnected,
+            "reconnected_cb": on_reconnected,
+            "pending_size": 64 * 1024 * 1024,
+        }
         for attempt in range(CONNECT_ATTEMPTS):
             try:
                 return cls(await nats.connect(settings.nats_url, **options), settings)

@@ -11,8 +11,11 @@ from typing import Any, Protocol
 import anyio
 
 from schemas import AnyEvent
+from schemas.queries import DigestQuery, DigestReply
+from schemas.subjects import digest_subject
 from services.runtime.bus import Bus
 from services.runtime.follower import LogFollower
+from services.runtime.queries import query_handler
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
 
@@ -30,6 +33,9 @@ class View(Protocol):
 
     def load(self, blob: bytes) -> int:
         """Replace the view from snapshot bytes; returns the sequence they reflect."""
+
+    def digest(self) -> str:
+        """The canonical hash of the view."""
 
 
 @dataclass
@@ -56,6 +62,8 @@ async def service_shell(
     try:
         await bus.ensure_streams()
         await follower.start()
+        digest = query_handler(DigestQuery, lambda _q: DigestReply(view.digest(), follower.sequence))
+        shell.subscriptions.append(await bus.serve(digest_subject(name), digest))
         log.info("%s: serving", name)
         yield shell
     finally:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from schemas import AnyEvent, Pending, Placed
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
 from services.core import Cluster
+from services.core.state.snapshot import digest
 from services.core.state.view import SCHEDULER_EVENTS
 from services.runtime.views import actor_info, dump_view, load_view, node_info
 
@@ -40,6 +41,10 @@ class SchedulerView:
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes."""
         return dump_view(self.cluster.view, sequence)
+
+    def digest(self) -> str:
+        """The canonical hash of the view."""
+        return digest(self.cluster.view)
 
     def load(self, blob: bytes) -> int:
         """Replace the view from snapshot bytes."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from schemas import AnyEvent, NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
 from schemas.queries import TaintsQuery, TaintsReply
 from services.core.state import ClusterView
+from services.core.state.snapshot import digest
 from services.runtime.commands import NotFoundError
 from services.runtime.views import dump_view, load_view
 
@@ -25,6 +26,10 @@ class TaintsView:
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes."""
         return dump_view(self.cluster, sequence)
+
+    def digest(self) -> str:
+        """The canonical hash of the view."""
+        return digest(self.cluster)
 
     def load(self, blob: bytes) -> int:
         """Replace the view from snapshot bytes."""

@@ -1,0 +1,1 @@
+"""End-to-end tests through the bus, against a real nats-server (JetStream) and a real redis-server."""

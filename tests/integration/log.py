@@ -1,0 +1,25 @@
+"""Read the whole event log of a mesh, as a test's independent witness."""
+
+from __future__ import annotations
+
+from schemas import AnyEvent
+from services.runtime.bus import Bus
+from services.runtime.settings import Settings
+
+
+async def read_events(nats_url: str) -> list[AnyEvent]:
+    """Every event in CORRAL_EVENTS, in order."""
+    bus = await Bus.connect(Settings(nats_url=nats_url), "test-log-reader")
+    try:
+        last = await bus.last_sequence()
+        events: list[AnyEvent] = []
+        if last == 0:
+            return events
+        async for entry in bus.read_log(1):
+            if entry.event is not None:
+                events.append(entry.event)
+            if entry.sequence >= last:
+                break
+        return events
+    finally:
+        await bus.close()

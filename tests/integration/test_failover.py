@@ -1,0 +1,49 @@
+"""`kill -9` of the active scheduler mid-stream: the standby takes over, every request gets one decision."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from schemas import ActorPlaced, ActorSubmitted, Placed, ScheduleRequest
+from services.cli.mesh import Mesh
+from services.client import Client
+from tests.integration.conftest import log_of
+from tests.integration.log import read_events
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+REQUESTS = 120
+
+
+async def test_killing_the_active_scheduler_loses_no_request_and_allocates_nothing_twice(
+    client: Client, mesh: Mesh
+) -> None:
+    """A standby wins the lease after the kill; all requests are decided exactly once; no node is overfull."""
+    mesh.start_service("scheduler", instance="standby")
+    for index in range(4):
+        await client.register_node(f"n{index}", {"CPU": 40})
+
+    async def submit(index: int) -> object:
+        await asyncio.sleep(index * 0.01)
+        return await client.submit(ScheduleRequest(f"a{index}", {"CPU": 1}), timeout=20.0)
+
+    stream = asyncio.gather(*(submit(i) for i in range(REQUESTS)))
+    await asyncio.sleep(0.4)
+    mesh.stop_service("scheduler", hard=True)
+    decisions = await asyncio.wait_for(stream, timeout=60)
+
+    assert all(isinstance(d, Placed) for d in decisions)
+    assert "won the lease" in log_of(mesh, "standby")
+    events = await read_events(mesh.nats_url)
+    submitted = Counter(e.request.actor_id for e in events if isinstance(e, ActorSubmitted))
+    assert len(submitted) == REQUESTS and set(submitted.values()) == {1}
+    status = await client.status()
+    assert all(node.available["CPU"] >= 0 for node in status.nodes)
+    used = sum(node.resources["CPU"] - node.available["CPU"] for node in status.nodes)
+    assert used == REQUESTS
+    placed_now = {a.actor_id: a.node_id for a in status.actors}
+    assert all(placed_now[d.id] == d.node_id for d in decisions if isinstance(d, Placed))
+    assert len({e.actor_id for e in events if isinstance(e, ActorPlaced)}) == REQUESTS

@@ -1,0 +1,40 @@
+"""A resent request is decided once and answered the same; a duplicated event is stored and applied once."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import NodeRegistered, ScheduleRequest
+from schemas import subjects as s
+from services.cli.mesh import Mesh
+from services.client import Client
+from services.runtime.bus import subject_of
+from services.runtime.codec import encode
+from tests.integration.log import read_events
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def test_a_resent_request_is_decided_once_and_returns_the_same_decision(client: Client, mesh: Mesh) -> None:
+    """Submitting the same live actor id twice gives one decision and one ActorSubmitted in the log."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.register_node("n2", {"CPU": 2})
+    first = await client.submit(ScheduleRequest("a1", {"CPU": 1}))
+    again = await client.submit(ScheduleRequest("a1", {"CPU": 1}))
+    assert again == first
+    events = await read_events(mesh.nats_url)
+    assert [type(e).__name__ for e in events if getattr(e, "actor_id", "") == "a1"].count("ActorPlaced") == 1
+    assert sum(1 for e in events if type(e).__name__ == "ActorSubmitted") == 1
+    status = await client.status()
+    assert sum(n.resources["CPU"] - n.available["CPU"] for n in status.nodes) == 1
+
+
+async def test_a_duplicated_event_is_stored_once_and_applied_once(client: Client, mesh: Mesh) -> None:
+    """The same event id published twice: JetStream keeps one copy and the node is registered once."""
+    event = NodeRegistered(event_id="dup-1", node_id="n9", resources={"CPU": 1.0}, labels={"corral.io/node-id": "n9"})
+    first = await client.bus.js.publish(subject_of(event), encode(event), headers={"Nats-Msg-Id": "dup-1"})
+    second = await client.bus.js.publish(subject_of(event), encode(event), headers={"Nats-Msg-Id": "dup-1"})
+    assert second.duplicate and second.seq == first.seq
+    assert [n.node_id for n in await client.nodes()] == ["n9"]
+    assert len([e for e in await read_events(mesh.nats_url) if isinstance(e, NodeRegistered)]) == 1
+    assert s.event_subject(s.NODE, "n9") == subject_of(event)

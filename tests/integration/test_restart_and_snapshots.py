@@ -1,0 +1,124 @@
+"""Restarts: snapshot plus log tail equals the whole log; no Redis, a corrupt or old snapshot: full replay."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as redis
+
+from schemas import PlacementGroupRequest, ScheduleRequest
+from schemas import subjects as s
+from schemas.queries import DigestQuery, DigestReply
+from services.cli.mesh import Mesh
+from services.client import Client
+from services.core.state import replay
+from services.core.state.snapshot import digest
+from services.runtime.codec import decode, encode
+from services.runtime.snapshots import SnapshotStore
+from tests.integration.conftest import log_of, wait_ready
+from tests.integration.log import read_events
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def workload(client: Client, prefix: str) -> None:
+    """Nodes, labels, taints, placed and pending actors, a placement group, a removal."""
+    await client.register_node(f"{prefix}n1", {"CPU": 4}, labels={"disk": "ssd"}, zone="z1")
+    await client.register_node(f"{prefix}n2", {"CPU": 4}, zone="z2")
+    await client.add_taints(f"{prefix}n2", {"gpu": "true"})
+    for index in range(6):
+        await client.submit(ScheduleRequest(f"{prefix}a{index}", {"CPU": 1}, labels={"app": "web"}))
+    await client.submit(ScheduleRequest(f"{prefix}big", {"CPU": 64}))
+    await client.create_placement_group(PlacementGroupRequest(f"{prefix}pg", [{"CPU": 1}, {"CPU": 1}]))
+    await client.remove_actor(f"{prefix}a0")
+
+
+async def service_digest(client: Client, service: str) -> DigestReply:
+    """Ask a service for its view digest."""
+    reply = await client.bus.nc.request(s.digest_subject(service), encode(DigestQuery()), timeout=5)
+    answer: DigestReply = decode(reply.data, DigestReply)
+    return answer
+
+
+async def full_replay_digest(mesh: Mesh) -> str:
+    """The digest of a view folded from the whole log by the test itself."""
+    return digest(replay(await read_events(mesh.nats_url)))
+
+
+async def restart(mesh: Mesh, client: Client, service: str) -> None:
+    """Stop a service gracefully and start it again."""
+    mesh.stop_service(service)
+    mesh.start_service(service)
+    await wait_ready(client)
+
+
+async def test_a_service_restarted_from_its_snapshot_reaches_the_digest_of_a_full_replay(
+    client: Client, mesh: Mesh
+) -> None:
+    """Snapshot at stop, more events while it is down, restart: the same digest as folding the whole log."""
+    await workload(client, "")
+    mesh.stop_service("labels")
+    await client.submit(ScheduleRequest("while-down", {"CPU": 1}))
+    mesh.start_service("labels")
+    await restart(mesh, client, "scheduler")
+    await wait_ready(client)
+    assert "snapshot at sequence" in log_of(mesh, "labels")
+    assert "snapshot at sequence" in log_of(mesh, "scheduler")
+    expected = await full_replay_digest(mesh)
+    assert (await service_digest(client, "scheduler")).digest == expected
+    assert (await service_digest(client, "labels")).digest == expected
+
+
+async def test_with_redis_empty_a_service_replays_the_whole_log_and_says_so(client: Client, mesh: Mesh) -> None:
+    """Flushing Redis loses no data: the restarted scheduler logs a full replay and has the same view."""
+    await workload(client, "")
+    async with redis.Redis(port=mesh.redis.port) as store:
+        await store.flushall()
+    await restart(mesh, client, "scheduler")
+    assert "no snapshot of scheduler: replaying the whole log" in log_of(mesh, "scheduler")
+    assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
+
+
+async def test_with_redis_unreachable_a_service_still_starts(client: Client, mesh: Mesh) -> None:
+    """Redis down: the scheduler starts from the log alone and decides."""
+    await workload(client, "")
+    mesh.redis.stop()
+    await restart(mesh, client, "scheduler")
+    assert "snapshot store unreachable" in log_of(mesh, "scheduler")
+    decision = await client.submit(ScheduleRequest("after", {"CPU": 1}))
+    assert decision.id == "after"
+
+
+@pytest.mark.parametrize("blob", [b"\x93garbage", b"old"], ids=["a corrupt snapshot", "an old-version snapshot"])
+async def test_an_unreadable_snapshot_is_ignored(client: Client, mesh: Mesh, blob: bytes) -> None:
+    """A snapshot that does not decode, or of another version, is ignored with a log line and a full replay."""
+    await workload(client, "")
+    mesh.stop_service("scheduler")
+    store = SnapshotStore(f"redis://127.0.0.1:{mesh.redis.port}/0")
+    if blob == b"old":
+        found = await store.load("scheduler")
+        assert found is not None
+        blob = found[1].replace(b"\xb0snapshot_version\x01", b"\xb0snapshot_version\x63")
+    async with redis.Redis(port=mesh.redis.port) as raw:
+        await raw.hset(SnapshotStore.key("scheduler"), mapping={"sequence": 10**9, "blob": blob})
+    await store.close()
+    mesh.start_service("scheduler")
+    await wait_ready(client)
+    assert "snapshot ignored" in log_of(mesh, "scheduler")
+    assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
+
+
+async def test_nats_restarted_under_the_services_loses_nothing(client: Client, mesh: Mesh) -> None:
+    """Stop and start nats-server (same store): services reconnect, old placements stay, new requests decide."""
+    await workload(client, "")
+    before = await client.placements()
+    mesh.nats.stop()
+    await asyncio.sleep(0.5)
+    mesh.nats.start()
+    await wait_ready(client)
+    decision = await client.submit(ScheduleRequest("after-restart", {"CPU": 1}), timeout=15)
+    assert decision.id == "after-restart"
+    after = await client.placements()
+    assert before.items() <= after.items()
+    assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
