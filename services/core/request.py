@@ -36,7 +36,10 @@ class RequestError(ValueError):
 
 
 def _fail(field: str, value: object, rule: str) -> RequestError:
-    return RequestError(f"{field} {value!r}: {rule}")
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = f"{shown[:60]}... ({len(shown)} characters)"
+    return RequestError(f"{field} {shown}: {rule}")
 
 
 def check_id(field: str, value: object) -> str:

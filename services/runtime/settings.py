@@ -27,7 +27,7 @@ class Settings:
     snapshot_every: int = 20_000
     rare_resources: tuple[str, ...] = ()
     seed: int = 0
-    max_message_bytes: int = 1_048_576
+    max_message_bytes: int = 262_144
     log_level: str = "INFO"
     tracing: str = "none"
 

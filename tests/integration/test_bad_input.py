@@ -1,0 +1,69 @@
+"""Malformed, oversized or invalid messages get a clear rejection (or a dead letter) and change nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import ScheduleRequest
+from schemas import subjects as s
+from schemas.replies import Rejected
+from services.cli.mesh import Mesh
+from services.client import Client, NotFoundError, RejectedError
+from services.runtime.codec import decode
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def ask(client: Client, subject: str, data: bytes) -> Rejected:
+    """Send raw bytes to a command subject and read the rejection."""
+    reply = await client.bus.nc.request(subject, data, timeout=5)
+    answer: Rejected = decode(reply.data, Rejected)
+    return answer
+
+
+async def test_malformed_and_oversized_commands_are_rejected_and_the_service_keeps_serving(client: Client) -> None:
+    """Not JSON, a wrong type and 2 MB of payload: each refused with the reason; then registration works."""
+    not_json = await ask(client, s.REGISTER_NODE, b"{not json")
+    assert "not valid JSON" in not_json.error
+    wrong_type = await ask(client, s.REGISTER_NODE, b'{"node_id": "n1", "resources": {"CPU": "many"}}')
+    assert "RegisterNode" in wrong_type.error and "$.resources" in wrong_type.error
+    huge = await ask(client, s.ADD_TAINTS, b'{"taints": [], "node_id": "' + b"x" * 300_000 + b'"}')
+    assert "limit" in huge.error or "payload" in huge.error
+    await client.register_node("n1", {"CPU": 1})
+    assert [n.node_id for n in await client.nodes()] == ["n1"]
+
+
+async def test_invalid_commands_name_the_field_the_value_and_the_rule(client: Client) -> None:
+    """Bad labels, negative resources, unknown nodes: a ValueError subclass, and nothing changes."""
+    with pytest.raises(RejectedError, match="resources\\['CPU'\\]"):
+        await client.register_node("n1", {"CPU": -1})
+    with pytest.raises(ValueError, match="bad key!"):
+        await client.register_node("n1", {"CPU": 1}, labels={"bad key!": "x"})
+    with pytest.raises(NotFoundError, match="no such node"):
+        await client.add_taints("ghost", {"gpu": "true"})
+    bad_effect = await ask(client, s.ADD_TAINTS, b'{"node_id": "n1", "taints": [{"key": "k", "effect": "Never"}]}')
+    assert "effect" in bad_effect.error and "Never" in bad_effect.error
+    assert await client.nodes() == []
+
+
+async def test_an_invalid_scheduling_request_is_rejected_and_dead_lettered(client: Client, mesh: Mesh) -> None:
+    """A request that breaks a rule is refused with the reason; garbage on the request stream is kept aside."""
+    await client.register_node("n1", {"CPU": 1})
+    with pytest.raises(RejectedError, match="priority|resources"):
+        await client.submit(ScheduleRequest("a1", {"CPU": -5}))
+    await client.bus.js.publish(s.SCHEDULE, b"\x00garbage")
+    decision = await client.submit(ScheduleRequest("a2", {"CPU": 1}))
+    assert decision.id == "a2"
+    info = await client.bus.js.stream_info(s.DEAD_LETTERS_STREAM)
+    assert info.state.messages >= 1
+    assert "a1" not in await client.placements()
+
+
+async def test_an_unreadable_event_goes_to_dead_letters_and_services_keep_serving(client: Client) -> None:
+    """Garbage appended to the log is set aside by every service; later events still apply."""
+    await client.bus.js.publish(s.event_subject(s.NODE, "junk"), b"[1, 2, 3]")
+    await client.register_node("n1", {"CPU": 1})
+    assert [n.node_id for n in await client.nodes()] == ["n1"]
+    assert [n.node_id for n in (await client.status()).nodes] == ["n1"]
+    info = await client.bus.js.stream_info(s.DEAD_LETTERS_STREAM)
+    assert info.state.messages >= 3
