@@ -1,0 +1,124 @@
+"""Every proposal end to end through the bus: labels, affinity, taints, DataFlow, placement groups, node death."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from schemas import (
+    ActorAffinityMatchExpression,
+    ActorAffinityOperator,
+    ActorAffinitySchedulingStrategy,
+    Pending,
+    Placed,
+    PlacementGroupRequest,
+    PlacementGroupSchedulingStrategy,
+    RunAfter,
+    ScheduleRequest,
+    Taint,
+)
+from services.client import Client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+def near(key: str, value: str, operator: str = "IN") -> ActorAffinitySchedulingStrategy:
+    """An actor-affinity strategy with one hard expression on the node."""
+    expression = ActorAffinityMatchExpression(key, ActorAffinityOperator(operator), [value])
+    return ActorAffinitySchedulingStrategy([expression])
+
+
+async def test_label_selectors_and_fallbacks_choose_nodes_by_label(client: Client) -> None:
+    """Proposal 001: a selector picks the ssd node; an impossible selector falls back; queries find by label."""
+    await client.register_node("ssd", {"CPU": 2}, labels={"disk": "ssd"})
+    await client.register_node("hdd", {"CPU": 2}, labels={"disk": "hdd"})
+    placed = await client.submit(ScheduleRequest("a", {"CPU": 1}, label_selector={"disk": "ssd"}))
+    assert placed == Placed("a", "ssd")
+    fallback = ScheduleRequest(
+        "b", {"CPU": 1}, label_selector={"disk": "nvme"}, fallback_strategy=[{"label_selector": {"disk": "hdd"}}]
+    )
+    assert await client.submit(fallback) == Placed("b", "hdd")
+    assert [n.node_id for n in await client.nodes({"disk": "ssd"})] == ["ssd"]
+
+
+async def test_actor_affinity_follows_and_avoids_labelled_actors(client: Client) -> None:
+    """Proposal 000: affinity joins the cache's node, anti-affinity avoids it; the actor-label index answers."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.register_node("n2", {"CPU": 4})
+    cache = await client.submit(ScheduleRequest("cache", {"CPU": 1}, labels={"app": "cache"}))
+    assert isinstance(cache, Placed)
+    with_it = await client.submit(ScheduleRequest("web", {"CPU": 1}, scheduling_strategy=near("app", "cache")))
+    away = await client.submit(
+        ScheduleRequest("batch", {"CPU": 1}, scheduling_strategy=near("app", "cache", "NOT_IN"))
+    )
+    assert isinstance(with_it, Placed) and with_it.node_id == cache.node_id
+    assert isinstance(away, Placed) and away.node_id != cache.node_id
+    assert [a.actor_id for a in await client.actors({"app": "cache"})] == ["cache"]
+
+
+async def test_taints_keep_work_off_and_a_removed_taint_unblocks_it(client: Client) -> None:
+    """Proposal 002: a NoSchedule taint blocks, why names the node, removing the taint places the actor."""
+    await client.register_node("gpu1", {"CPU": 2}, taints={"gpu": "true"})
+    pending = await client.submit(ScheduleRequest("a", {"CPU": 1}))
+    assert isinstance(pending, Pending)
+    why = await client.why("a")
+    assert isinstance(why, Pending) and why.nodes_by_reason == {"had untolerated taint {gpu: true}": ["gpu1"]}
+    tolerant = await client.submit(ScheduleRequest("b", {"CPU": 1}, tolerations={"gpu": "true"}))
+    assert tolerant == Placed("b", "gpu1")
+    await client.remove_taints("gpu1", ["gpu"])
+    assert (await client.wait_placed("a", timeout=5)).node_id == "gpu1"
+
+
+async def test_a_no_execute_taint_evicts_and_the_actor_restarts_elsewhere(client: Client) -> None:
+    """Proposal 002: NoExecute on its node evicts an untolerating actor; with a restart left it moves."""
+    await client.register_node("n1", {"CPU": 1})
+    await client.submit(ScheduleRequest("a", {"CPU": 1}, max_restarts=1))
+    await client.register_node("n2", {"CPU": 1})
+    await client.add_taints("n1", [Taint("maintenance", "", "NoExecute")])
+    assert (await client.wait_placed("a", timeout=5)).node_id == "n2"
+
+
+async def test_dataflow_runs_after_an_operation_in_its_zone(client: Client) -> None:
+    """Proposal 003: RunAfter Require places the consumer in the producer's zone."""
+    for index, zone in enumerate(["z1", "z2", "z2"]):
+        await client.register_node(f"n{index}", {"CPU": 2}, zone=zone)
+    producer = await client.submit(ScheduleRequest("read", {"CPU": 1}, label_selector={"corral.io/node-id": "n0"}))
+    assert producer == Placed("read", "n0")
+    run_after = RunAfter("read", "Require", ["corral.io/availability-zone"])
+    consumer = await client.submit(ScheduleRequest("map", {"CPU": 1}, run_after=run_after))
+    assert consumer == Placed("map", "n0")
+
+
+async def test_a_placement_group_reserves_all_bundles_and_actors_run_inside(client: Client) -> None:
+    """Placement groups: STRICT_SPREAD over two nodes, an actor in bundle 1 lands on that bundle's node."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.register_node("n2", {"CPU": 2})
+    group = await client.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}] * 2, "STRICT_SPREAD"))
+    assert isinstance(group, Placed) and sorted(group.bundle_nodes) == ["n1", "n2"]
+    inside = ScheduleRequest("w", {"CPU": 1}, scheduling_strategy=PlacementGroupSchedulingStrategy("pg", 1))
+    assert await client.submit(inside) == Placed("w", group.bundle_nodes[1], bundle_index=1)
+
+
+async def test_a_node_that_stops_heartbeating_dies_and_its_actors_recollocate(client: Client) -> None:
+    """Missed heartbeats: the node is declared dead; an actor with restarts follows its peer's label."""
+    await client.register_node("keep", {"CPU": 2}, labels={"pool": "a"})
+    await client.register_node("silent", {"CPU": 2}, labels={"pool": "a"}, heartbeat=False)
+    await client.submit(ScheduleRequest("x", {"CPU": 2}, label_selector={"corral.io/node-id": "keep"}))
+    moving = ScheduleRequest("y", {"CPU": 1}, label_selector={"pool": "a"}, max_restarts=1)
+    assert await client.submit(moving) == Placed("y", "silent")
+    await client.remove_actor("x")
+    await asyncio.sleep(2.5)
+    assert [n.node_id for n in await client.nodes()] == ["keep"]
+    assert (await client.wait_placed("y", timeout=5)).node_id == "keep"
+
+
+async def test_a_reconnecting_agent_resumes_its_node_with_its_actors(client: Client) -> None:
+    """Registering again with the same id and resources resumes the node; different resources are refused."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.submit(ScheduleRequest("a", {"CPU": 1}))
+    resumed = await client.register_node("n1", {"CPU": 2})
+    assert "resumed with 1 actor" in resumed.message
+    assert await client.placements() == {"a": "n1"}
+    with pytest.raises(ValueError, match="already registered"):
+        await client.register_node("n1", {"CPU": 8})
