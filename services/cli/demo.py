@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
+from typing import Protocol
 
 from schemas import NodeAffinitySchedulingStrategy, PlacementGroupRequest, ScheduleRequest, Taint
 from services.cli.demo_workload import SEED, Step, build_cluster, workload
@@ -100,23 +101,62 @@ def describe_pending(pending: Pending, priority: int | None) -> list[str]:
     return lines
 
 
-def event(cluster: Cluster, title: str, action: Callable[[], None]) -> None:
+class Driver(Protocol):
+    """Where the demo runs: an in-process `Cluster`, or the mesh through its client."""
+
+    def submit(self, request: ScheduleRequest) -> object:
+        """Schedule an actor."""
+
+    def create_placement_group(self, request: PlacementGroupRequest) -> object:
+        """Reserve a placement group."""
+
+    def remove_node(self, node_id: str) -> object:
+        """A node dies."""
+
+    def add_taints(self, node_id: str, taints: list[Taint]) -> object:
+        """Taint a node."""
+
+    def remove_taints(self, node_id: str, keys: list[str]) -> object:
+        """Untaint a node."""
+
+    def cluster(self) -> Cluster:
+        """The state to print, once everything the last call set off has been decided."""
+
+
+class InProcess:
+    """The demo on an in-process `Cluster`."""
+
+    def __init__(self) -> None:
+        self._cluster = build_cluster()
+        self.submit = self._cluster.submit
+        self.create_placement_group = self._cluster.create_placement_group
+        self.remove_node = self._cluster.remove_node
+        self.add_taints = self._cluster.add_taints
+        self.remove_taints = self._cluster.remove_taints
+
+    def cluster(self) -> Cluster:
+        """The cluster itself."""
+        return self._cluster
+
+
+def event(driver: Driver, title: str, action: Callable[[], object]) -> None:
     """Run one event and print what moved."""
-    before = snapshot(cluster)
+    before = snapshot(driver.cluster())
     action()
     print(f"\n* {title}")
-    print(changes_table(cluster, before))
+    print(changes_table(driver.cluster(), before))
 
 
-def run() -> int:
-    """Build the cluster, run the workload and the events, and print the tables; 0 when done."""
-    cluster = build_cluster()
+def run(driver: Driver | None = None, where: str = "in-process") -> int:
+    """Run the workload and the events on `driver` (default: in-process) and print the tables; 0 when done."""
+    driver = driver or InProcess()
     steps = workload()
     for step in steps:
         if isinstance(step.request, PlacementGroupRequest):
-            cluster.create_placement_group(step.request)
+            driver.create_placement_group(step.request)
         else:
-            cluster.submit(step.request)
+            driver.submit(step.request)
+    cluster = driver.cluster()
     exclusive_node = cluster.placements().get("exclusive", "cpu-1c")
     intruder = ScheduleRequest(
         "intruder",
@@ -125,9 +165,11 @@ def run() -> int:
         scheduling_strategy=NodeAffinitySchedulingStrategy(exclusive_node),
     )
     steps.append(Step(intruder, f"NodeAffinity hard {exclusive_node} (exclusive's)"))
-    cluster.submit(intruder)
+    driver.submit(intruder)
+    cluster = driver.cluster()
 
-    print(f"corral demo: {len(cluster.view.nodes)} nodes in 3 zones, seed {SEED}, GPU is a rare resource\n")
+    nodes = len(cluster.view.nodes)
+    print(f"corral demo ({where}): {nodes} nodes in 3 zones, seed {SEED}, GPU is a rare resource\n")
     print("NODES (after the workload)")
     print(nodes_table(cluster))
     print("\nPLACEMENTS")
@@ -138,22 +180,23 @@ def run() -> int:
     print("\nEVENTS")
     cache_node = cluster.placements()["cache"]
     event(
-        cluster,
+        driver,
         f"node {cache_node} dies (cache and cache-sidecar restart together)",
-        lambda: cluster.remove_node(cache_node),
+        lambda: driver.remove_node(cache_node),
     )
-    web_node = cluster.placements()["web-2"]
+    web_node = driver.cluster().placements()["web-2"]
     maintenance = Taint("maintenance", "now", "NoExecute")
     event(
-        cluster,
+        driver,
         f"NoExecute taint maintenance=now on {web_node} (evicts web-2 and the rest)",
-        lambda: cluster.add_taints(web_node, [maintenance]),
+        lambda: driver.add_taints(web_node, [maintenance]),
     )
     event(
-        cluster,
+        driver,
         "taint quarantine removed from cpu-3c (batch-high wins on priority, batch-report follows it)",
-        lambda: cluster.remove_taints("cpu-3c", ["quarantine"]),
+        lambda: driver.remove_taints("cpu-3c", ["quarantine"]),
     )
+    cluster = driver.cluster()
 
     print("\nPENDING (why each is waiting)")
     priorities = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from schemas import (
     ActorAffinityMatchExpression,
@@ -26,6 +26,7 @@ from services.core import Cluster
 from services.core.labels import ACCELERATOR_TYPE, MARKET_TYPE, ZONE
 
 SEED = 7
+RARE_RESOURCES = ("GPU",)
 GPU_TAINT = Taint("gpu_node", "true")
 ZONES = {"z1": "us-east", "z2": "us-east", "z3": "us-west"}
 
@@ -48,9 +49,31 @@ GPU_NODES: list[tuple[str, str, str, str]] = [
 ]
 
 
+class NodeAdder(Protocol):
+    """Anything that registers nodes like `Cluster.add_node` (the in-process cluster, or the mesh's client)."""
+
+    def add_node(
+        self,
+        node_id: str,
+        resources: dict[str, float],
+        labels: dict[str, str] | None = ...,
+        taints: dict[str, str] | list[Taint] | None = ...,
+        *,
+        address: str = ...,
+        **defaults: str | None,
+    ) -> object:
+        """Register one node."""
+
+
 def build_cluster() -> Cluster:
+    """The demo's nodes in an in-process cluster."""
+    cluster = Cluster(seed=SEED, rare_resources=RARE_RESOURCES)
+    add_nodes(cluster)
+    return cluster
+
+
+def add_nodes(cluster: NodeAdder) -> None:
     """Twelve nodes in three zones; GPU nodes tainted (`gpu_node` and, automatically, the rare-resource taint)."""
-    cluster = Cluster(seed=SEED, rare_resources=("GPU",))
     for node_id, zone, labels, market, taints in CPU_NODES:
         cluster.add_node(
             node_id,
@@ -76,7 +99,6 @@ def build_cluster() -> Cluster:
             market_type=market,
             node_group="gpu-pool",
         )
-    return cluster
 
 
 def affinity(

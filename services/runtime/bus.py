@@ -106,6 +106,7 @@ class Bus:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=5.0, publish_async_max_pending=8192)
         self.settings = settings
+        self.closing = False
 
     @classmethod
     async def connect(
@@ -113,11 +114,14 @@ class Bus:
     ) -> Bus:
         """Connect to `settings.nats_url` (retrying while the server starts); `on_reconnect` runs after a reconnect."""
 
+        made: list[Bus] = []
+
         async def on_error(error: Exception) -> None:
             log.warning("%s: NATS error: %s", name, error)
 
         async def on_disconnected() -> None:
-            log.warning("%s: disconnected from NATS; reconnecting", name)
+            if not (made and made[0].closing):
+                log.warning("%s: disconnected from NATS; reconnecting", name)
 
         async def on_reconnected() -> None:
             log.info("%s: reconnected to NATS", name)
@@ -137,7 +141,8 @@ class Bus:
         }
         for attempt in range(CONNECT_ATTEMPTS):
             try:
-                return cls(await nats.connect(settings.nats_url, **options), settings)
+                made.append(cls(await nats.connect(settings.nats_url, **options), settings))
+                return made[0]
             except (nats.errors.NoServersError, OSError) as error:
                 if attempt == CONNECT_ATTEMPTS - 1:
                     raise nats.errors.NoServersError(f"no NATS server at {settings.nats_url}: {error}") from error
@@ -242,6 +247,7 @@ class Bus:
         """Flush and close (a short drain: see STACK-NOTES on drain and JetStream subscriptions)."""
         if self.nc.is_closed:
             return
+        self.closing = True
         with contextlib.suppress(TimeoutError, nats.errors.Error):
             await asyncio.wait_for(self.nc.flush(), timeout=1.0)
         await self.nc.close()

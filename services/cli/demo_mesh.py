@@ -1,0 +1,113 @@
+"""The demo through the bus: an embedded mesh, the workload sent by the client, the state read from the log."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from schemas import AnyEvent, PlacementGroupRequest, ScheduleRequest, Taint
+from services.cli import demo
+from services.cli.demo_workload import RARE_RESOURCES, SEED, add_nodes
+from services.cli.mesh import start_mesh
+from services.client import SyncClient
+from services.core import Cluster
+from services.runtime.bus import Bus
+from services.runtime.settings import Settings
+
+
+class ThroughTheBus:
+    """The demo's calls as client requests; `cluster()` replays the mesh's event log once it has settled."""
+
+    def __init__(self, client: SyncClient, nats_url: str) -> None:
+        self.client, self.nats_url = client, nats_url
+
+    def add_node(
+        self,
+        node_id: str,
+        resources: dict[str, float],
+        labels: dict[str, str] | None = None,
+        taints: dict[str, str] | list[Taint] | None = None,
+        *,
+        address: str = "",
+        **defaults: str | None,
+    ) -> object:
+        """Register a node (its heartbeats run while the demo does)."""
+        return self.client.register_node(node_id, resources, labels, taints, address=address, **defaults)
+
+    def submit(self, request: ScheduleRequest) -> object:
+        """Publish a scheduling request and wait for the decision."""
+        return self.client.submit(request)
+
+    def create_placement_group(self, request: PlacementGroupRequest) -> object:
+        """Publish a placement-group request."""
+        return self.client.create_placement_group(request)
+
+    def remove_node(self, node_id: str) -> object:
+        """The labels service declares the node dead; the scheduler reacts."""
+        return self.client.remove_node(node_id)
+
+    def add_taints(self, node_id: str, taints: list[Taint]) -> object:
+        """The taints service appends the taints."""
+        return self.client.add_taints(node_id, taints)
+
+    def remove_taints(self, node_id: str, keys: list[str]) -> object:
+        """The taints service deletes the taints."""
+        return self.client.remove_taints(node_id, keys)
+
+    def cluster(self) -> Cluster:
+        """The log, once it stops growing, folded into a view (replay never re-decides)."""
+        events = asyncio.run(_settled_log(self.nats_url))
+        return Cluster.from_events(events, SEED, RARE_RESOURCES)
+
+
+async def _settled_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
+    bus = await Bus.connect(Settings(nats_url=nats_url), "corral-demo-reader")
+    try:
+        last, since = await bus.last_sequence(), time.monotonic()
+        while time.monotonic() - since < quiet:
+            await asyncio.sleep(0.05)
+            now = await bus.last_sequence()
+            if now != last:
+                last, since = now, time.monotonic()
+        events: list[AnyEvent] = []
+        async for entry in bus.read_log(1):
+            if entry.event is not None:
+                events.append(entry.event)
+            if entry.sequence >= last:
+                return events
+        return events
+    finally:
+        await bus.close()
+
+
+def run() -> int:
+    """Start the mesh, run the demo through it, stop everything; 0 when done."""
+    with tempfile.TemporaryDirectory(prefix="corral-demo-") as data:
+        print("starting the embedded mesh: nats-server, redis-server, labels, taints, scheduler ...", file=sys.stderr)
+        settings = {"CORRAL_RARE_RESOURCES": ",".join(RARE_RESOURCES), "CORRAL_SEED": str(SEED)}
+        mesh = start_mesh(Path(data), settings=settings)
+        try:
+            with SyncClient(mesh.nats_url, timeout=10.0) as client:
+                _wait_ready(client)
+                driver = ThroughTheBus(client, mesh.nats_url)
+                add_nodes(driver)
+                status = demo.run(driver, where=f"through the bus at {mesh.nats_url}")
+        finally:
+            mesh.stop()
+        print("mesh stopped cleanly", file=sys.stderr)
+        return status
+
+
+def _wait_ready(client: SyncClient, attempts: int = 200) -> None:
+    for _ in range(attempts):
+        try:
+            client.status()
+            client.nodes()
+            client.taints()
+            return
+        except Exception:
+            time.sleep(0.05)
+    client.status()

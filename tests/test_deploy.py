@@ -1,0 +1,135 @@
+"""The deploy/ folder, checked without a Docker engine: the compose file against the compose spec, NATS's config."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+COMPOSE = DEPLOY / "compose.yaml"
+NATS_CONF = DEPLOY / "nats.conf"
+NATS_SERVER = Path(sys.executable).parent / "nats-server"
+
+NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "agent", "client")
+SERVICES_WITH_OWN_USER = ("labels", "taints", "scheduler")
+
+
+def validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
+    """Check one compose file against the compose spec vendored in check-jsonschema (offline)."""
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def load_compose() -> dict[str, Any]:
+    """The compose file as data, YAML anchors and merge keys resolved."""
+    loaded = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def password_environment() -> dict[str, str]:
+    """The process environment plus a development password for every NATS user."""
+    return {**os.environ, **{f"CORRAL_{user.upper()}_PASSWORD": f"{user}-dev" for user in NATS_USERS}}
+
+
+def test_the_compose_file_meets_the_compose_spec() -> None:
+    """check-jsonschema accepts deploy/compose.yaml."""
+    result = validate_compose(COMPOSE)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("service", "key", "bad_value"),
+    [
+        ("nats", "ports", 5),
+        ("labels", "depends_on", {"nats": {"condition": "service_ready"}}),
+        ("scheduler", "replicas", 2),
+    ],
+    ids=["ports as a number", "an unknown depends_on condition", "replicas outside deploy"],
+)
+def test_a_broken_compose_file_is_rejected(tmp_path: Path, service: str, key: str, bad_value: object) -> None:
+    """A copy of the compose file with one bad value fails the same check, so the check can fail."""
+    broken = load_compose()
+    broken["services"][service][key] = bad_value
+    path = tmp_path / "compose.yaml"
+    path.write_text(yaml.safe_dump(broken))
+    result = validate_compose(path)
+    assert result.returncode != 0, result.stdout + result.stderr
+
+
+def test_the_compose_file_runs_nats_redis_three_services_and_the_simulator() -> None:
+    """vclusters waits for its issue; everything else is there."""
+    assert set(load_compose()["services"]) == {"nats", "redis", "labels", "taints", "scheduler", "sim"}
+
+
+def test_the_scheduler_runs_one_active_and_one_standby_replica() -> None:
+    """Two scheduler replicas share the lease: one decides, one follows the log."""
+    assert load_compose()["services"]["scheduler"]["deploy"]["replicas"] == 2
+
+
+@pytest.mark.parametrize("service", SERVICES_WITH_OWN_USER, ids=lambda service: f"{service} connects as {service}")
+def test_each_service_connects_to_nats_as_its_own_user(service: str) -> None:
+    """A service's CORRAL_NATS_URL names its own NATS user and its own password variable."""
+    url = load_compose()["services"][service]["environment"]["CORRAL_NATS_URL"]
+    password = f"${{CORRAL_{service.upper()}_PASSWORD:-{service}-dev}}"
+    assert url == f"nats://{service}:{password}@nats:4222"
+
+
+def test_the_simulator_connects_as_an_agent() -> None:
+    """The load simulator speaks for node agents, so it gets the agent's narrow permissions."""
+    url = load_compose()["services"]["sim"]["environment"]["CORRAL_NATS_URL"]
+    assert url.startswith("nats://agent:${CORRAL_AGENT_PASSWORD:-agent-dev}@")
+
+
+def test_the_nats_config_names_a_user_for_each_service_agents_and_clients() -> None:
+    """deploy/nats.conf has exactly one user per service plus `agent` and `client`."""
+    users = re.findall(r"^\s*user:\s*(\w+)\s*$", NATS_CONF.read_text(), flags=re.MULTILINE)
+    assert sorted(users) == sorted(NATS_USERS)
+
+
+def test_the_nats_config_reads_every_password_from_the_environment() -> None:
+    """No password is written in the file: each is a `$CORRAL_<USER>_PASSWORD` reference."""
+    passwords = re.findall(r"^\s*password:\s*(\S+)\s*$", NATS_CONF.read_text(), flags=re.MULTILINE)
+    assert sorted(passwords) == sorted(f"$CORRAL_{user.upper()}_PASSWORD" for user in NATS_USERS)
+
+
+def run_nats_config_test(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Ask nats-server to test deploy/nats.conf and exit (`-t`), without starting a server."""
+    if not NATS_SERVER.exists():
+        pytest.skip(f"no nats-server next to {sys.executable}")
+    return subprocess.run(
+        [str(NATS_SERVER), "-t", "-c", str(NATS_CONF)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=environment,
+    )
+
+
+def test_nats_server_accepts_the_config_when_the_passwords_are_set() -> None:
+    """`nats-server -t -c deploy/nats.conf` says the file is valid."""
+    result = run_nats_config_test(password_environment())
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_nats_server_refuses_the_config_when_a_password_is_missing() -> None:
+    """An unset password variable stops NATS from starting rather than leaving a user open."""
+    environment = password_environment()
+    del environment["CORRAL_CLIENT_PASSWORD"]
+    result = run_nats_config_test(environment)
+    assert result.returncode != 0
+    assert "CORRAL_CLIENT_PASSWORD" in result.stdout + result.stderr
