@@ -35,11 +35,17 @@ lint: venv
 test: venv redis nats lint
 	$(BIN)/pytest
 
-run: venv
-	$(BIN)/python -m services.cli demo
+run: venv redis nats
+	$(BIN)/python -m services.cli.demo_mesh
 
 bench: venv
 	$(BIN)/python -m services.cli bench core
+
+# Load test of the running mesh (an embedded one unless LOADTEST_ARGS has --nats-url): prints figures, exits 0.
+LOADTEST_ARGS ?=
+.PHONY: loadtest
+loadtest: venv
+	$(BIN)/python -m loadtest $(LOADTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -111,3 +111,7 @@ def _wait_ready(client: SyncClient, attempts: int = 200) -> None:
         except Exception:
             time.sleep(0.05)
     client.status()
+
+
+if __name__ == "__main__":
+    sys.exit(run())
