@@ -7,12 +7,13 @@ import pytest
 
 from schemas import (
     ActorPlaced,
+    AnyEvent,
     NodeAffinitySchedulingStrategy,
     NodeDied,
     NodeRegistered,
     PlacementGroupRequest,
-    ScheduleRequest,
     SchedulerElected,
+    ScheduleRequest,
 )
 from services.core import Cluster
 from services.core.state import replay
@@ -77,7 +78,8 @@ def test_a_placement_landing_after_its_node_died_folds_and_is_then_failed() -> N
     live_events = cluster.take_events()
     placed = [e for e in live_events if isinstance(e, ActorPlaced)]
     assert placed and placed[0].node_id == "n1"
-    racing = [e for e in live_events if not isinstance(e, ActorPlaced)] + [NodeDied(node_id="n1"), placed[0]]
+    racing: list[AnyEvent] = [e for e in live_events if not isinstance(e, ActorPlaced)]
+    racing += [NodeDied(node_id="n1"), placed[0]]
     follower = Cluster.from_view(replay(racing))
     follower.reconcile()
     assert follower.view.actors["a"].status == "pending"

@@ -49,9 +49,7 @@ async def test_actor_affinity_follows_and_avoids_labelled_actors(client: Client)
     cache = await client.submit(ScheduleRequest("cache", {"CPU": 1}, labels={"app": "cache"}))
     assert isinstance(cache, Placed)
     with_it = await client.submit(ScheduleRequest("web", {"CPU": 1}, scheduling_strategy=near("app", "cache")))
-    away = await client.submit(
-        ScheduleRequest("batch", {"CPU": 1}, scheduling_strategy=near("app", "cache", "NOT_IN"))
-    )
+    away = await client.submit(ScheduleRequest("batch", {"CPU": 1}, scheduling_strategy=near("app", "cache", "NOT_IN")))
     assert isinstance(with_it, Placed) and with_it.node_id == cache.node_id
     assert isinstance(away, Placed) and away.node_id != cache.node_id
     assert [a.actor_id for a in await client.actors({"app": "cache"})] == ["cache"]
