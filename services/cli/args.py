@@ -1,0 +1,175 @@
+"""Command-line value parsers (`type=` callables for argparse): resources, labels, taints, selectors, tolerations.
+
+Each raises `argparse.ArgumentTypeError` with a message naming the value and the rule; argparse prefixes it with
+the flag (`argument --resources: ...`) and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from typing import get_args
+
+from schemas import Exists, SelectorValue, Taint, TaintEffect
+from services.core.labels import LabelError, parse_labels, validate_label_key, validate_label_value
+from services.core.selectors import parse_condition
+
+TAINT_EFFECTS: tuple[str, ...] = get_args(TaintEffect)
+"""The taint effects the wire contract knows, in its order."""
+
+_RESOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
+
+
+def _entries(text: str) -> list[str]:
+    """The comma-separated entries of `text`, stripped, blanks dropped."""
+    return [entry.strip() for entry in text.split(",") if entry.strip()]
+
+
+def resources(text: str) -> dict[str, float]:
+    """`CPU=8,GPU=1,memory=16e9` as `{"CPU": 8.0, ...}`: names once each, finite amounts >= 0."""
+    parsed: dict[str, float] = {}
+    entries = _entries(text)
+    if not entries:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=AMOUNT entries separated by commas (CPU=8,GPU=1)")
+    for entry in entries:
+        name, equals, amount_text = (part.strip() for part in entry.partition("="))
+        if not equals:
+            raise argparse.ArgumentTypeError(f"resource {entry!r} in {text!r}: expected NAME=AMOUNT (CPU=8)")
+        if not _RESOURCE_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(
+                f"resource {entry!r} in {text!r}: name {name!r} must start with a letter or '_' "
+                "and hold only letters, digits, '_', '.', '/', ':' or '-'"
+            )
+        try:
+            amount = float(amount_text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"resource {entry!r} in {text!r}: amount {amount_text!r} is not a number"
+            ) from None
+        if not math.isfinite(amount) or amount < 0:
+            raise argparse.ArgumentTypeError(f"resource {entry!r} in {text!r}: amount must be a finite number >= 0")
+        if name in parsed:
+            raise argparse.ArgumentTypeError(f"resource {name!r} in {text!r}: given twice")
+        parsed[name] = amount
+    return parsed
+
+
+def labels(text: str) -> dict[str, str]:
+    """`k=v,k2=v2` as a dict, in Kubernetes label syntax (user labels: no `corral.io/` prefix)."""
+    try:
+        return parse_labels(text)
+    except LabelError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def taint(text: str) -> Taint:
+    """`key=value:Effect`, `key:Effect`, `key=value` or `key` as a `Taint` (the effect defaults to NoSchedule)."""
+    entry = text.strip()
+    body, colon, effect = entry.rpartition(":")
+    if not colon:
+        body, effect = entry, "NoSchedule"
+    if effect not in TAINT_EFFECTS:
+        raise argparse.ArgumentTypeError(
+            f"taint {entry!r}: effect {effect!r} must be one of {', '.join(TAINT_EFFECTS)}"
+        )
+    key, _, value = (part.strip() for part in body.partition("="))
+    try:
+        validate_label_key(key, allow_system=True)
+        validate_label_value(key, value)
+    except LabelError as error:
+        raise argparse.ArgumentTypeError(f"taint {entry!r}: {error}") from None
+    return Taint(key, value, effect)  # type: ignore[arg-type]  # checked against TAINT_EFFECTS above
+
+
+def taints(text: str) -> list[Taint]:
+    """`k=v:Effect,k2=v2` as a list of taints (see `taint`)."""
+    return [taint(entry) for entry in _entries(text)]
+
+
+def selector(text: str) -> tuple[str, SelectorValue]:
+    """One selector entry `key=condition`: `zone=z1`, `zone=!z1`, `zone=in(z1,z2)`, `gpu=exists()`, ..."""
+    key, equals, value = (part.strip() for part in text.partition("="))
+    if not equals:
+        raise argparse.ArgumentTypeError(f"selector {text!r}: expected KEY=CONDITION (zone=z1, zone=in(z1,z2))")
+    try:
+        parse_condition(key, value)
+    except LabelError as error:
+        raise argparse.ArgumentTypeError(f"selector {text!r}: {error}") from None
+    return key, value
+
+
+def toleration(text: str) -> tuple[str, SelectorValue]:
+    """One toleration: `key=value` (or any selector condition), or a bare `key` for any value."""
+    key, equals, value = (part.strip() for part in text.partition("="))
+    condition: SelectorValue = value if equals else Exists()
+    try:
+        parse_condition(key, condition)
+    except LabelError as error:
+        raise argparse.ArgumentTypeError(f"toleration {text!r}: {error}") from None
+    return key, condition
+
+
+def positive_int(text: str) -> int:
+    """A whole number above zero."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return number
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number, zero or more."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return number
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds, above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above 0")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port number, 1 to 65535."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a port between 1 and 65535")
+    return number
+
+
+def merge(flag: str, entries: list[tuple[str, SelectorValue]]) -> dict[str, SelectorValue]:
+    """Repeated `KEY=...` entries as one mapping; a key given twice is an error naming the flag."""
+    merged: dict[str, SelectorValue] = {}
+    for key, value in entries:
+        if key in merged:
+            raise ValueError(f"{flag}: key {key!r} given twice ({merged[key]!r} and {value!r})")
+        merged[key] = value
+    return merged
+
+
+def format_taint(value: Taint) -> str:
+    """A taint as the CLI spells it: `key=value:Effect` (`key:Effect` without a value)."""
+    return f"{value.key}={value.value}:{value.effect}" if value.value else f"{value.key}:{value.effect}"
+
+
+def format_resources(values: dict[str, float]) -> str:
+    """`CPU=8,GPU=1` (names sorted, CPU first)."""
+    names = sorted(values, key=lambda name: (name != "CPU", name))
+    return ",".join(f"{name}={values[name]:g}" for name in names)

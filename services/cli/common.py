@@ -1,0 +1,124 @@
+"""What every mesh command shares: `--nats-url` and `--timeout`, the connection, errors, and stop signals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import msgspec
+import nats.errors
+
+from services.cli import args as types
+from services.client import Client
+from services.runtime.settings import SettingsError
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+NATS_URL_ENV = "CORRAL_NATS_URL"
+DEFAULT_TIMEOUT = 5.0
+
+
+class CliError(Exception):
+    """A refused or failed command: printed as `corral <command>: error: <message>`, exit status 1."""
+
+
+class UsageError(CliError):
+    """A command line that parses but does not make sense: reported like argparse's errors, exit status 2."""
+
+
+def default_nats_url() -> str:
+    """`$CORRAL_NATS_URL` when set, else the local default."""
+    return os.environ.get(NATS_URL_ENV) or DEFAULT_NATS_URL
+
+
+def add_connection_arguments(
+    parser: argparse.ArgumentParser, *, service: str, timeout: float = DEFAULT_TIMEOUT
+) -> None:
+    """`--nats-url` and `--timeout`; `service` names what answers the command (for "did not answer" errors)."""
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--nats-url",
+        default=default_nats_url(),
+        metavar="URL",
+        help=f"NATS server of the mesh (default: ${NATS_URL_ENV}, else {DEFAULT_NATS_URL}; now %(default)s)",
+    )
+    group.add_argument(
+        "--timeout",
+        type=types.seconds,
+        default=timeout,
+        metavar="SECONDS",
+        help="how long to wait to connect and for each answer (default: %(default)s)",
+    )
+    parser.set_defaults(service=service)
+
+
+def not_answering(args: argparse.Namespace, detail: str) -> CliError:
+    """The error for a mesh that did not answer in time, naming the service, the URL and what to check."""
+    return CliError(
+        f"the {args.service} did not answer within {args.timeout:g}s ({detail}); "
+        f"is `corral up` running, and is --nats-url ({args.nats_url}) or ${NATS_URL_ENV} right?"
+    )
+
+
+@contextlib.asynccontextmanager
+async def connected(args: argparse.Namespace, *, name: str = "", quiet: bool = True) -> AsyncIterator[Client]:
+    """A connected client for `args.nats_url` with `args.timeout`; connection failures become `CliError`.
+
+    `quiet` keeps the bus's connection warnings (retries, reconnects) off stderr: a one-shot command reports
+    failure once, in its own error; long-running agents pass `quiet=False` to see reconnects as they happen.
+    """
+    logging.getLogger("corral.bus").setLevel(logging.ERROR if quiet else logging.NOTSET)
+    try:
+        client = Client(args.nats_url, name=name or f"corral-{args.command}", timeout=args.timeout)
+    except SettingsError as error:
+        raise CliError(str(error)) from None
+    try:
+        async with asyncio.timeout(args.timeout):
+            await client.connect()
+    except (TimeoutError, nats.errors.Error, OSError) as error:
+        detail = f"no NATS server at {args.nats_url}" if isinstance(error, TimeoutError) else str(error)
+        raise not_answering(args, detail) from None
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[asyncio.Event]:
+    """An event set by the first SIGINT or SIGTERM while inside (the running loop handles both signals)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signal support
+            continue
+        installed.append(signum)
+    try:
+        yield stop
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+def say(text: str) -> None:
+    """A line on stdout, flushed at once (long-running commands are often piped)."""
+    print(text, flush=True)
+
+
+def progress(text: str) -> None:
+    """Progress on stderr, without a newline (the caller ends the line)."""
+    print(text, end="", file=sys.stderr, flush=True)
+
+
+def json_text(value: Any) -> str:
+    """A msgspec value as indented JSON with sorted keys."""
+    return msgspec.json.format(msgspec.json.encode(value, order="sorted"), indent=2).decode()

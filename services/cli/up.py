@@ -1,0 +1,141 @@
+"""`corral up`: run the embedded dev mesh (nats-server, redis-server, the services) in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from services.cli import args as types
+from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
+from services.cli.mesh import Mesh, start_mesh
+from services.client import Client, CorralError
+from services.runtime.servers import ServerError
+
+DEFAULT_NATS_PORT = 4222
+DEFAULT_DATA_DIR = ".corral"
+
+
+def add_parsers(commands: Any) -> None:
+    """Register `up`."""
+    up = commands.add_parser(
+        "up",
+        help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
+        description="Start nats-server (JetStream), redis-server and the labels, taints and scheduler services on "
+        "this machine, wait until every service answers (dots on stderr), print where NATS listens, then run until "
+        "SIGINT or SIGTERM and stop everything. The event log and logs live in --data-dir, so a restart keeps the "
+        "cluster's history.",
+    )
+    up.add_argument(
+        "--nats-port",
+        type=types.port,
+        default=DEFAULT_NATS_PORT,
+        metavar="N",
+        help="NATS client port (default: %(default)s)",
+    )
+    up.add_argument("--redis-port", type=types.port, metavar="N", help="Redis port (default: a free port)")
+    up.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help="where the servers keep their data and every process its log (default: %(default)s/)",
+    )
+    up.add_argument(
+        "--timeout",
+        type=types.seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for every service to answer (default: %(default)g)",
+    )
+    up.set_defaults(run=run_up, parser=up)
+
+
+def port_in_use(port: int) -> bool:
+    """Whether something already listens on 127.0.0.1:`port`."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def exited_service(mesh: Mesh) -> str | None:
+    """A message about the first service process that has exited, if any."""
+    for key, process in mesh.processes.items():
+        code = process.poll()
+        if code is not None:
+            return f"the {key} service exited with code {code}; see {mesh.data_dir / f'{key}.log'}"
+    return None
+
+
+async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> bool:
+    """Poll every service (scheduler status, labels nodes, taints) until all answer; False if stopped meanwhile."""
+    deadline = time.monotonic() + timeout
+    progress("starting Corral")
+    async with Client(mesh.nats_url, name="corral-up", timeout=1.0) as client:
+        while not stop.is_set():
+            try:
+                await client.status()
+                await client.nodes()
+                await client.taints()
+            except CorralError:
+                progress(".")
+            else:
+                progress(" ready\n")
+                return True
+            if (failed := exited_service(mesh)) is not None:
+                raise CliError(failed)
+            if time.monotonic() > deadline:
+                raise CliError(f"the services did not answer within {timeout:g}s; see the logs in {mesh.data_dir}")
+            await asyncio.sleep(0.25)
+    progress(" stopped\n")
+    return False
+
+
+async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
+    """Until stopped: report (once) any service process that exits."""
+    reported: set[str] = set()
+    while not stop.is_set():
+        for key, process in mesh.processes.items():
+            code = process.poll()
+            if code is not None and key not in reported:
+                reported.add(key)
+                print(
+                    f"corral up: the {key} service exited with code {code}; see {mesh.data_dir / f'{key}.log'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+        except TimeoutError:
+            continue
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """`corral up`."""
+    for flag, port in (("--nats-port", args.nats_port), ("--redis-port", args.redis_port)):
+        if port is not None and port_in_use(port):
+            raise CliError(f"{flag} {port}: something already listens there (another `corral up`?); pick another port")
+    data_dir = Path(args.data_dir)
+
+    async def main() -> None:
+        with stop_signals() as stop:
+            try:
+                mesh = start_mesh(data_dir, nats_port=args.nats_port, redis_port=args.redis_port)
+            except (ServerError, OSError) as error:
+                raise CliError(f"the mesh did not start: {error}") from None
+            try:
+                if not await wait_until_ready(mesh, args.timeout, stop):
+                    return
+                say(f"Corral is up: NATS at {mesh.nats_url}")
+                say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
+                print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
+                await watch(mesh, stop)
+            finally:
+                progress("stopping Corral...")
+                await asyncio.to_thread(mesh.stop)
+                progress(" stopped\n")
+
+    asyncio.run(main())
+    return 0
