@@ -1,0 +1,110 @@
+"""The command line of `python -m loadtest`: options, the run, and the report as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from loadtest.harness import Config, run
+from loadtest.report import format_report, to_json
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `python -m loadtest`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest",
+        description=(
+            "Load test of a Corral mesh: register simulated nodes, drive users sending scheduling requests, "
+            "measure durable placements/s and submit-to-decision latency, compare with the bus floor (the same "
+            "messages answered by a no-op decider), then measure p99 at half the throughput. Figures are "
+            "printed, never judged by the exit status."
+        ),
+    )
+    parser.add_argument("--nodes", type=_positive_int, default=1000, help="simulated nodes (default: 1000)")
+    parser.add_argument("--users", type=_positive_int, default=50, help="simulated users (default: 50)")
+    parser.add_argument("--duration", type=_seconds, default=10.0, help="seconds of the Corral phase (default: 10)")
+    parser.add_argument(
+        "--rate",
+        type=_seconds,
+        default=0.0,
+        help="requests/s of an open loop instead of closed-loop users (default: 0 = as fast as possible)",
+    )
+    parser.add_argument(
+        "--floor-duration", type=_seconds, default=10.0, help="seconds of the bus-floor phase (0 skips it)"
+    )
+    parser.add_argument(
+        "--fixed-duration",
+        type=_seconds,
+        default=10.0,
+        help="seconds at half the measured throughput, for p99 (0 skips it; skipped with --rate)",
+    )
+    parser.add_argument("--warmup", type=_seconds, default=1.0, help="unmeasured seconds before each phase")
+    parser.add_argument("--hold", type=_positive_int, default=20, help="actors a user holds before removing its oldest")
+    parser.add_argument("--connections", type=_positive_int, default=4, help="client connections the users share")
+    parser.add_argument("--timeout", type=_seconds, default=10.0, help="seconds to wait for one reply")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the workload mix")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--nats-url", help="load an already running mesh (default: start an embedded one in a temporary folder)"
+    )
+    parser.add_argument("--data-dir", type=Path, help="keep the embedded mesh's data and logs in this folder")
+    return parser
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    """The run's configuration from parsed options."""
+    return Config(
+        nodes=args.nodes,
+        users=args.users,
+        duration=args.duration,
+        floor_duration=args.floor_duration,
+        fixed_duration=args.fixed_duration,
+        rate=args.rate,
+        warmup=args.warmup,
+        hold=args.hold,
+        connections=args.connections,
+        timeout=args.timeout or 10.0,
+        seed=args.seed,
+        quiet=args.quiet,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the load test and print its report; 0 whether or not the targets were met, 1 if the run failed."""
+    args = build_parser().parse_args(argv)
+    if args.duration <= 0:
+        print("python -m loadtest: --duration must be above 0", file=sys.stderr)
+        return 2
+    try:
+        report = run(config_of(args), args.nats_url, args.data_dir)
+    except KeyboardInterrupt:
+        print("python -m loadtest: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # the run itself failed (no mesh, no services): say why, no figures
+        print(f"python -m loadtest: the run failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    print(to_json(report) if args.json else format_report(report), flush=True)
+    return 0

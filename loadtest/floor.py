@@ -1,0 +1,176 @@
+"""The bus floor: Corral's request pattern through its own streams, answered by a decider that decides nothing.
+
+Run as `python -m loadtest.floor --nats-url URL` it is that decider, in a process of its own like the
+scheduler: it fetches batches from a durable pull consumer, appends one event per request with publish_async
+and gather, replies to each request's inbox header and acks, until SIGTERM; then it prints its batch figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import signal
+import sys
+import time
+from typing import TypedDict
+
+import nats.errors
+import nats.js.errors
+from nats.js import api
+
+from schemas import Placed
+from schemas import subjects as s
+from schemas.replies import Accepted
+from services.runtime.bus import STREAMS, Bus
+from services.runtime.codec import encode
+from services.runtime.settings import Settings
+
+REQUESTS_STREAM = "LOADTEST_FLOOR"
+REQUESTS_SUBJECTS = "loadtest.req.>"
+EVENTS_STREAM = "LOADTEST_FLOOR_EVENTS"
+EVENTS_SUBJECTS = "loadtest.evt.>"
+CONSUMER = "floor"
+BATCH = 256
+"""The scheduler's default `request_batch`."""
+
+_CORRAL_CONFIGS = {config.name: config for config in STREAMS}
+FLOOR_STREAMS = (
+    dataclasses.replace(
+        _CORRAL_CONFIGS[s.REQUESTS_STREAM],
+        name=REQUESTS_STREAM,
+        subjects=[REQUESTS_SUBJECTS],
+        description="Load test: requests for the no-op decider",
+    ),
+    dataclasses.replace(
+        _CORRAL_CONFIGS[s.EVENTS_STREAM],
+        name=EVENTS_STREAM,
+        subjects=[EVENTS_SUBJECTS],
+        description="Load test: the no-op decider's events",
+    ),
+)
+"""Copies of Corral's request and event streams (same storage, retention, dedup window), under other names."""
+
+
+async def create_streams(bus: Bus) -> None:
+    """Create the floor's streams afresh (any left over from an earlier run are deleted first)."""
+    await delete_streams(bus)
+    for config in FLOOR_STREAMS:
+        await bus.js.add_stream(config)
+
+
+async def delete_streams(bus: Bus) -> None:
+    """Delete the floor's streams (missing ones are fine)."""
+    for config in FLOOR_STREAMS:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await bus.js.delete_stream(config.name)  # type: ignore[arg-type]
+
+
+class DeciderFigures(TypedDict):
+    """What the no-op decider reports when it stops."""
+
+    batches: int
+    requests: int
+    mean_batch: float
+    mean_batch_ms: float
+    busy_share: float
+
+
+class NoOpDecider:
+    """Fetch a batch, append one event per request, reply to each inbox, ack: nothing is decided."""
+
+    def __init__(self, bus: Bus, batch: int = BATCH) -> None:
+        self.bus, self.batch = bus, batch
+        self.batches = self.requests = 0
+        self.busy = 0.0
+        self.began = time.perf_counter()
+        self.placed = encode(Placed("floor", "floor-node"))
+        self.accepted = encode(Accepted(message="floor"))
+        self.ready = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until `stop` is set."""
+        config = api.ConsumerConfig(
+            durable_name=CONSUMER, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=10.0, max_ack_pending=-1
+        )
+        pull = await self.bus.js.pull_subscribe(
+            REQUESTS_SUBJECTS, durable=CONSUMER, stream=REQUESTS_STREAM, config=config
+        )
+        self.began = time.perf_counter()
+        self.ready.set()
+        try:
+            while not stop.is_set():
+                try:
+                    batch = await pull.fetch(self.batch, timeout=0.5)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                fetched = time.perf_counter()
+                futures = []
+                for msg in batch:
+                    msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+                    subject = f"loadtest.evt.actor.{s.token(msg_id or 'unknown')}"
+                    headers = {"Nats-Msg-Id": f"evt-{msg_id}"}
+                    futures.append(await self.bus.js.publish_async(subject, msg.data, headers=headers))
+                await asyncio.wait_for(asyncio.gather(*futures), timeout=10.0)
+                for msg in batch:
+                    inbox = (msg.headers or {}).get(s.REPLY_HEADER)
+                    if inbox:
+                        reply = self.placed if msg.subject.endswith(".schedule") else self.accepted
+                        await self.bus.nc.publish(inbox, reply)
+                    await msg.ack()
+                self.batches += 1
+                self.requests += len(batch)
+                self.busy += time.perf_counter() - fetched
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await pull.unsubscribe()
+
+    def figures(self) -> DeciderFigures:
+        """Batches, requests, the mean batch and the time spent per batch."""
+        elapsed = time.perf_counter() - self.began
+        return DeciderFigures(
+            batches=self.batches,
+            requests=self.requests,
+            mean_batch=round(self.requests / self.batches, 1) if self.batches else 0.0,
+            mean_batch_ms=round(self.busy * 1000 / self.batches, 3) if self.batches else 0.0,
+            busy_share=round(self.busy / elapsed, 3) if elapsed > 0 else 0.0,
+        )
+
+
+async def serve(nats_url: str, batch: int) -> DeciderFigures:
+    """Connect, print `ready`, decide nothing until SIGTERM or SIGINT, and return the figures."""
+    bus = await Bus.connect(Settings(nats_url=nats_url), "loadtest-floor")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    decider = NoOpDecider(bus, batch)
+    try:
+        task = asyncio.create_task(decider.run(stop))
+        ready = asyncio.create_task(decider.ready.wait())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            ready.cancel()
+            await task
+        print(json.dumps({"ready": True}), flush=True)
+        await task
+    finally:
+        await bus.close()
+    return decider.figures()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The decider process: `python -m loadtest.floor --nats-url URL [--batch 256]`."""
+    parser = argparse.ArgumentParser(prog="python -m loadtest.floor", description=__doc__)
+    parser.add_argument("--nats-url", required=True)
+    parser.add_argument("--batch", type=int, default=BATCH)
+    args = parser.parse_args(argv)
+    figures = asyncio.run(serve(args.nats_url, args.batch))
+    print(json.dumps(figures), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""The load test's phases: connect, register nodes, drive Corral, drive the bus floor, then Corral at a fixed rate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest import floor
+from loadtest.nodes import node_shapes, register_nodes, wait_until_seen
+from loadtest.procs import CpuMeter
+from loadtest.report import Phase, Report, goals
+from loadtest.stats import Recorder, latency
+from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, Target
+from loadtest.users import Drive, Outcome, closed_loop, open_loop
+from loadtest.workloads import REMOVE, WORKLOADS
+from services.cli.mesh import Mesh, start_mesh
+from services.client import Client, CorralError
+
+
+@dataclass(frozen=True)
+class Config:
+    """What to run: the cluster, the users and each phase's length (0 s skips the floor or fixed-rate phase)."""
+
+    nodes: int = 1000
+    users: int = 50
+    duration: float = 10.0
+    floor_duration: float = 10.0
+    fixed_duration: float = 10.0
+    rate: float = 0.0
+    """0: closed-loop users as fast as replies come; above 0: open loop at this many requests per second."""
+    warmup: float = 1.0
+    hold: int = 20
+    connections: int = 4
+    timeout: float = 10.0
+    register_in_flight: int = 100
+    seed: int = 0
+    quiet: bool = False
+
+
+def progress(config: Config, text: str) -> None:
+    """A progress line on stderr (the report goes to stdout)."""
+    if not config.quiet:
+        print(text, file=sys.stderr, flush=True)
+
+
+async def wait_for_services(client: Client, timeout: float = 30.0) -> None:
+    """Wait until the labels service and the leading scheduler answer queries."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await client.nodes()
+            await client.status()
+            return
+        except CorralError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def _phase(
+    name: str,
+    target: Target,
+    drive: Drive,
+    recorder: Recorder,
+    outcome: Outcome,
+    cpu: dict[str, float],
+    decider: floor.DeciderFigures | None = None,
+) -> Phase:
+    rows = recorder.rows([workload.name for workload in WORKLOADS] + [REMOVE])
+    total = rows[-1]
+    removes = recorder.tallies[REMOVE].requests if REMOVE in recorder.tallies else 0
+    seconds = recorder.seconds
+    return Phase(
+        name=name,
+        target=target.name,
+        description=target.description,
+        mode="open" if drive.rate > 0 else "closed",
+        users=drive.users,
+        rate_target=drive.rate,
+        seconds=round(seconds, 3),
+        requests=total["requests"],
+        placements=total["placed"],
+        pending=total["pending"],
+        errors=total["errors"],
+        removes=removes,
+        placements_per_s=round(total["placed"] / seconds, 1),
+        decisions_per_s=round((total["placed"] + total["pending"]) / seconds, 1),
+        requests_per_s=round(total["requests"] / seconds, 1),
+        latency_ms=latency(recorder.placed_latencies_ms),
+        rows=rows,
+        cpu=cpu,
+        dropped=outcome.dropped,
+        lag_p99_ms=outcome.lag_p99_ms,
+        lag_max_ms=outcome.lag_max_ms,
+        unfinished=outcome.unfinished,
+        first_error=recorder.first_error(),
+        decider=decider,
+    )
+
+
+async def drive_phase(
+    name: str, target: Target, conns: Sequence[Connection], drive: Drive, config: Config, pids: dict[str, int]
+) -> tuple[Phase, Outcome]:
+    """Run one phase (closed or open loop) and measure it, with the CPU each process used."""
+    how = f"{drive.users} users" if drive.rate <= 0 else f"{drive.rate:,.0f} req/s"
+    progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
+    meter = CpuMeter(pids)
+    meter.start()
+    if drive.rate > 0:
+        recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
+    else:
+        recorder, outcome = await closed_loop(target, conns, drive)
+    return _phase(name, target, drive, recorder, outcome, meter.stop()), outcome
+
+
+async def floor_phase(
+    conns: Sequence[Connection], drive: Drive, config: Config, nats_url: str, pids: dict[str, int]
+) -> Phase:
+    """The same drive through the floor's streams and a no-op decider process; the streams are deleted after."""
+    bus = conns[0].client.bus
+    await floor.create_streams(bus)
+    decider = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "loadtest.floor", "--nats-url", nats_url, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert decider.stdout is not None
+        ready = await asyncio.wait_for(decider.stdout.readline(), timeout=30.0)
+        if not ready:
+            raise RuntimeError(f"the no-op decider exited with status {await decider.wait()} before it was ready")
+        phase, _ = await drive_phase(
+            "floor", FloorTarget(config.timeout), conns, drive, config, {**pids, "floor-decider": decider.pid}
+        )
+        decider.send_signal(signal.SIGTERM)
+        figures_line = await asyncio.wait_for(decider.stdout.readline(), timeout=10.0)
+        await asyncio.wait_for(decider.wait(), timeout=10.0)
+        if figures_line:
+            phase["decider"] = json.loads(figures_line)
+        return phase
+    finally:
+        if decider.returncode is None:
+            decider.kill()
+            await decider.wait()
+        await floor.delete_streams(bus)
+
+
+async def _remove_all(config: Config, conns: Sequence[Connection], actors: list[str], nodes: list[str]) -> None:
+    """Take what this run added out of an external mesh (best effort)."""
+    gate = asyncio.Semaphore(config.register_in_flight)
+
+    async def remove(index: int, actor: str | None, node: str | None) -> None:
+        client = conns[index % len(conns)].client
+        async with gate:
+            with contextlib.suppress(CorralError, TimeoutError, AssertionError):
+                if actor is not None:
+                    await client.remove_actor(actor)
+                if node is not None:
+                    await client.remove_node(node)
+
+    progress(config, f"cleaning up: {len(actors):,} actors, {len(nodes):,} nodes")
+    await asyncio.gather(*(remove(i, actor, None) for i, actor in enumerate(actors)))
+    await asyncio.gather(*(remove(i, None, node) for i, node in enumerate(nodes)))
+
+
+async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = None, *, clean_up: bool) -> Report:
+    """Every phase against the mesh at `nats_url`; `pids` names the processes whose CPU is reported."""
+    pids = {**(pids or {}), "loadtest": os.getpid()}
+    run = secrets.token_hex(2)
+    clients = [Client(nats_url, name=f"loadtest-{i}", timeout=config.timeout) for i in range(config.connections)]
+    conns: list[Connection] = []
+    try:
+        for client in clients:
+            await client.connect()
+            conns.append(Connection(client, Replies(client)))
+            await conns[-1].replies.start()
+        await wait_for_services(clients[0])
+        prefix = f"lt{run}"
+        shapes = node_shapes(config.nodes, prefix)
+        progress(config, f"registering {config.nodes:,} nodes ({config.register_in_flight} in flight)")
+        registration = await register_nodes(clients, shapes, in_flight=config.register_in_flight, quiet=config.quiet)
+        await wait_until_seen(clients[0], prefix + "-", config.nodes)
+
+        phases: dict[str, Phase] = {}
+        held: list[str] = []
+        base = Drive(
+            tag="",
+            users=config.users,
+            seconds=config.duration,
+            warmup=config.warmup,
+            hold=config.hold,
+            seed=config.seed,
+            rate=config.rate,
+        )
+        corral = CorralTarget(config.timeout)
+        phases["corral"], outcome = await drive_phase(
+            "corral", corral, conns, dataclasses.replace(base, tag=f"{run}c"), config, pids
+        )
+        held += outcome.held
+        if config.floor_duration > 0:
+            drive = dataclasses.replace(base, tag=f"{run}f", seconds=config.floor_duration)
+            phases["floor"] = await floor_phase(conns, drive, config, nats_url, pids)
+        half = round(phases["corral"]["placements_per_s"] / 2, 1)
+        if config.fixed_duration > 0 and config.rate <= 0 and half > 0:
+            drive = dataclasses.replace(base, tag=f"{run}r", seconds=config.fixed_duration, rate=half)
+            phases["fixed_rate"], outcome = await drive_phase("fixed_rate", corral, conns, drive, config, pids)
+            held += outcome.held
+        share, targets = goals(phases)
+        if clean_up:
+            await _remove_all(config, conns, held, [shape.node_id for shape in shapes])
+        return Report(
+            nats_url=nats_url,
+            embedded_mesh=False,
+            nodes=config.nodes,
+            users=config.users,
+            connections=config.connections,
+            hold=config.hold,
+            registration_s=round(registration, 2),
+            phases=phases,
+            floor_share=share,
+            targets=targets,
+        )
+    finally:
+        for client in clients:
+            await client.close()
+
+
+def mesh_pids(mesh: Mesh) -> dict[str, int]:
+    """The process ids of an embedded mesh's servers and services."""
+    pids = {name: process.pid for name, process in mesh.processes.items()}
+    for server in (mesh.nats, mesh.redis):
+        if server.process is not None:
+            pids[server.name] = server.process.pid
+    return pids
+
+
+def run(config: Config, nats_url: str | None = None, data_dir: Path | None = None) -> Report:
+    """Run against `nats_url`, or start an embedded mesh (in `data_dir`, else a temporary folder) and stop it after."""
+    if nats_url is not None:
+        return asyncio.run(run_load(config, nats_url, clean_up=True))
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="corral-loadtest-")))
+        progress(config, f"starting an embedded mesh in {data_dir}")
+        mesh = start_mesh(data_dir)
+        stack.callback(mesh.stop)
+        report = asyncio.run(run_load(config, mesh.nats_url, mesh_pids(mesh), clean_up=False))
+        report["embedded_mesh"] = True
+        return report
+    raise AssertionError("unreachable")

@@ -1,0 +1,212 @@
+"""The report: one summary table per phase (like locust's), the issue's targets met or not, or one JSON object."""
+
+from __future__ import annotations
+
+import json
+from typing import TypedDict
+
+from loadtest.floor import DeciderFigures
+from loadtest.stats import Latency, Row
+
+PLACEMENTS_TARGET = 2000.0
+"""Durable placements per second the issue asks for."""
+FLOOR_SHARE_TARGET = 0.5
+"""The share of the bus floor's throughput the issue asks for."""
+P99_TARGET_MS = 100.0
+"""p99 submit-to-placed at half the measured throughput, in milliseconds."""
+
+
+class Phase(TypedDict):
+    """The figures of one phase."""
+
+    name: str
+    target: str
+    description: str
+    mode: str
+    users: int
+    rate_target: float
+    seconds: float
+    requests: int
+    placements: int
+    pending: int
+    errors: int
+    removes: int
+    placements_per_s: float
+    decisions_per_s: float
+    requests_per_s: float
+    latency_ms: Latency
+    """Submit to Placed, over the placed requests."""
+    rows: list[Row]
+    cpu: dict[str, float]
+    dropped: int
+    lag_p99_ms: float
+    lag_max_ms: float
+    unfinished: int
+    first_error: str
+    decider: DeciderFigures | None
+
+
+class Goal(TypedDict):
+    """One of the issue's targets: what it asks, what was measured, and whether it was met (None: not measured)."""
+
+    name: str
+    goal: str
+    measured: str
+    met: bool | None
+
+
+class Report(TypedDict):
+    """Everything one run measured."""
+
+    nats_url: str
+    embedded_mesh: bool
+    nodes: int
+    users: int
+    connections: int
+    hold: int
+    registration_s: float
+    phases: dict[str, Phase]
+    floor_share: float | None
+    targets: list[Goal]
+
+
+def _throughput(corral: Phase | None) -> Goal:
+    goal = f"durable placements/s >= {PLACEMENTS_TARGET:,.0f}"
+    if corral is None:
+        return Goal(name="throughput", goal=goal, measured="not run", met=None)
+    rate = corral["placements_per_s"]
+    capped = corral["mode"] == "open" and corral["rate_target"] < PLACEMENTS_TARGET
+    if capped:  # an open loop below the target cannot show it
+        return Goal(name="throughput", goal=goal, measured=f"{rate:,.0f}/s, capped by --rate", met=None)
+    return Goal(name="throughput", goal=goal, measured=f"{rate:,.0f}/s", met=rate >= PLACEMENTS_TARGET)
+
+
+def _floor_share(corral: Phase | None, floor: Phase | None) -> tuple[float | None, Goal]:
+    goal = f"placements/s >= {FLOOR_SHARE_TARGET:.0%} of the bus floor"
+    if corral is None or floor is None or floor["decisions_per_s"] <= 0:
+        return None, Goal(name="floor_share", goal=goal, measured="not run", met=None)
+    share = round(corral["placements_per_s"] / floor["decisions_per_s"], 3)
+    measured = f"{corral['placements_per_s']:,.0f} / {floor['decisions_per_s']:,.0f} = {share:.0%}"
+    if corral["mode"] == "open" or floor["mode"] == "open":  # both capped by --rate: the ratio says nothing
+        return share, Goal(name="floor_share", goal=goal, measured=measured + ", both capped by --rate", met=None)
+    return share, Goal(name="floor_share", goal=goal, measured=measured, met=share >= FLOOR_SHARE_TARGET)
+
+
+def _p99(corral: Phase | None, fixed: Phase | None) -> Goal:
+    judged = fixed if fixed is not None else (corral if corral is not None and corral["mode"] == "open" else None)
+    if judged is None or judged["placements"] == 0:
+        return Goal(name="p99", goal="p99 submit-to-placed <= 100 ms at half rate", measured="not run", met=None)
+    p99 = judged["latency_ms"]["p99"]
+    where = "half the throughput" if judged is fixed else "the --rate given"
+    return Goal(
+        name="p99",
+        goal=f"p99 submit-to-placed <= {P99_TARGET_MS:.0f} ms at {where} ({judged['rate_target']:,.0f}/s)",
+        measured=f"{p99:.1f} ms" + (f" ({judged['errors']:,} errors)" if judged["errors"] else ""),
+        met=p99 <= P99_TARGET_MS and judged["errors"] == 0,
+    )
+
+
+def goals(phases: dict[str, Phase]) -> tuple[float | None, list[Goal]]:
+    """The floor share and the three targets of the issue, judged on the phases that ran."""
+    corral, floor, fixed = phases.get("corral"), phases.get("floor"), phases.get("fixed_rate")
+    share, floor_goal = _floor_share(corral, floor)
+    return share, [_throughput(corral), floor_goal, _p99(corral, fixed)]
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f}"
+
+
+COLUMNS = ("Name", "# reqs", "placed", "pending", "ok", "fails", "p50", "p95", "p99", "max", "req/s")
+
+
+def phase_table(phase: Phase) -> str:
+    """Locust's summary, one row per request name plus the aggregate; latencies in ms."""
+    rows = [
+        [
+            row["name"],
+            f"{row['requests']:,}",
+            f"{row['placed']:,}",
+            f"{row['pending']:,}",
+            f"{row['accepted']:,}",
+            f"{row['errors']:,}",
+            _ms(row["latency_ms"]["p50"]),
+            _ms(row["latency_ms"]["p95"]),
+            _ms(row["latency_ms"]["p99"]),
+            _ms(row["latency_ms"]["max"]),
+            f"{row['requests_per_s']:,.1f}",
+        ]
+        for row in phase["rows"]
+    ]
+    widths = [max(len(cells[i]) for cells in [list(COLUMNS), *rows]) for i in range(len(COLUMNS))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    rule = "-" * len(line(list(COLUMNS)))
+    body = [line(cells) for cells in rows]
+    return "\n".join([line(list(COLUMNS)), rule, *body[:-1], rule, body[-1]])
+
+
+def _heading(phase: Phase) -> str:
+    how = (
+        f"{phase['users']} users, closed loop"
+        if phase["mode"] == "closed"
+        else f"open loop at {phase['rate_target']:,.0f} req/s"
+    )
+    return f"== {phase['name']}: {phase['description']} ({how}, {phase['seconds']:.1f} s measured)"
+
+
+def _summary(phase: Phase) -> list[str]:
+    lat = phase["latency_ms"]
+    lines = [
+        f"placements/s {phase['placements_per_s']:,.1f}   decisions/s {phase['decisions_per_s']:,.1f}   "
+        f"requests/s {phase['requests_per_s']:,.1f}",
+        f"placed {phase['placements']:,}   pending {phase['pending']:,}   errors {phase['errors']:,}   "
+        f"removes {phase['removes']:,}",
+        f"submit-to-placed ms: p50 {lat['p50']:.1f}  p95 {lat['p95']:.1f}  p99 {lat['p99']:.1f}  max {lat['max']:.1f}",
+    ]
+    if phase["mode"] == "open":
+        lines.append(
+            f"sender lag ms: p99 {phase['lag_p99_ms']:.1f}  max {phase['lag_max_ms']:.1f}   "
+            f"dropped {phase['dropped']:,}   unfinished {phase['unfinished']:,}"
+        )
+    if phase["cpu"]:
+        cpu = "  ".join(f"{name} {share:.2f}" for name, share in sorted(phase["cpu"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"cpu (cores): {cpu}")
+    if phase["decider"] is not None:
+        d = phase["decider"]
+        lines.append(
+            f"no-op decider: {d['batches']:,} batches, mean batch {d['mean_batch']:.1f}, "
+            f"{d['mean_batch_ms']:.2f} ms per batch, busy {d['busy_share']:.0%}"
+        )
+    if phase["first_error"]:
+        lines.append(f"first error: {phase['first_error'][:300]}")
+    return ["  " + line for line in lines]
+
+
+def _verdict(met: bool | None) -> str:
+    return "not measured" if met is None else ("met" if met else "not met")
+
+
+def format_report(report: Report) -> str:
+    """The whole report as text: a table per phase, then the targets."""
+    parts = [
+        f"corral load test: {report['nodes']:,} nodes (registered in {report['registration_s']:.1f} s), "
+        f"{report['users']} users on {report['connections']} connections, each holding at most {report['hold']} actors",
+        f"mesh: {'embedded' if report['embedded_mesh'] else 'external'} at {report['nats_url']}",
+    ]
+    for phase in report["phases"].values():
+        parts += ["", _heading(phase), phase_table(phase), *_summary(phase)]
+    parts += ["", "targets (from the issue):"]
+    width = max(len(_verdict(goal["met"])) for goal in report["targets"])
+    for goal in report["targets"]:
+        parts.append(f"  {_verdict(goal['met']).ljust(width)}  {goal['goal']}: {goal['measured']}")
+    return "\n".join(parts)
+
+
+def to_json(report: Report) -> str:
+    """The report as one JSON object."""
+    return json.dumps(report, sort_keys=False)

@@ -1,0 +1,188 @@
+"""The load test harness: figures come out of a real mesh, latencies are ordered, the JSON parses (nothing is timed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadtest.cli import main
+from loadtest.harness import Config, mesh_pids, run_load
+from loadtest.report import Phase, Report, format_report, goals, to_json
+from loadtest.stats import Latency, percentile
+from services.cli.mesh import Mesh, start_mesh
+
+TINY = Config(
+    nodes=20,
+    users=2,
+    duration=2.0,
+    floor_duration=2.0,
+    fixed_duration=1.0,
+    warmup=0.2,
+    hold=5,
+    connections=2,
+    timeout=5.0,
+    quiet=True,
+)
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    """nats-server, redis-server and the services in a temporary folder, for this module's tests."""
+    started = start_mesh(Path(tmp_path_factory.mktemp("mesh")))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def assert_ordered(latency: Latency) -> None:
+    """p50 <= p95 <= p99 <= max, all of them positive."""
+    assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+
+
+@pytest.mark.integration
+def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
+    report = asyncio.run(run_load(TINY, mesh.nats_url, mesh_pids(mesh), clean_up=False))
+
+    assert list(report["phases"]) == ["corral", "floor", "fixed_rate"]
+    corral, floor, fixed = (report["phases"][name] for name in ("corral", "floor", "fixed_rate"))
+    assert corral["placements"] > 0
+    assert corral["placements_per_s"] > 0
+    assert floor["placements"] > 0
+    assert floor["decider"] is not None
+    assert floor["decider"]["requests"] > 0
+    assert fixed["mode"] == "open"
+    assert fixed["rate_target"] == pytest.approx(corral["placements_per_s"] / 2, abs=0.1)
+    for phase in (corral, floor, fixed):
+        assert_ordered(phase["latency_ms"])
+        assert phase["rows"][-1]["name"] == "Aggregated"
+        assert phase["rows"][-1]["requests"] == phase["requests"]
+    assert [goal["name"] for goal in report["targets"]] == ["throughput", "floor_share", "p99"]
+    assert all(goal["met"] is not None for goal in report["targets"])
+    assert json.loads(to_json(report))["phases"]["corral"]["placements"] == corral["placements"]
+    text = format_report(report)
+    assert "Aggregated" in text
+    assert "targets (from the issue):" in text
+
+
+@pytest.mark.integration
+def test_the_command_prints_one_json_object_against_a_running_mesh(
+    mesh: Mesh, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--nats-url", mesh.nats_url, "--json", "--quiet", "--nodes", "20", "--users", "2", "--duration", "1"]
+    argv += ["--floor-duration", "0", "--fixed-duration", "0", "--warmup", "0.2", "--connections", "1"]
+
+    assert main(argv) == 0
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["embedded_mesh"] is False
+    assert list(report["phases"]) == ["corral"]
+    assert report["phases"]["corral"]["placements"] > 0
+    assert_ordered(report["phases"]["corral"]["latency_ms"])
+    assert [goal["met"] for goal in report["targets"]][1:] == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("values", "fraction", "expected"),
+    [
+        ([], 0.99, 0.0),
+        ([5.0], 0.5, 5.0),
+        ([1.0, 2.0, 3.0, 4.0], 0.5, 2.0),
+        ([float(i) for i in range(1, 101)], 0.99, 99.0),
+    ],
+    ids=["no values give 0", "one value is every percentile", "the median is the lower middle", "p99 of 1..100 is 99"],
+)
+def test_percentile_is_nearest_rank(values: list[float], fraction: float, expected: float) -> None:
+    assert percentile(values, fraction) == expected
+
+
+def phase(name: str, placements_per_s: float, *, p99: float = 10.0, mode: str = "closed") -> Phase:
+    """A phase with just the figures the targets read."""
+    latency = Latency(p50=1.0, p95=2.0, p99=p99, max=p99, mean=1.0)
+    return Phase(
+        name=name,
+        target="corral",
+        description="",
+        mode=mode,
+        users=1,
+        rate_target=placements_per_s if mode == "open" else 0.0,
+        seconds=1.0,
+        requests=int(placements_per_s),
+        placements=int(placements_per_s),
+        pending=0,
+        errors=0,
+        removes=0,
+        placements_per_s=placements_per_s,
+        decisions_per_s=placements_per_s,
+        requests_per_s=placements_per_s,
+        latency_ms=latency,
+        rows=[],
+        cpu={},
+        dropped=0,
+        lag_p99_ms=0.0,
+        lag_max_ms=0.0,
+        unfinished=0,
+        first_error="",
+        decider=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("phases", "verdicts"),
+    [
+        (
+            {
+                "corral": phase("corral", 2500),
+                "floor": phase("floor", 4000),
+                "fixed_rate": phase("f", 1250, mode="open"),
+            },
+            [True, True, True],
+        ),
+        (
+            {"corral": phase("corral", 1000), "floor": phase("floor", 4000), "fixed_rate": phase("f", 500, p99=150.0)},
+            [False, False, False],
+        ),
+        ({"corral": phase("corral", 2500)}, [True, None, None]),
+        (
+            {"corral": phase("corral", 800, mode="open"), "floor": phase("floor", 800, mode="open")},
+            [None, None, True],
+        ),
+    ],
+    ids=[
+        "every target met",
+        "every target missed",
+        "phases that did not run are not measured",
+        "an open loop below the target judges only p99",
+    ],
+)
+def test_targets_are_judged_from_the_phases(phases: dict[str, Phase], verdicts: list[bool | None]) -> None:
+    share, found = goals(phases)
+    assert [goal["met"] for goal in found] == verdicts
+    assert (share is None) == ("floor" not in phases)
+
+
+def test_the_text_report_says_met_or_not_met() -> None:
+    phases = {"corral": phase("corral", 1000), "floor": phase("floor", 1500)}
+    share, targets = goals(phases)
+    report = Report(
+        nats_url="nats://127.0.0.1:1",
+        embedded_mesh=True,
+        nodes=1,
+        users=1,
+        connections=1,
+        hold=1,
+        registration_s=0.0,
+        phases={},
+        floor_share=share,
+        targets=targets,
+    )
+    lines = [re.split(r"\s{2,}", line.strip()) for line in format_report(report).splitlines()]
+    verdicts = {parts[-1]: parts[0] for parts in lines}
+    assert verdicts["durable placements/s >= 2,000: 1,000/s"] == "not met"
+    assert verdicts["placements/s >= 50% of the bus floor: 1,000 / 1,500 = 67%"] == "met"
+    assert verdicts["p99 submit-to-placed <= 100 ms at half rate: not run"] == "not measured"
