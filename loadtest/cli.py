@@ -9,26 +9,9 @@ from pathlib import Path
 
 from loadtest.harness import Config, run
 from loadtest.report import format_report, to_json
+from services.cli.args import duration, positive_int
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 0")
-    return value
+any_seconds = duration(zero=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,28 +25,28 @@ def build_parser() -> argparse.ArgumentParser:
             "printed, never judged by the exit status."
         ),
     )
-    parser.add_argument("--nodes", type=_positive_int, default=1000, help="simulated nodes (default: 1000)")
-    parser.add_argument("--users", type=_positive_int, default=50, help="simulated users (default: 50)")
-    parser.add_argument("--duration", type=_seconds, default=10.0, help="seconds of the Corral phase (default: 10)")
+    parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
+    parser.add_argument("--users", type=positive_int, default=50, help="simulated users (default: 50)")
+    parser.add_argument("--duration", type=any_seconds, default=10.0, help="seconds of the Corral phase (default: 10)")
     parser.add_argument(
         "--rate",
-        type=_seconds,
+        type=any_seconds,
         default=0.0,
         help="requests/s of an open loop instead of closed-loop users (default: 0 = as fast as possible)",
     )
     parser.add_argument(
-        "--floor-duration", type=_seconds, default=10.0, help="seconds of the bus-floor phase (0 skips it)"
+        "--floor-duration", type=any_seconds, default=10.0, help="seconds of the bus-floor phase (0 skips it)"
     )
     parser.add_argument(
         "--fixed-duration",
-        type=_seconds,
+        type=any_seconds,
         default=10.0,
         help="seconds at half the measured throughput, for p99 (0 skips it; skipped with --rate)",
     )
-    parser.add_argument("--warmup", type=_seconds, default=1.0, help="unmeasured seconds before each phase")
-    parser.add_argument("--hold", type=_positive_int, default=20, help="actors a user holds before removing its oldest")
-    parser.add_argument("--connections", type=_positive_int, default=4, help="client connections the users share")
-    parser.add_argument("--timeout", type=_seconds, default=10.0, help="seconds to wait for one reply")
+    parser.add_argument("--warmup", type=any_seconds, default=1.0, help="unmeasured seconds before each phase")
+    parser.add_argument("--hold", type=positive_int, default=20, help="actors a user holds before removing its oldest")
+    parser.add_argument("--connections", type=positive_int, default=4, help="client connections the users share")
+    parser.add_argument("--timeout", type=any_seconds, default=10.0, help="seconds to wait for one reply")
     parser.add_argument("--seed", type=int, default=0, help="seed of the workload mix")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

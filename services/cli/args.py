@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from typing import get_args
 
 from schemas import Exists, SelectorValue, Taint, TaintEffect
@@ -110,37 +111,42 @@ def toleration(text: str) -> tuple[str, SelectorValue]:
     return key, condition
 
 
-def positive_int(text: str) -> int:
-    """A whole number above zero."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return number
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {minimum} or more")
+        return number
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """A whole number, zero or more."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return number
+positive_int = whole_number(1)
+non_negative_int = whole_number(0)
 
 
-def seconds(text: str) -> float:
-    """A duration in seconds, above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above 0")
-    return value
+def duration(*, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds above 0 (or 0 too, with `zero`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            bound = "0 or more" if zero else "above 0"
+            raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds {bound}")
+        return value
+
+    return parse
+
+
+seconds = duration()
 
 
 def port(text: str) -> int:

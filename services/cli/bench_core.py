@@ -18,6 +18,7 @@ import time
 from typing import TypedDict, cast
 
 from schemas import PlacementGroupRequest
+from services.cli.args import positive_int
 from services.cli.bench_workloads import ACTORS_PER_NODE, WORKLOADS, Layout, Work, Workload, build_events
 from services.core import Cluster, Pending
 
@@ -176,16 +177,6 @@ def _workloads(text: str) -> list[str]:
     return names
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
-
-
 def _one(text: str) -> tuple[str, int]:
     name, _, size = text.partition(":")
     return _workloads(name)[0], _sizes(size)[0]
@@ -206,7 +197,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(WORKLOADS),
         help=f"comma-separated workloads (default: all of {', '.join(WORKLOADS)})",
     )
-    parser.add_argument("--decisions", type=_positive, default=2000, help="timed decisions per case (default: 2000)")
+    parser.add_argument("--decisions", type=positive_int, default=2000, help="timed decisions per case (default: 2000)")
     parser.add_argument(
         "--in-process",
         action="store_true",
