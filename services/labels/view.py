@@ -7,38 +7,28 @@ from collections.abc import Callable
 from schemas import AnyEvent, NodeDied, NodeRegistered
 from schemas.queries import ActorsQuery, ActorsReply, NodesQuery, NodesReply
 from services.core import LabelSelector
-from services.core.state import ClusterView
-from services.core.state.snapshot import digest
-from services.runtime.views import actor_info, dump_view, load_view, node_info
+from services.runtime.views import FoldedView, actor_info, node_info
 
 
-class LabelsView:
+class LabelsView(FoldedView):
     """Nodes, their labels and actors (folded from the log) and heartbeat times (kept in memory only)."""
 
     def __init__(self, clock: Callable[[], float], seed: int = 0) -> None:
-        self.cluster = ClusterView(seed)
+        super().__init__(seed)
         self.last_seen: dict[str, float] = {}
         self.clock = clock
 
-    def apply(self, event: AnyEvent, _sequence: int) -> None:
+    def apply(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event; a node that appears gets a fresh grace period."""
-        self.cluster.fold(event)
+        super().apply(event, sequence)
         if isinstance(event, NodeRegistered):
             self.last_seen[event.node_id] = self.clock()
         elif isinstance(event, NodeDied):
             self.last_seen.pop(event.node_id, None)
 
-    def dump(self, sequence: int) -> bytes:
-        """Snapshot bytes."""
-        return dump_view(self.cluster, sequence)
-
-    def digest(self) -> str:
-        """The canonical hash of the view."""
-        return digest(self.cluster)
-
     def load(self, blob: bytes) -> int:
         """Replace the view from snapshot bytes; every node gets a fresh grace period."""
-        self.cluster, sequence = load_view(blob)
+        sequence = super().load(blob)
         self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
         return sequence
 

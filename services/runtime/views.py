@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from schemas import AnyEvent
 from schemas.queries import ActorInfo, NodeInfo
 from schemas.snapshots import SNAPSHOT_VERSION
 from services.core.state import ActorState, ClusterView, NodeState
-from services.core.state.snapshot import decode, dump, encode, restore
+from services.core.state.snapshot import decode, digest, dump, encode, restore
 
 
 class SnapshotVersionError(ValueError):
@@ -51,3 +52,27 @@ def actor_info(actor: ActorState) -> ActorInfo:
         node_id=actor.node_id,
         restarts=actor.restarts,
     )
+
+
+class FoldedView:
+    """A service view around one `ClusterView`: fold, snapshot, digest (subclasses choose what to fold)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.cluster = ClusterView(seed)
+
+    def apply(self, event: AnyEvent, _sequence: int) -> None:
+        """Fold one event."""
+        self.cluster.fold(event)
+
+    def dump(self, sequence: int) -> bytes:
+        """Snapshot bytes."""
+        return dump_view(self.cluster, sequence)
+
+    def digest(self) -> str:
+        """The canonical hash of the view."""
+        return digest(self.cluster)
+
+    def load(self, blob: bytes) -> int:
+        """Replace the view from snapshot bytes; returns the sequence they reflect."""
+        self.cluster, sequence = load_view(blob)
+        return sequence

@@ -4,37 +4,19 @@ from __future__ import annotations
 
 from schemas import AnyEvent, NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
 from schemas.queries import TaintsQuery, TaintsReply
-from services.core.state import ClusterView
-from services.core.state.snapshot import digest
 from services.runtime.commands import NotFoundError
-from services.runtime.views import dump_view, load_view
+from services.runtime.views import FoldedView
 
 NODE_EVENTS = (NodeRegistered, NodeDied, NodeLabelsChanged, TaintsChanged)
 
 
-class TaintsView:
+class TaintsView(FoldedView):
     """Live nodes and their taints; actor and placement-group events are not needed here and are skipped."""
 
-    def __init__(self, seed: int = 0) -> None:
-        self.cluster = ClusterView(seed)
-
-    def apply(self, event: AnyEvent, _sequence: int) -> None:
+    def apply(self, event: AnyEvent, sequence: int) -> None:
         """Fold node and taint events."""
         if isinstance(event, NODE_EVENTS):
-            self.cluster.fold(event)
-
-    def dump(self, sequence: int) -> bytes:
-        """Snapshot bytes."""
-        return dump_view(self.cluster, sequence)
-
-    def digest(self) -> str:
-        """The canonical hash of the view."""
-        return digest(self.cluster)
-
-    def load(self, blob: bytes) -> int:
-        """Replace the view from snapshot bytes."""
-        self.cluster, sequence = load_view(blob)
-        return sequence
+            super().apply(event, sequence)
 
     def resolve(self, node_id: str, node_address: str) -> str:
         """The node id a command means: given directly, or found by its address."""
