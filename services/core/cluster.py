@@ -30,7 +30,7 @@ from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
-from services.core.request import CompiledGroup, CompiledRequest, RequestError
+from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
 
 DEFAULT_SAMPLE = 16
@@ -293,7 +293,7 @@ class Cluster:
     def _actor(self, actor_id: str) -> ActorState:
         actor = self._view.actors.get(actor_id)
         if actor is None:
-            raise RequestError(f"actor_id {actor_id!r}: no such live actor")
+            raise UnknownIdError(f"actor_id {actor_id!r}: no such live actor")
         return actor
 
     def _fail_actors(self, actor_ids: list[str], reason: str) -> None:
@@ -344,7 +344,7 @@ class Cluster:
         """Release the group's reservations; actors inside it stop for good."""
         group = self._view.groups.get(pg_id)
         if group is None:
-            raise RequestError(f"pg_id {pg_id!r}: no such placement group")
+            raise UnknownIdError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
         for actor_id in sorted(group.actors):
             self._emit(
@@ -466,6 +466,6 @@ class Cluster:
         if kind == "placement_group":
             group = self._view.groups.get(work_id)
             if group is None:
-                raise RequestError(f"pg_id {work_id!r}: no such placement group")
+                raise UnknownIdError(f"pg_id {work_id!r}: no such placement group")
             return self._group_decision(group)
         return self._decision_of(self._actor(work_id))

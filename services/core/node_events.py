@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas import NodeLabelsChanged, NodeRegistered, Taint, TaintsChanged
 from services.core.labels import SYSTEM_PREFIX, LabelError, default_labels, validate_labels
-from services.core.request import RequestError, check_id, check_resources, check_taints, rare_taint_key
+from services.core.request import RequestError, UnknownIdError, check_id, check_resources, check_taints, rare_taint_key
 from services.core.state import ClusterView, NodeState
 
 
@@ -12,7 +12,7 @@ def live_node(view: ClusterView, node_id: str) -> NodeState:
     """The live node `node_id`, or a `RequestError` naming it."""
     node = view.nodes.get(node_id)
     if node is None:
-        raise RequestError(f"node_id {node_id!r}: no such node")
+        raise UnknownIdError(f"node_id {node_id!r}: no such node")
     return node
 
 

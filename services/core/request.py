@@ -35,6 +35,10 @@ class RequestError(ValueError):
     """A request breaks a rule; the message names the field, the value and the rule."""
 
 
+class UnknownIdError(RequestError):
+    """A request names a node, actor or placement group that does not exist."""
+
+
 def _fail(field: str, value: object, rule: str) -> RequestError:
     shown = repr(value)
     if len(shown) > 80:

@@ -13,6 +13,7 @@ from nats.aio.msg import Msg
 
 from schemas import AnyEvent
 from schemas.replies import Accepted, Rejected
+from services.core.request import UnknownIdError
 from services.runtime.bus import Bus
 from services.runtime.codec import CodecError, decode, encode
 from services.runtime.follower import LogFollower
@@ -23,17 +24,13 @@ Outcome = Sequence[AnyEvent] | str
 """What a command handler returns: the events to append, or a message when nothing has to change."""
 
 
-class NotFoundError(ValueError):
-    """A command names something that does not exist (rejected with kind `not_found`)."""
-
-
 class ConflictError(ValueError):
     """A command contradicts the current state (rejected with kind `conflict`)."""
 
 
 def rejection(error: ValueError) -> Rejected:
     """The reply for a refused command: the error text, and its kind."""
-    if isinstance(error, NotFoundError) or "no such" in str(error):
+    if isinstance(error, UnknownIdError):
         return Rejected(str(error), "not_found")
     return Rejected(str(error), "conflict" if isinstance(error, ConflictError) else "invalid")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas import AnyEvent, NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
 from schemas.queries import TaintsQuery, TaintsReply
-from services.runtime.commands import NotFoundError
+from services.core.request import UnknownIdError
 from services.runtime.views import FoldedView
 
 NODE_EVENTS = (NodeRegistered, NodeDied, NodeLabelsChanged, TaintsChanged)
@@ -26,7 +26,7 @@ class TaintsView(FoldedView):
             return node_id
         found = sorted(n.node_id for n in self.cluster.nodes.values() if n.address == node_address)
         if not found:
-            raise NotFoundError(f"node_address {node_address!r}: no live node has this address")
+            raise UnknownIdError(f"node_address {node_address!r}: no live node has this address")
         if len(found) > 1:
             raise ValueError(f"node_address {node_address!r}: {len(found)} nodes share it ({', '.join(found)})")
         return found[0]
@@ -35,6 +35,6 @@ class TaintsView(FoldedView):
         """Taints per node (one node, or all nodes that have any)."""
         nodes = self.cluster.nodes
         if query.node_id and query.node_id not in nodes:
-            raise NotFoundError(f"node_id {query.node_id!r}: no such node")
+            raise UnknownIdError(f"node_id {query.node_id!r}: no such node")
         chosen = [query.node_id] if query.node_id else sorted(nodes)
         return TaintsReply({n: list(nodes[n].taints) for n in chosen if nodes[n].taints or query.node_id})
