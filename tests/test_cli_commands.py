@@ -25,7 +25,7 @@ from services.cli.node import ActorWatch
 from services.cli.ops import build_request
 from services.cli.sim import sim_nodes
 from services.cli.status import render_why
-from services.client import SyncClient, UnavailableError
+from services.client import SyncClient
 from services.runtime.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,16 +265,7 @@ def mesh(tmp_path: Path) -> Iterator[Mesh]:
     running = start_mesh(tmp_path / "mesh", settings=FAST)
     try:
         with SyncClient(running.nats_url, timeout=1.0) as client:
-            for _ in range(100):
-                try:
-                    client.status()
-                    client.nodes()
-                    client.taints()
-                    break
-                except UnavailableError:
-                    time.sleep(0.1)
-            else:
-                raise AssertionError("the mesh did not come up")
+            client.wait_ready(timeout=15.0)
         yield running
     finally:
         running.stop()

@@ -72,13 +72,7 @@ async def _settled_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
             now = await bus.last_sequence()
             if now != last:
                 last, since = now, time.monotonic()
-        events: list[AnyEvent] = []
-        async for entry in bus.read_log(1):
-            if entry.event is not None:
-                events.append(entry.event)
-            if entry.sequence >= last:
-                return events
-        return events
+        return await bus.read_to(last)
     finally:
         await bus.close()
 
@@ -91,7 +85,7 @@ def run() -> int:
         mesh = start_mesh(Path(data), settings=settings)
         try:
             with SyncClient(mesh.nats_url, timeout=10.0) as client:
-                _wait_ready(client)
+                client.wait_ready()
                 driver = ThroughTheBus(client, mesh.nats_url)
                 add_nodes(driver)
                 status = demo.run(driver, where=f"through the bus at {mesh.nats_url}")
@@ -99,18 +93,6 @@ def run() -> int:
             mesh.stop()
         print("mesh stopped cleanly", file=sys.stderr)
         return status
-
-
-def _wait_ready(client: SyncClient, attempts: int = 200) -> None:
-    for _ in range(attempts):
-        try:
-            client.status()
-            client.nodes()
-            client.taints()
-            return
-        except Exception:
-            time.sleep(0.05)
-    client.status()
 
 
 if __name__ == "__main__":

@@ -76,9 +76,7 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
     async with Client(mesh.nats_url, name="corral-up", timeout=1.0) as client:
         while not stop.is_set():
             try:
-                await client.status()
-                await client.nodes()
-                await client.taints()
+                await client.ready()
             except CorralError:
                 progress(".")
             else:

@@ -250,6 +250,23 @@ class Client:
 
     # introspection
 
+    async def ready(self) -> None:
+        """Return when the scheduler, labels and taints services each answer a query; `UnavailableError` if not."""
+        await self.status()
+        await self.nodes()
+        await self.taints()
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Poll `ready()` until every service answers; `UnavailableError` after `timeout` seconds."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                return await self.ready()
+            except UnavailableError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
     async def status(self) -> StatusReply:
         """Nodes, actors, placement groups and pending work, as the scheduler sees them."""
         answer: StatusReply = await self._ask(s.STATUS_QUERY, StatusQuery(), StatusReply)

@@ -230,6 +230,18 @@ class Bus:
         finally:
             await sub.unsubscribe()
 
+    async def read_to(self, last: int) -> list[AnyEvent]:
+        """Every readable event from the start of the log up to sequence `last`, in order."""
+        events: list[AnyEvent] = []
+        if last < 1:
+            return events
+        async for entry in self.read_log(1):
+            if entry.event is not None:
+                events.append(entry.event)
+            if entry.sequence >= last:
+                break
+        return events
+
     # request / reply
 
     async def serve(self, subject: str, handler: Callable[[Msg], Awaitable[bytes]], queue: str = "") -> Any:

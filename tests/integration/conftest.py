@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from services.cli.mesh import Mesh, start_mesh
-from services.client import Client, UnavailableError
+from services.client import Client
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",
@@ -45,17 +44,9 @@ async def client(mesh: Mesh) -> AsyncIterator[Client]:
         yield connected
 
 
-async def wait_ready(client: Client, attempts: int = 100) -> None:
-    """Poll until labels, taints and the scheduler answer queries."""
-    for _ in range(attempts):
-        try:
-            await client.status()
-            await client.nodes()
-            await client.taints()
-            return
-        except UnavailableError:
-            await asyncio.sleep(0.1)
-    raise AssertionError("the mesh did not come up")
+async def wait_ready(client: Client) -> None:
+    """Wait until labels, taints and the scheduler answer queries (after a start or a restart)."""
+    await client.wait_ready(timeout=15.0)
 
 
 def log_of(mesh: Mesh, key: str) -> str:

@@ -11,15 +11,6 @@ async def read_events(nats_url: str) -> list[AnyEvent]:
     """Every event in CORRAL_EVENTS, in order."""
     bus = await Bus.connect(Settings(nats_url=nats_url), "test-log-reader")
     try:
-        last = await bus.last_sequence()
-        events: list[AnyEvent] = []
-        if last == 0:
-            return events
-        async for entry in bus.read_log(1):
-            if entry.event is not None:
-                events.append(entry.event)
-            if entry.sequence >= last:
-                break
-        return events
+        return await bus.read_to(await bus.last_sequence())
     finally:
         await bus.close()
