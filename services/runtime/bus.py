@@ -82,9 +82,9 @@ def subject_of(event: AnyEvent) -> str:
         return s.event_subject(s.ACTOR, event.actor_id)
     if isinstance(event, PlacementGroupSubmitted):
         return s.event_subject(s.PLACEMENT_GROUP, event.request.pg_id)
-    if isinstance(event, PlacementGroupPlaced | PlacementGroupPending | PlacementGroupBundlesLost):
-        return s.event_subject(s.PLACEMENT_GROUP, event.pg_id)
-    if isinstance(event, PlacementGroupRemoved):
+    if isinstance(
+        event, PlacementGroupPlaced | PlacementGroupPending | PlacementGroupBundlesLost | PlacementGroupRemoved
+    ):
         return s.event_subject(s.PLACEMENT_GROUP, event.pg_id)
     assert isinstance(event, SchedulerElected)
     return s.event_subject(s.SCHEDULER, "lease")

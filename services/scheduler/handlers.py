@@ -27,12 +27,8 @@ def handle(view: SchedulerView, request: SchedulerRequest) -> RequestReply:
             cluster.remove_actor(request.actor_id)
             return Accepted(message=f"actor {request.actor_id} removed")
         if isinstance(request, ReportActorFailed):
-            restarts = (
-                cluster.view.actors[request.actor_id].restarts_left
-                if request.actor_id in cluster.view.actors
-                else False
-            )
             cluster.fail_actor(request.actor_id)
+            restarts = request.actor_id in cluster.view.actors
             return Accepted(message=f"actor {request.actor_id} failed" + (" and restarts" if restarts else " for good"))
         assert isinstance(request, RemovePlacementGroup)
         cluster.remove_placement_group(request.pg_id)
