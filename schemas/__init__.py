@@ -21,6 +21,12 @@ from schemas.events import (
     PlacementGroupSubmitted,
     SchedulerElected,
     TaintsChanged,
+    VirtualClusterDestroyed,
+    VirtualClusterDestroyRequested,
+    VirtualClusterQueued,
+    VirtualClusterRequested,
+    VirtualNodeResized,
+    VirtualNodesReserved,
 )
 from schemas.requests import (
     HOSTNAME_LABEL,
@@ -43,6 +49,17 @@ from schemas.requests import (
     TaintEffect,
 )
 from schemas.selectors import DoesNotExist, Exists, In, LabelMatch, NotIn, SelectorSpec, SelectorValue
+from schemas.vclusters import (
+    Admitted,
+    Destroyed,
+    FixedSizeNode,
+    FixedSizeNodes,
+    Queued,
+    VirtualCluster,
+    VirtualClusterInfo,
+    VirtualNodeGrant,
+    VirtualNodeInfo,
+)
 
 __all__ = [
     "HOSTNAME_LABEL",
@@ -56,14 +73,18 @@ __all__ = [
     "ActorPlaced",
     "ActorRemoved",
     "ActorSubmitted",
+    "Admitted",
     "AnyEvent",
     "BundleFallbackOption",
     "Decision",
+    "Destroyed",
     "DoesNotExist",
     "Event",
     "Exists",
     "Explanation",
     "FallbackOption",
+    "FixedSizeNode",
+    "FixedSizeNodes",
     "In",
     "LabelMatch",
     "NodeAffinitySchedulingStrategy",
@@ -83,6 +104,7 @@ __all__ = [
     "PlacementGroupSubmitted",
     "PlacementStrategy",
     "Prefer",
+    "Queued",
     "RunAfter",
     "ScheduleRequest",
     "SchedulerElected",
@@ -92,4 +114,14 @@ __all__ = [
     "Taint",
     "TaintEffect",
     "TaintsChanged",
+    "VirtualCluster",
+    "VirtualClusterDestroyRequested",
+    "VirtualClusterDestroyed",
+    "VirtualClusterInfo",
+    "VirtualClusterQueued",
+    "VirtualClusterRequested",
+    "VirtualNodeGrant",
+    "VirtualNodeInfo",
+    "VirtualNodeResized",
+    "VirtualNodesReserved",
 ]

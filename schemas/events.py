@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+from schemas.vclusters import VirtualCluster, VirtualNodeGrant
 
 SCHEMA_VERSION = 1
 
@@ -138,6 +139,52 @@ class SchedulerElected(Event, frozen=True, tag=True):
     instance: str
 
 
+class VirtualClusterRequested(Event, frozen=True, tag=True):
+    """A virtual cluster was asked for under `parent` ("" is the root); the scheduler admits or queues it."""
+
+    vc_id: str
+    spec: VirtualCluster
+    parent: str = ""
+    priority: int = 0
+
+
+class VirtualClusterQueued(Event, frozen=True, tag=True):
+    """A virtual cluster waits in its parent's admission queue; `reason` says what it waits for."""
+
+    vc_id: str
+    reason: str
+
+
+class VirtualNodesReserved(Event, frozen=True, tag=True):
+    """Virtual nodes were carved out of parent nodes: the whole minimum on admission, or repairs later."""
+
+    vc_id: str
+    vnodes: list[VirtualNodeGrant]
+
+
+class VirtualNodeResized(Event, frozen=True, tag=True):
+    """The flexible virtual node of `vc_id` on `parent_node` now holds `resources` (empty: it is gone)."""
+
+    vc_id: str
+    vnode_id: str
+    parent_node: str
+    resources: dict[str, float]
+
+
+class VirtualClusterDestroyRequested(Event, frozen=True, tag=True):
+    """Destroying a virtual cluster (and its children) was asked for; `force` stops their live work."""
+
+    vc_id: str
+    force: bool = False
+
+
+class VirtualClusterDestroyed(Event, frozen=True, tag=True):
+    """A virtual cluster is gone and its resources are back with its parent; `stopped` lists stopped work."""
+
+    vc_id: str
+    stopped: list[str] = []
+
+
 AnyEvent = (
     NodeRegistered
     | NodeDied
@@ -154,4 +201,10 @@ AnyEvent = (
     | PlacementGroupBundlesLost
     | PlacementGroupRemoved
     | SchedulerElected
+    | VirtualClusterRequested
+    | VirtualClusterQueued
+    | VirtualNodesReserved
+    | VirtualNodeResized
+    | VirtualClusterDestroyRequested
+    | VirtualClusterDestroyed
 )

@@ -126,6 +126,8 @@ class ScheduleRequest(msgspec.Struct, frozen=True):
     run_after: RunAfter | None = None
     max_restarts: int = 0
     priority: int = 0
+    vcluster_id: str | None = None
+    """The virtual cluster it runs in (None: the root cluster)."""
 
 
 class PlacementGroupRequest(msgspec.Struct, frozen=True):
@@ -138,3 +140,5 @@ class PlacementGroupRequest(msgspec.Struct, frozen=True):
     tolerations: SelectorSpec = {}
     fallback_strategy: list[BundleFallbackOption] = []
     priority: int = 0
+    vcluster_id: str | None = None
+    """The virtual cluster it reserves in (None: the root cluster)."""

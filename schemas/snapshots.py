@@ -6,8 +6,9 @@ import msgspec
 
 from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 """Bumped whenever the records change shape; a snapshot of another version is ignored."""
 
 
@@ -47,6 +48,33 @@ class GroupRecord(msgspec.Struct, frozen=True):
     explanation: Explanation | None
 
 
+class VNodeRecord(msgspec.Struct, frozen=True):
+    """What a virtual cluster knows of one of its live virtual nodes (the node itself is in its scope)."""
+
+    vnode_id: str
+    parent_node: str
+    own_labels: dict[str, str]
+    slot: int
+    base: dict[str, float]
+
+
+class VClusterRecord(msgspec.Struct, frozen=True):
+    """A virtual cluster: spec, place in the tree, admission state, virtual nodes, and its scope's view."""
+
+    vc_id: str
+    spec: VirtualCluster
+    parent: str
+    priority: int
+    arrival: int
+    status: str
+    reason: str
+    overtaken: int
+    destroying: bool
+    vnodes: list[VNodeRecord]
+    children: list[str]
+    scope: ViewSnapshot
+
+
 class ViewSnapshot(msgspec.Struct, frozen=True):
     """A whole view and the stream sequence it reflects."""
 
@@ -62,3 +90,5 @@ class ViewSnapshot(msgspec.Struct, frozen=True):
     records: dict[str, dict[str, str]]
     pending: list[str]
     topologies: list[str]
+    vclusters: list[VClusterRecord] = []
+    vcluster_arrivals: int = 0

@@ -11,6 +11,7 @@ from schemas import (
     ActorRemoved,
     ActorSubmitted,
     AnyEvent,
+    Explanation,
     NodeDied,
     NodeLabelsChanged,
     NodeRegistered,
@@ -23,15 +24,30 @@ from schemas import (
     ScheduleRequest,
     Taint,
     TaintsChanged,
+    VirtualCluster,
+    VirtualClusterDestroyed,
+    VirtualClusterDestroyRequested,
+    VirtualClusterInfo,
+    VirtualClusterQueued,
+    VirtualClusterRequested,
+    VirtualNodeInfo,
+    VirtualNodesReserved,
 )
 from schemas.decisions import Pending, Placed
-from services.core.decide_actor import decide_actor, explain_actor
+from schemas.vclusters import Admitted, Destroyed, Queued
+from services.core.decide_actor import explain_actor, place_actor
 from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
-from services.core.plugins.taints import taint_reason
-from services.core.prng import SplitMix64
+from services.core.plugins.taints import TaintFilter, taint_reason
+from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
+from services.core.state.vfold import STARVATION_LIMIT, parent_scope
+from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
+from services.core.vcluster_admission import blocker, queue_position, queued_message, reserve
+from services.core.vcluster_borrow import Lender, admission_need, parent_growth
+from services.core.vcluster_info import cluster_info, node_infos, quota_reason
+from services.core.vcluster_spec import CompiledSpec, check_parent, check_priority
 
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
@@ -68,6 +84,7 @@ class Cluster:
         self._groups: dict[str, CompiledGroup] = {}
         self._cause = ""
         self._subject = ""
+        self._specs: dict[str, CompiledSpec] = {}
 
     @classmethod
     def from_events(cls, events: list[AnyEvent], seed: int = 0, rare_resources: tuple[str, ...] = ()) -> Cluster:
@@ -103,10 +120,12 @@ class Cluster:
 
     def _fold(self, event: AnyEvent) -> None:
         self._view.fold(event)
-        if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._view.actors:
+        if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
             self._groups.pop(event.pg_id, None)
+        elif isinstance(event, VirtualClusterDestroyed):
+            self._specs.pop(event.vc_id, None)
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
@@ -145,33 +164,57 @@ class Cluster:
 
     def _react(self, event: AnyEvent, taints_before: tuple[Taint, ...] = ()) -> None:
         if isinstance(event, NodeDied):
-            self._fail_dead_node(event.node_id)
+            for scope in self._scopes():
+                for node_id in sorted(scope.dead):
+                    self._fail_dead_node(scope, node_id)
             self._retry_pending(everything=True)
         elif isinstance(event, NodeRegistered | NodeLabelsChanged):
             self._retry_pending(everything=True)
         elif isinstance(event, TaintsChanged):
             evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
             if evicting:
-                self._evict(event.node_id, evicting)
+                for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
+                    self._evict(scope, node_id, evicting)
             removed = any(t not in event.taints for t in taints_before)
             self._retry_pending(everything=bool(evicting) or removed)
+        elif isinstance(event, VirtualClusterRequested):
+            self._try_admit(self._view.tree.clusters[event.vc_id], announce=True)
+        elif isinstance(event, VirtualClusterDestroyRequested):
+            self._destroy(event.vc_id)
 
-    def _fail_dead_node(self, node_id: str) -> None:
-        node = self._view.dead.get(node_id)
+    def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:
+        node = scope.dead.get(node_id)
         if node is None:
             return
         self._fail_actors(sorted(node.actors), f"node {node_id} died")
         self._lose_bundles(sorted(node.bundles), f"node {node_id} died")
 
+    def _scopes(self) -> list[ClusterView]:
+        """The root view, then every virtual cluster's scope in arrival order."""
+        clusters = sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival)
+        return [self._view, *(vc.scope for vc in clusters)]
+
+    def _carved_below(self, view: ClusterView, node_id: str) -> list[tuple[ClusterView, str]]:
+        """Every virtual node carved out of `node_id`, directly or through other virtual nodes."""
+        found: list[tuple[ClusterView, str]] = []
+        for vnode_id, vc_id in sorted(view.carved.get(node_id, {}).items()):
+            scope = self._view.tree.clusters[vc_id].scope
+            found += [(scope, vnode_id), *self._carved_below(scope, vnode_id)]
+        return found
+
     def reconcile(self) -> None:
         """Catch up on reactions a follower only folded: fail work on dead nodes, evict, re-try everything."""
         self._begin("")
-        for node_id in sorted(self._view.dead):
-            self._fail_dead_node(node_id)
-        for node_id in sorted(self._view.nodes):
-            evicting = [t for t in self._view.nodes[node_id].taints if t.effect == "NoExecute"]
-            if evicting:
-                self._evict(node_id, evicting)
+        for vc in sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival):
+            if vc.destroying:
+                self._destroy(vc.vc_id)
+        for scope in self._scopes():
+            for node_id in sorted(scope.dead):
+                self._fail_dead_node(scope, node_id)
+            for node_id in sorted(scope.nodes):
+                evicting = [t for t in scope.nodes[node_id].taints if t.effect == "NoExecute"]
+                if evicting:
+                    self._evict(scope, node_id, evicting)
         self._retry_pending(everything=True)
 
     # nodes
@@ -226,11 +269,11 @@ class Cluster:
     def _node(self, node_id: str) -> NodeState:
         return live_node(self._view, node_id)
 
-    def _evict(self, node_id: str, taints: list[Taint]) -> None:
-        node = self._view.nodes[node_id]
+    def _evict(self, scope: ClusterView, node_id: str, taints: list[Taint]) -> None:
+        node = scope.nodes[node_id]
         victims = []
         for actor_id in sorted(node.actors):
-            actor = self._view.actors[actor_id]
+            actor = scope.actors[actor_id]
             if actor.bundle is not None:
                 continue
             tolerations = self._work_of(actor_id).tolerations
@@ -251,22 +294,25 @@ class Cluster:
     def submit(self, request: ScheduleRequest) -> Placed | Pending:
         """Schedule an actor or task; a live id returns its current decision and changes nothing."""
         work = CompiledRequest(request, self.rare_resources)
-        existing = self._view.actors.get(request.actor_id)
+        existing = self._scope(request.actor_id).actors.get(request.actor_id)
         if existing is not None:
             return self._decision_of(existing)
+        self._check_scope("vcluster_id", request.vcluster_id)
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
         self._emit(ActorSubmitted(request=request))
-        placed = self._try_actor(self._view.actors[request.actor_id], announce=True)
-        if placed:
+        actor = self._scope(request.actor_id).actors[request.actor_id]
+        if self._try_actor(actor, announce=True):
             self._retry_pending(everything=False)
-        return self._decision_of(self._view.actors[request.actor_id])
+        return self._decision_of(actor)
 
     def remove_actor(self, actor_id: str) -> None:
         """The actor or task finished or was removed: free its resources."""
-        self._actor(actor_id)
+        node_id = self._actor(actor_id).node_id
+        scope = self._scope(actor_id)
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
+        self._shrink(scope, node_id)
         self._retry_pending(everything=True)
 
     def fail_actor(self, actor_id: str) -> None:
@@ -278,36 +324,62 @@ class Cluster:
         self._fail_actors([actor_id], "reported failed")
         self._retry_pending(everything=True)
 
+    def _scope(self, work_id: str) -> ClusterView:
+        """The view an actor or placement group lives in (the root's, or its virtual cluster's)."""
+        return self._view.scope_of(work_id)
+
+    def _vc(self, scope: ClusterView) -> VClusterState | None:
+        return self._view.tree.clusters.get(scope.scope_id) if scope.scope_id else None
+
+    def _check_scope(self, field: str, vc_id: str | None) -> None:
+        """New work may name a live virtual cluster (None or "" is the root)."""
+        if not vc_id:
+            return
+        vc = self._view.tree.clusters.get(vc_id)
+        if vc is None:
+            raise UnknownIdError(f"{field} {vc_id!r}: no such virtual cluster")
+        if vc.destroying:
+            raise RequestError(f"{field} {vc_id!r}: the virtual cluster is being destroyed")
+
     def _work_of(self, actor_id: str) -> CompiledRequest:
         work = self._work.get(actor_id)
         if work is None:
-            work = self._work[actor_id] = CompiledRequest(self._view.actors[actor_id].request, self.rare_resources)
+            request = self._scope(actor_id).actors[actor_id].request
+            work = self._work[actor_id] = CompiledRequest(request, self.rare_resources)
         return work
 
     def _group_of(self, pg_id: str) -> CompiledGroup:
         work = self._groups.get(pg_id)
         if work is None:
-            work = self._groups[pg_id] = CompiledGroup(self._view.groups[pg_id].request, self.rare_resources)
+            work = self._groups[pg_id] = CompiledGroup(self._scope(pg_id).groups[pg_id].request, self.rare_resources)
         return work
 
     def _actor(self, actor_id: str) -> ActorState:
-        actor = self._view.actors.get(actor_id)
+        actor = self._scope(actor_id).actors.get(actor_id)
         if actor is None:
             raise UnknownIdError(f"actor_id {actor_id!r}: no such live actor")
         return actor
 
-    def _fail_actors(self, actor_ids: list[str], reason: str) -> None:
+    def _fail_actors(self, actor_ids: list[str], reason: str, *, restart: bool = True) -> None:
         for actor_id in actor_ids:
-            actor = self._view.actors[actor_id]
-            restart = actor.restarts_left
-            self._emit(ActorFailed(actor_id=actor_id, node_id=actor.node_id or "", reason=reason, will_restart=restart))
+            scope = self._scope(actor_id)
+            actor = scope.actors[actor_id]
+            again = restart and actor.restarts_left
+            node_id = actor.node_id
+            self._emit(ActorFailed(actor_id=actor_id, node_id=node_id or "", reason=reason, will_restart=again))
+            self._shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
         actor_id = actor.request.actor_id
-        decision = decide_actor(self._view, self._work_of(actor_id), self._prng, self.sample_size)
-        if isinstance(decision, tuple):
-            node, bundle_index = decision
-            target = self._work_of(actor_id).group_target
+        work = self._work_of(actor_id)
+        scope = self._scope(actor_id)
+        placed = place_actor(scope, work, self._prng, self.sample_size)
+        vc = self._vc(scope)
+        if placed is None and vc is not None:
+            placed = self._borrow(vc, work)
+        if placed is not None:
+            node, bundle_index = placed
+            target = work.group_target
             group_id = target.placement_group_id if target is not None and bundle_index >= 0 else ""
             self._emit(
                 ActorPlaced(
@@ -316,65 +388,74 @@ class Cluster:
             )
             return True
         if announce or actor.explanation is None:
-            self._emit(ActorPending(actor_id=actor_id, explanation=decision))
+            self._emit(ActorPending(actor_id=actor_id, explanation=self._explain(scope, work)))
         return False
+
+    def _explain(self, scope: ClusterView, work: CompiledRequest) -> Explanation:
+        vc = self._vc(scope)
+        if vc is None:
+            return explain_actor(scope, work)
+        reason = quota_reason(self._view, vc, self._spec_of(vc.vc_id), self._lender(), work.resources)
+        return explain_actor(scope, work, f"virtual cluster {vc.vc_id}", reason)
 
     def _decision_of(self, actor: ActorState) -> Placed | Pending:
         actor_id = actor.request.actor_id
         if actor.status == "placed" and actor.node_id is not None:
             return Placed(actor_id, actor.node_id, bundle_index=actor.bundle[1] if actor.bundle else -1)
-        return Pending.of(actor_id, explain_actor(self._view, self._work_of(actor_id)))
+        return Pending.of(actor_id, self._explain(self._scope(actor_id), self._work_of(actor_id)))
 
     # placement groups
 
     def create_placement_group(self, request: PlacementGroupRequest) -> Placed | Pending:
         """Reserve all bundles or none; a live id returns its current decision and changes nothing."""
         work = CompiledGroup(request, self.rare_resources)
-        existing = self._view.groups.get(request.pg_id)
+        existing = self._scope(request.pg_id).groups.get(request.pg_id)
         if existing is not None:
             return self._group_decision(existing)
+        self._check_scope("vcluster_id", request.vcluster_id)
         self._groups[request.pg_id] = work
         self._begin(request.pg_id)
         self._emit(PlacementGroupSubmitted(request=request))
-        if self._try_group(self._view.groups[request.pg_id], announce=True):
+        group = self._scope(request.pg_id).groups[request.pg_id]
+        if self._try_group(group, announce=True):
             self._retry_pending(everything=False)
-        return self._group_decision(self._view.groups[request.pg_id])
+        return self._group_decision(group)
 
     def remove_placement_group(self, pg_id: str) -> None:
         """Release the group's reservations; actors inside it stop for good."""
-        group = self._view.groups.get(pg_id)
+        group = self._scope(pg_id).groups.get(pg_id)
         if group is None:
             raise UnknownIdError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
-        for actor_id in sorted(group.actors):
-            self._emit(
-                ActorFailed(
-                    actor_id=actor_id,
-                    node_id=self._view.actors[actor_id].node_id or "",
-                    reason=f"placement group {pg_id} removed",
-                    will_restart=False,
-                )
-            )
-        self._emit(PlacementGroupRemoved(pg_id=pg_id))
+        self._stop_group(pg_id, f"placement group {pg_id} removed")
         self._retry_pending(everything=True)
+
+    def _stop_group(self, pg_id: str, reason: str) -> None:
+        """Stop the actors inside a placement group for good and release its reservations."""
+        group = self._scope(pg_id).groups[pg_id]
+        self._fail_actors(sorted(group.actors), reason, restart=False)
+        self._emit(PlacementGroupRemoved(pg_id=pg_id))
 
     def _lose_bundles(self, lost: list[tuple[str, int]], reason: str) -> None:
         by_group: dict[str, list[int]] = {}
         for pg_id, index in lost:
             by_group.setdefault(pg_id, []).append(index)
         for pg_id, indices in sorted(by_group.items()):
-            group = self._view.groups[pg_id]
+            group = self._scope(pg_id).groups[pg_id]
             if group.request.strategy == "STRICT_PACK":  # one node holds them all: re-place the whole group
                 indices = [i for i, node_id in enumerate(group.bundle_nodes) if node_id is not None]  # noqa: PLW2901
             gone = {(pg_id, i) for i in indices}
-            self._fail_actors([a for a in sorted(group.actors) if self._view.actors[a].bundle in gone], reason)
+            scope = self._scope(pg_id)
+            self._fail_actors([a for a in sorted(group.actors) if scope.actors[a].bundle in gone], reason)
             self._emit(PlacementGroupBundlesLost(pg_id=pg_id, bundle_indices=sorted(indices), reason=reason))
 
     def _try_group(self, group: GroupState, *, announce: bool) -> bool:
         pg_id = group.request.pg_id
         kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
         option = group.option if kept else None
-        decision = decide_group(self._view, self._group_of(pg_id), self._prng, self.sample_size, kept, option)
+        scope = self._scope(pg_id)
+        where = f"virtual cluster {scope.scope_id}" if scope.scope_id else ""
+        decision = decide_group(scope, self._group_of(pg_id), self._prng, self.sample_size, kept, option, where)
         if isinstance(decision, tuple):
             index, nodes = decision
             self._emit(PlacementGroupPlaced(pg_id=pg_id, bundle_nodes=nodes, option=index))
@@ -388,13 +469,15 @@ class Cluster:
         if group.status == "placed":
             return Placed(pg_id, bundle_nodes=[n for n in group.bundle_nodes if n is not None])
         kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
+        scope = self._scope(pg_id)
         decision = decide_group(
-            self._view,
+            scope,
             self._group_of(pg_id),
             SplitMix64(self.seed),
             self.sample_size,
             kept,
             group.option if kept else None,
+            f"virtual cluster {scope.scope_id}" if scope.scope_id else "",
         )
         explanation = decision if not isinstance(decision, tuple) else group.explanation
         assert explanation is not None, "a pending group always has an explanation"
@@ -406,65 +489,304 @@ class Cluster:
         """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
 
         `everything` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
-        removed, resources freed); otherwise only work that waits on another placement is re-tried.
+        removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
+        Otherwise only work that waits on another placement is re-tried.
         """
         wake_all = everything
-        while self._view.pending:
-            queue = sorted(self._view.pending, key=self._queue_key)
-            placed_any = False
-            for work_id in queue:
-                if work_id not in self._view.pending or not (wake_all or self._waits_on_placement(work_id)):
-                    continue
-                actor = self._view.actors.get(work_id)
-                if actor is not None:
-                    placed_any |= self._try_actor(actor, announce=False)
-                else:
-                    placed_any |= self._try_group(self._view.groups[work_id], announce=False)
-            if not placed_any:
+        while True:
+            progressed = self._admit_waiting() if wake_all and self._view.tree.clusters else False
+            for scope in self._scopes():
+                if scope.pending:
+                    progressed |= self._retry_scope(scope, wake_all=wake_all)
+            if not progressed:
                 return
             wake_all = False
 
+    def _retry_scope(self, scope: ClusterView, *, wake_all: bool) -> bool:
+        placed_any = False
+        for work_id in sorted(scope.pending, key=self._queue_key):
+            if work_id not in scope.pending or not (wake_all or self._waits_on_placement(work_id)):
+                continue
+            actor = scope.actors.get(work_id)
+            if actor is not None:
+                placed_any |= self._try_actor(actor, announce=False)
+            else:
+                placed_any |= self._try_group(scope.groups[work_id], announce=False)
+        return placed_any
+
     def _queue_key(self, work_id: str) -> tuple[int, int]:
-        actor = self._view.actors.get(work_id)
+        scope = self._scope(work_id)
+        actor = scope.actors.get(work_id)
         if actor is not None:
             return -actor.request.priority, actor.arrival
-        group = self._view.groups[work_id]
+        group = scope.groups[work_id]
         return -group.request.priority, group.arrival
 
     def _waits_on_placement(self, work_id: str) -> bool:
-        if work_id not in self._view.actors:
+        if work_id not in self._scope(work_id).actors:
             return False
         work = self._work_of(work_id)
         affinity = work.affinity is not None and any(not e.soft for e in work.affinity.match_expressions)
         dataflow = work.run_after is not None and work.run_after.policy == "Require"
         return affinity or dataflow or work.group_target is not None
 
+    # virtual clusters
+
+    def create_virtual_cluster(
+        self, vc_id: str, spec: VirtualCluster, parent: str | None = None, priority: int = 0
+    ) -> Admitted | Queued:
+        """Reserve the cluster's minimum from `parent` (None: the root) all at once, or queue it until it can be."""
+        parent_id = check_parent(self._view.tree, vc_id, parent)
+        compiled = CompiledSpec(vc_id, spec, self.rare_resources)
+        check_priority(priority)
+        self._begin(vc_id)
+        self._specs[vc_id] = compiled
+        event = VirtualClusterRequested(vc_id=vc_id, spec=spec, parent=parent_id, priority=priority)
+        self._emit(event)
+        self._react(event)
+        return self.admission(vc_id)
+
+    def admission(self, vc_id: str) -> Admitted | Queued:
+        """Where a cluster stands: admitted with its virtual nodes, or queued with the reason and its position."""
+        vc = self._cluster(vc_id)
+        if vc.status == "queued":
+            return Queued(vc_id, queued_message(self._view, vc), queue_position(self._view, vc)[0])
+        return Admitted(vc_id, sorted(vc.vnodes))
+
+    def destroy_virtual_cluster(self, vc_id: str, force: bool = False) -> Destroyed:
+        """Give the cluster's (and its children's) resources back; live work refuses it unless `force` stops it."""
+        self._cluster(vc_id)
+        tree = self._view.tree
+        live = [work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work()]
+        if live and not force:
+            shown = ", ".join(live[:5]) + (f" and {len(live) - 5} more" if len(live) > 5 else "")
+            raise RequestError(
+                f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True"
+            )
+        self._begin(vc_id)
+        event = VirtualClusterDestroyRequested(vc_id=vc_id, force=force)
+        self._emit(event)
+        return self._destroy(vc_id)
+
+    def _destroy(self, vc_id: str) -> Destroyed:
+        """Stop the work of the cluster and its children, release their nodes, then re-try what waits."""
+        tree = self._view.tree
+        if vc_id not in tree.clusters:
+            return Destroyed(vc_id, [])
+        parent = tree.clusters[vc_id].parent
+        gone, stopped = [], []
+        for vc in tree.subtree(vc_id):
+            reason = f"virtual cluster {vc.vc_id} destroyed"
+            mine = sorted(vc.scope.groups)
+            for pg_id in mine:
+                self._stop_group(pg_id, reason)
+            actors = sorted(vc.scope.actors)
+            self._fail_actors(actors, reason, restart=False)
+            hosts = sorted({vnode.parent_node for vnode in vc.vnodes.values()})
+            self._emit(VirtualClusterDestroyed(vc_id=vc.vc_id, stopped=sorted(mine + actors)))
+            if parent:
+                for host in hosts:
+                    self._shrink(tree.clusters[parent].scope, host)
+            gone.append(vc.vc_id)
+            stopped += sorted(mine + actors)
+        self._retry_pending(everything=True)
+        return Destroyed(vc_id, gone, sorted(stopped))
+
+    def virtual_cluster(self, vc_id: str) -> VirtualClusterInfo:
+        """The cluster's spec, state, resources (total, max, available), virtual nodes, children and parent."""
+        return cluster_info(self._view, self._cluster(vc_id), self._spec_of(vc_id))
+
+    def virtual_clusters(self) -> list[VirtualClusterInfo]:
+        """Every virtual cluster, parents before children."""
+        ordered = sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival)
+        return [cluster_info(self._view, vc, self._spec_of(vc.vc_id)) for vc in ordered]
+
+    def _cluster(self, vc_id: str) -> VClusterState:
+        vc = self._view.tree.clusters.get(vc_id)
+        if vc is None:
+            raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
+        return vc
+
+    def _spec_of(self, vc_id: str) -> CompiledSpec:
+        spec = self._specs.get(vc_id)
+        if spec is None:
+            spec = self._specs[vc_id] = CompiledSpec(vc_id, self._view.tree.clusters[vc_id].spec, self.rare_resources)
+        return spec
+
+    def _lender(self) -> Lender:
+        return Lender(self._view, self._spec_of)
+
+    def _admit_waiting(self) -> bool:
+        """Admit waiting clusters (each parent's queue in order) and repair degraded ones; True if any changed."""
+        tree = self._view.tree
+        changed = False
+        for parent in [ROOT, *(vc.vc_id for vc in sorted(tree.clusters.values(), key=lambda vc: vc.arrival))]:
+            for vc in tree.queue(parent):
+                changed |= self._try_admit(vc, announce=False)
+        for vc in sorted(tree.clusters.values(), key=lambda vc: vc.arrival):
+            if vc.status == "admitted" and not vc.destroying:
+                changed |= self._repair(vc)
+        return changed
+
+    def _try_admit(self, vc: VClusterState, *, announce: bool) -> bool:
+        if vc.status != "queued" or vc.destroying:
+            return False
+        ahead = blocker(self._view, vc)
+        if ahead is not None:
+            reason = f"waits behind virtual cluster {ahead.vc_id}, which {STARVATION_LIMIT} later clusters have passed"
+        else:
+            grown = self._grow_parent(vc)
+            grants = reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
+            if not isinstance(grants, str):
+                self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
+                self._retry_scope(vc.scope, wake_all=True)
+                return True
+            for vnode_id in grown:
+                self._shrink(self._view.scope(vc.parent), vnode_id)
+            reason = grants
+        if announce or reason != vc.reason:
+            self._emit(VirtualClusterQueued(vc_id=vc.vc_id, reason=reason))
+        return False
+
+    def _grow_parent(self, vc: VClusterState) -> list[str]:
+        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs; the grown nodes' ids."""
+        lender = self._lender()
+        plan = parent_growth(lender, vc, self._spec_of(vc.vc_id)) or []
+        parent = self._view.tree.clusters.get(vc.parent)
+        grown = []
+        for host_id, amount in plan:
+            assert parent is not None
+            vnode_id = flexible_id(parent.vc_id, host_id)
+            node = parent.scope.nodes.get(vnode_id)
+            free = node.free if node is not None else {}
+            need = {name: free.get(name, 0.0) + extra for name, extra in amount.items()}
+            for step in lender.growth(parent, host_id, need):
+                self._emit(step)
+            grown.append(vnode_id)
+        return grown
+
+    def _repair(self, vc: VClusterState) -> bool:
+        """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
+        if not admission_need(vc, self._spec_of(vc.vc_id)):
+            return False
+        grown = self._grow_parent(vc)
+        grants = reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
+        if isinstance(grants, str) or not grants:
+            for vnode_id in grown:
+                self._shrink(self._view.scope(vc.parent), vnode_id)
+            return False
+        self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
+        return True
+
+    def _borrow(self, vc: VClusterState, work: CompiledRequest) -> tuple[NodeState, int] | None:
+        """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows."""
+        spec = self._spec_of(vc.vc_id)
+        if vc.status != "admitted" or not spec.grows or work.group_target is not None:
+            return None
+        lender = self._lender()
+        standins = self._standins(vc, spec, work, lender)
+        scope = vc.scope
+        try:
+            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
+        finally:
+            for vnode_id in standins:
+                scope.drop_node(vnode_id)
+        if placed is None:
+            return None
+        node_id, bundle_index = placed[0].node_id, placed[1]
+        vnode = vc.vnodes.get(node_id)
+        if vnode is not None and not vnode.flexible:
+            return scope.nodes[node_id], bundle_index
+        host = vnode.parent_node if vnode is not None else standins[node_id]
+        for step in lender.growth(vc, host, work.resources):
+            self._emit(step)
+        return scope.nodes[node_id], bundle_index
+
+    def _standins(self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender) -> dict[str, str]:
+        """Add to the scope, for one decision, empty flexible nodes on parent nodes that could lend `work`'s needs."""
+        parent_view = parent_scope(self._view, vc)
+        ids = parent_view.ring.ids
+        allowed, tolerated = TaintFilter(spec.tolerations), TaintFilter(work.tolerations)
+        standins: dict[str, str] = {}
+        start = self._prng.below(len(ids)) if ids else 0
+        for step in range(len(ids)):
+            host = parent_view.nodes[ids[(start + step) % len(ids)]]
+            vnode_id = flexible_id(vc.vc_id, host.node_id)
+            if vnode_id in vc.vnodes or allowed.check(host) is not None or tolerated.check(host) is not None:
+                continue
+            labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
+            if not any(option.matches(labels) for option in work.options):
+                continue
+            if not fits(lender.lendable(vc, host), work.resources):
+                continue
+            node = NodeState(vnode_id, stable_hash(self.seed, vnode_id), {}, labels)
+            vc.scope.set_taints(node, list(host.taints))
+            vc.scope.add_live_node(node)
+            standins[vnode_id] = host.node_id
+            if len(standins) >= self.sample_size:
+                break
+        return standins
+
+    def _shrink(self, scope: ClusterView, node_id: str | None) -> None:
+        """Give back what a flexible node no longer uses, then let its parent's flexible node shrink in turn."""
+        vc = self._vc(scope)
+        while vc is not None and node_id is not None and vc.scope.nodes.get(node_id) is not None:
+            vnode = vc.vnodes.get(node_id)
+            step = Lender.shrunk(vc, node_id)
+            if vnode is None or step is None:
+                return
+            self._emit(step)
+            node_id = vnode.parent_node
+            vc = self._view.tree.clusters.get(vc.parent)
+
     # introspection
 
-    def placements(self) -> dict[str, str]:
-        """Actor id -> node id for every live placed actor."""
-        return {a: s.node_id for a, s in self._view.actors.items() if s.status == "placed" and s.node_id is not None}
+    def placements(self, vcluster_id: str | None = None) -> dict[str, str]:
+        """Actor id -> node id for every live placed actor (with `vcluster_id`: only that cluster's)."""
+        return {
+            actor_id: actor.node_id
+            for scope in self._scopes_of(vcluster_id)
+            for actor_id, actor in scope.actors.items()
+            if actor.status == "placed" and actor.node_id is not None
+        }
 
-    def placement_groups(self) -> dict[str, list[str]]:
-        """Placement group id -> node per bundle, for every placed group."""
-        return {g: [n or "" for n in s.bundle_nodes] for g, s in self._view.groups.items() if s.status == "placed"}
+    def placement_groups(self, vcluster_id: str | None = None) -> dict[str, list[str]]:
+        """Placement group id -> node per bundle, for every placed group (with `vcluster_id`: that cluster's)."""
+        return {
+            pg_id: [n or "" for n in group.bundle_nodes]
+            for scope in self._scopes_of(vcluster_id)
+            for pg_id, group in scope.groups.items()
+            if group.status == "placed"
+        }
 
-    def pending(self) -> list[Pending]:
+    def pending(self, vcluster_id: str | None = None) -> list[Pending]:
         """Every waiting actor and placement group, in queue order, with a fresh explanation."""
         found = []
-        for work_id in sorted(self._view.pending, key=self._queue_key):
-            actor = self._view.actors.get(work_id)
-            decision = (
-                self._decision_of(actor) if actor is not None else self._group_decision(self._view.groups[work_id])
-            )
-            if isinstance(decision, Pending):
-                found.append(decision)
+        for scope in self._scopes_of(vcluster_id):
+            for work_id in sorted(scope.pending, key=self._queue_key):
+                actor = scope.actors.get(work_id)
+                decision = (
+                    self._decision_of(actor) if actor is not None else self._group_decision(scope.groups[work_id])
+                )
+                if isinstance(decision, Pending):
+                    found.append(decision)
         return found
+
+    def nodes(self, vcluster_id: str | None = None) -> list[VirtualNodeInfo]:
+        """The nodes work can see: physical nodes at the root, the cluster's virtual nodes inside one."""
+        if vcluster_id:
+            return cluster_info(self._view, self._cluster(vcluster_id), self._spec_of(vcluster_id)).nodes
+        return node_infos(self._view, None)
+
+    def _scopes_of(self, vcluster_id: str | None) -> list[ClusterView]:
+        if vcluster_id:
+            return [self._cluster(vcluster_id).scope]
+        return self._scopes()
 
     def decision(self, work_id: str, kind: str = "actor") -> Placed | Pending:
         """The current decision for a live actor (or, with `kind="placement_group"`, a placement group)."""
         if kind == "placement_group":
-            group = self._view.groups.get(work_id)
+            group = self._scope(work_id).groups.get(work_id)
             if group is None:
                 raise UnknownIdError(f"pg_id {work_id!r}: no such placement group")
             return self._group_decision(group)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from schemas import Explanation
 from services.core.pipeline import Plan, choose, explain, feasible
 from services.core.plugins.actor_affinity import ActorAffinityFilter, ActorAffinityScorer, ExistingAntiAffinityFilter
@@ -14,14 +16,14 @@ from services.core.plugins.resources import Capacity
 from services.core.plugins.taints import PreferNoScheduleScorer, TaintFilter
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
-from services.core.state import ClusterView, NodeState
+from services.core.state import ClusterView, NodeState, Resources
 
 Decision = tuple[NodeState, int] | Explanation
 """The node (and bundle index, -1 outside placement groups) to place on, or why the actor waits."""
 
 
 def _shared_rules(  # noqa: PLR0912 - one branch per rule, in pipeline order, reads best as one list
-    view: ClusterView, work: CompiledRequest
+    view: ClusterView, work: CompiledRequest, *, capacity: bool = True
 ) -> tuple[list[Filter], list[Scorer], BundleTarget | None]:
     request = work.request
     filters: list[Filter] = []
@@ -30,7 +32,9 @@ def _shared_rules(  # noqa: PLR0912 - one branch per rule, in pipeline order, re
     if bundle is not None:
         filters.append(bundle)
     else:
-        filters += [Capacity(work.resources), TaintFilter(work.tolerations)]
+        filters += (
+            [Capacity(work.resources), TaintFilter(work.tolerations)] if capacity else [TaintFilter(work.tolerations)]
+        )
         if view.prefer_tainted:
             scorers.append(PreferNoScheduleScorer(work.tolerations))
     if work.node_label_hard is not None:
@@ -61,15 +65,22 @@ def _shared_rules(  # noqa: PLR0912 - one branch per rule, in pipeline order, re
     return filters, scorers, bundle
 
 
-def actor_plans(view: ClusterView, work: CompiledRequest) -> tuple[list[Plan], BundleTarget | None]:
-    """One plan per option: the shared rules plus that option's label selector."""
-    filters, scorers, bundle = _shared_rules(view, work)
+def actor_plans(
+    view: ClusterView, work: CompiledRequest, room: Callable[[NodeState], Resources] | None = None
+) -> tuple[list[Plan], BundleTarget | None]:
+    """One plan per option: the shared rules plus that option's label selector.
+
+    A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total.
+    """
+    filters, scorers, bundle = _shared_rules(view, work, capacity=room is None)
     plans = []
     for selector in work.options:
         rules = [*filters, SelectorFilter(view, selector)] if selector else list(filters)
         plan = Plan(work.resources, rules, scorers, work.policy)
         if bundle is not None:
             plan.room = bundle.room
+        elif room is not None:
+            plan.room = room
         plans.append(plan)
     return plans, bundle
 
@@ -80,21 +91,29 @@ def _group_reason(work: CompiledRequest, bundle: BundleTarget | None) -> str:
     return ""
 
 
-def decide_actor(view: ClusterView, work: CompiledRequest, prng: SplitMix64, sample: int) -> Decision:
-    """Place now on the first option that can; else explain the first feasible option (or the primary)."""
-    plans, bundle = actor_plans(view, work)
+def place_actor(
+    view: ClusterView,
+    work: CompiledRequest,
+    prng: SplitMix64,
+    sample: int,
+    room: Callable[[NodeState], Resources] | None = None,
+) -> tuple[NodeState, int] | None:
+    """The node (and bundle index) of the first option that can place the actor now, or None."""
+    plans, bundle = actor_plans(view, work, room)
     for plan in plans:
         node = choose(view, plan, prng, sample)
         if node is not None:
             return node, bundle.slot(node) if bundle is not None else -1
-    return explain_actor(view, work, plans, bundle)
+    return None
 
 
-def explain_actor(
-    view: ClusterView, work: CompiledRequest, plans: list[Plan] | None = None, bundle: BundleTarget | None = None
-) -> Explanation:
-    """Why the actor cannot be placed now."""
-    if plans is None:
-        plans, bundle = actor_plans(view, work)
+def decide_actor(view: ClusterView, work: CompiledRequest, prng: SplitMix64, sample: int) -> Decision:
+    """Place now on the first option that can; else explain the first feasible option (or the primary)."""
+    return place_actor(view, work, prng, sample) or explain_actor(view, work)
+
+
+def explain_actor(view: ClusterView, work: CompiledRequest, where: str = "", reason: str = "") -> Explanation:
+    """Why the actor cannot be placed now (`where` names a virtual cluster; `reason` is what blocks it there)."""
+    plans, bundle = actor_plans(view, work)
     waiting_on = next((plan for plan in plans if feasible(view, plan)), plans[0])
-    return explain(view, waiting_on, _group_reason(work, bundle))
+    return explain(view, waiting_on, _group_reason(work, bundle) or reason, where)

@@ -182,8 +182,12 @@ def decide_group(
     sample: int,
     kept: dict[int, str] | None = None,
     option_index: int | None = None,
+    where: str = "",
 ) -> GroupDecision:
-    """Reserve the first option that fits now; `kept` bundles (still reserved) stay where they are."""
+    """Reserve the first option that fits now; `kept` bundles (still reserved) stay where they are.
+
+    `where` names the virtual cluster whose nodes the view holds, for the explanation.
+    """
     indices = [option_index] if option_index is not None else list(range(len(work.options)))
     failures: list[_Failure] = []
     for index in indices:
@@ -193,5 +197,5 @@ def decide_group(
         failures.append(outcome)
     for index, failure in zip(indices, failures, strict=True):
         if _option_feasible(view, work, work.options[index]):
-            return explain(view, failure.plan, failure.group_reason)
-    return explain(view, failures[0].plan, failures[0].group_reason)
+            return explain(view, failure.plan, failure.group_reason, where)
+    return explain(view, failures[0].plan, failures[0].group_reason, where)

@@ -14,6 +14,8 @@ MARKET_TYPE = "corral.io/market-type"
 NODE_GROUP = "corral.io/node-group"
 ZONE = "corral.io/availability-zone"
 REGION = "corral.io/availability-region"
+VNODE_ID = "corral.io/vnode-id"
+VCLUSTER_ID = "corral.io/vcluster-id"
 
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

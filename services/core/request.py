@@ -39,7 +39,7 @@ class UnknownIdError(RequestError):
     """A request names a node, actor or placement group that does not exist."""
 
 
-def _fail(field: str, value: object, rule: str) -> RequestError:
+def rule_error(field: str, value: object, rule: str) -> RequestError:
     shown = repr(value)
     if len(shown) > 80:
         shown = f"{shown[:60]}... ({len(shown)} characters)"
@@ -49,19 +49,19 @@ def _fail(field: str, value: object, rule: str) -> RequestError:
 def check_id(field: str, value: object) -> str:
     """An id is a non-empty string of at most 253 characters without whitespace."""
     if not isinstance(value, str) or not _ID.fullmatch(value):
-        raise _fail(field, value, "must be a non-empty string of at most 253 characters without blanks")
+        raise rule_error(field, value, "must be a non-empty string of at most 253 characters without blanks")
     return value
 
 
 def check_resources(field: str, resources: object) -> Resources:
     """Resources map names to finite amounts >= 0."""
     if not isinstance(resources, dict):
-        raise _fail(field, resources, "must map resource names to amounts")
+        raise rule_error(field, resources, "must map resource names to amounts")
     for name, amount in resources.items():
         if not isinstance(name, str) or not name:
-            raise _fail(f"{field} name", name, "must be a non-empty string")
+            raise rule_error(f"{field} name", name, "must be a non-empty string")
         if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount < 0:
-            raise _fail(f"{field}[{name!r}]", amount, "must be a finite number >= 0")
+            raise rule_error(f"{field}[{name!r}]", amount, "must be a finite number >= 0")
     return {name: float(amount) for name, amount in resources.items() if amount > 0}
 
 
@@ -70,14 +70,14 @@ def check_taints(node_id: str, taints: object) -> list[Taint]:
     if isinstance(taints, dict):
         taints = [Taint(key, value) for key, value in taints.items()]
     if not isinstance(taints, list):
-        raise _fail(f"taints of node {node_id!r}", taints, "must be a {key: value} map or a list of Taint")
+        raise rule_error(f"taints of node {node_id!r}", taints, "must be a {key: value} map or a list of Taint")
     for taint in taints:
         if not isinstance(taint, Taint):
-            raise _fail(f"taints of node {node_id!r}", taint, "must be a Taint")
+            raise rule_error(f"taints of node {node_id!r}", taint, "must be a Taint")
         validate_label_key(taint.key, allow_system=True)
         validate_label_value(taint.key, taint.value)
         if taint.effect not in TAINT_EFFECTS:
-            raise _fail(f"taint {taint.key!r} effect", taint.effect, f"must be one of {', '.join(TAINT_EFFECTS)}")
+            raise rule_error(f"taint {taint.key!r} effect", taint.effect, f"must be one of {', '.join(TAINT_EFFECTS)}")
     return list(taints)
 
 
@@ -94,7 +94,7 @@ def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
         raise LabelError(f"{field}: {error}") from error
 
 
-def _tolerations(field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...]) -> Tolerations:
+def compile_tolerations(field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...]) -> Tolerations:
     try:
         tolerations = Tolerations.parse(spec)
     except LabelError as error:
@@ -134,17 +134,17 @@ class CompiledRequest:
         self.options = [_selector("label_selector", request.label_selector)]
         for index, option in enumerate(request.fallback_strategy):
             if not isinstance(option, dict) or set(option) != {"label_selector"}:
-                raise _fail(f"fallback_strategy[{index}]", option, "must be {'label_selector': {...}}")
+                raise rule_error(f"fallback_strategy[{index}]", option, "must be {'label_selector': {...}}")
             self.options.append(_selector(f"fallback_strategy[{index}].label_selector", option["label_selector"]))
-        self.tolerations = _tolerations("tolerations", request.tolerations, self.resources, rare)
+        self.tolerations = compile_tolerations("tolerations", request.tolerations, self.resources, rare)
         if (
             isinstance(request.max_restarts, bool)
             or not isinstance(request.max_restarts, int)
             or request.max_restarts < -1
         ):
-            raise _fail("max_restarts", request.max_restarts, "must be an integer >= -1 (-1 restarts forever)")
+            raise rule_error("max_restarts", request.max_restarts, "must be an integer >= -1 (-1 restarts forever)")
         if isinstance(request.priority, bool) or not isinstance(request.priority, int):
-            raise _fail("priority", request.priority, "must be an integer")
+            raise rule_error("priority", request.priority, "must be an integer")
         self.policy = "DEFAULT"
         self.node_label_hard: LabelSelector | None = None
         self.node_label_soft: LabelSelector | None = None
@@ -159,7 +159,7 @@ class CompiledRequest:
             return
         if isinstance(strategy, str):
             if strategy not in POLICIES:
-                raise _fail("scheduling_strategy", strategy, f"must be one of {', '.join(POLICIES)} or a strategy")
+                raise rule_error("scheduling_strategy", strategy, f"must be one of {', '.join(POLICIES)} or a strategy")
             self.policy = strategy
         elif isinstance(strategy, NodeLabelSchedulingStrategy):
             self.node_label_hard = _selector("scheduling_strategy.hard", strategy.hard) or None
@@ -172,14 +172,14 @@ class CompiledRequest:
         elif isinstance(strategy, PlacementGroupSchedulingStrategy):
             check_id("scheduling_strategy.placement_group_id", strategy.placement_group_id)
             if strategy.bundle_index < -1:
-                raise _fail("scheduling_strategy.bundle_index", strategy.bundle_index, "must be >= -1")
+                raise rule_error("scheduling_strategy.bundle_index", strategy.bundle_index, "must be >= -1")
             self.group_target = strategy
         else:
-            raise _fail("scheduling_strategy", strategy, "must be None, DEFAULT, SPREAD or a strategy Struct")
+            raise rule_error("scheduling_strategy", strategy, "must be None, DEFAULT, SPREAD or a strategy Struct")
 
     def _affinity(self, strategy: ActorAffinitySchedulingStrategy) -> None:
         if not strategy.match_expressions:
-            raise _fail("scheduling_strategy.match_expressions", [], "needs at least one expression")
+            raise rule_error("scheduling_strategy.match_expressions", [], "needs at least one expression")
         for index, expression in enumerate(strategy.match_expressions):
             field = f"scheduling_strategy.match_expressions[{index}]"
             try:
@@ -191,12 +191,12 @@ class CompiledRequest:
                 raise LabelError(f"{field}: {error}") from error
             operator = expression.operator
             if operator not in _OPERATORS:
-                raise _fail(f"{field}.operator", operator, "must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST")
+                raise rule_error(f"{field}.operator", operator, "must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST")
             listed = operator in (ActorAffinityOperator.IN, ActorAffinityOperator.NOT_IN)
             if listed and not expression.values:
-                raise _fail(f"{field}.values", expression.values, f"{operator} needs at least one value")
+                raise rule_error(f"{field}.values", expression.values, f"{operator} needs at least one value")
             if not listed and expression.values:
-                raise _fail(f"{field}.values", expression.values, f"{operator} takes no values")
+                raise rule_error(f"{field}.values", expression.values, f"{operator} takes no values")
         self.affinity = strategy
 
     @staticmethod
@@ -205,7 +205,7 @@ class CompiledRequest:
             return None
         check_id("run_after.operation_id", run_after.operation_id)
         if run_after.policy not in RUN_AFTER_POLICIES:
-            raise _fail("run_after.policy", run_after.policy, "must be '', 'Require' or 'Prefer'")
+            raise rule_error("run_after.policy", run_after.policy, "must be '', 'Require' or 'Prefer'")
         try:
             for key in [*run_after.require, *(prefer.name for prefer in run_after.prefer)]:
                 validate_label_key(key, allow_system=True)
@@ -213,7 +213,7 @@ class CompiledRequest:
             raise LabelError(f"run_after: {error}") from error
         for prefer in run_after.prefer:
             if isinstance(prefer.weight, bool) or not isinstance(prefer.weight, int) or prefer.weight < 0:
-                raise _fail(f"run_after.prefer[{prefer.name!r}].weight", prefer.weight, "must be an integer >= 0")
+                raise rule_error(f"run_after.prefer[{prefer.name!r}].weight", prefer.weight, "must be an integer >= 0")
         return None if run_after.policy == "" else run_after
 
 
@@ -236,13 +236,13 @@ class CompiledGroup:
         self.request = request
         check_id("pg_id", request.pg_id)
         if request.strategy not in GROUP_STRATEGIES:
-            raise _fail("strategy", request.strategy, f"must be one of {', '.join(GROUP_STRATEGIES)}")
+            raise rule_error("strategy", request.strategy, f"must be one of {', '.join(GROUP_STRATEGIES)}")
         self.strategy = request.strategy
         self.options = [self._option("", request.bundles, request.bundle_label_selector)]
         for index, option in enumerate(request.fallback_strategy):
             field = f"fallback_strategy[{index}]"
             if not isinstance(option, dict) or not set(option) <= {"bundles", "bundle_label_selector"}:
-                raise _fail(field, option, "must be {'bundles': [...], 'bundle_label_selector': [...]}")
+                raise rule_error(field, option, "must be {'bundles': [...], 'bundle_label_selector': [...]}")
             bundles = option.get("bundles", request.bundles)
             self.options.append(self._option(f"{field}.", bundles, option.get("bundle_label_selector", [])))
         everything: Resources = {}
@@ -250,19 +250,21 @@ class CompiledGroup:
             for bundle in option_.bundles:
                 for name, amount in bundle.items():
                     everything[name] = max(everything.get(name, 0.0), amount)
-        self.tolerations = _tolerations("tolerations", request.tolerations, everything, rare)
+        self.tolerations = compile_tolerations("tolerations", request.tolerations, everything, rare)
         if isinstance(request.priority, bool) or not isinstance(request.priority, int):
-            raise _fail("priority", request.priority, "must be an integer")
+            raise rule_error("priority", request.priority, "must be an integer")
 
     @staticmethod
     def _option(prefix: str, bundles: object, selectors: object) -> GroupOption:
         if not isinstance(bundles, list) or not bundles:
-            raise _fail(f"{prefix}bundles", bundles, "must be a non-empty list of resource maps")
+            raise rule_error(f"{prefix}bundles", bundles, "must be a non-empty list of resource maps")
         shapes = [check_resources(f"{prefix}bundles[{i}]", bundle) for i, bundle in enumerate(bundles)]
         for index, shape in enumerate(shapes):
             if not shape:
-                raise _fail(f"{prefix}bundles[{index}]", bundles[index], "must ask for some resource")
+                raise rule_error(f"{prefix}bundles[{index}]", bundles[index], "must ask for some resource")
         if not isinstance(selectors, list) or (selectors and len(selectors) != len(bundles)):
-            raise _fail(f"{prefix}bundle_label_selector", selectors, f"must be empty or have {len(bundles)} entries")
+            raise rule_error(
+                f"{prefix}bundle_label_selector", selectors, f"must be empty or have {len(bundles)} entries"
+            )
         parsed = [_selector(f"{prefix}bundle_label_selector[{i}]", spec) for i, spec in enumerate(selectors)]
         return GroupOption(shapes, parsed or [LabelSelector()] * len(shapes))

@@ -6,10 +6,20 @@ import hashlib
 
 import msgspec
 
-from schemas.snapshots import SNAPSHOT_VERSION, ActorRecord, GroupRecord, NodeRecord, ViewSnapshot
+from schemas.snapshots import (
+    SNAPSHOT_VERSION,
+    ActorRecord,
+    GroupRecord,
+    NodeRecord,
+    VClusterRecord,
+    ViewSnapshot,
+    VNodeRecord,
+)
 from services.core.prng import stable_hash
 from services.core.state.model import ActorState, GroupState, NodeState
+from services.core.state.vfold import parent_scope
 from services.core.state.view import RECORDED_TOPOLOGY, ClusterView
+from services.core.state.vtree import VClusterState, VNode, VTree
 
 _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 
@@ -43,12 +53,71 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         records=dict(sorted(view.records.items())),
         pending=sorted(view.pending),
         topologies=sorted(view.topologies),
+        vclusters=[_vcluster_record(vc) for vc in _by_arrival(view)] if not view.scope_id else [],
+        vcluster_arrivals=view.tree.arrivals if not view.scope_id else 0,
+    )
+
+
+def _by_arrival(view: ClusterView) -> list[VClusterState]:
+    return sorted(view.tree.clusters.values(), key=lambda vc: vc.arrival)
+
+
+def _vcluster_record(vc: VClusterState) -> VClusterRecord:
+    vnodes = [
+        VNodeRecord(v.vnode_id, v.parent_node, v.own_labels, v.slot, v.base) for _, v in sorted(vc.vnodes.items())
+    ]
+    return VClusterRecord(
+        vc.vc_id,
+        vc.spec,
+        vc.parent,
+        vc.priority,
+        vc.arrival,
+        vc.status,
+        vc.reason,
+        vc.overtaken,
+        vc.destroying,
+        vnodes,
+        list(vc.children),
+        dump(vc.scope),
     )
 
 
 def restore(snapshot: ViewSnapshot) -> ClusterView:
     """The view a snapshot was dumped from, indexes rebuilt."""
-    view = ClusterView(snapshot.seed)
+    view = _restore_scope(snapshot, VTree(), "")
+    tree = view.tree
+    tree.arrivals = snapshot.vcluster_arrivals
+    for record in snapshot.vclusters:
+        vc = VClusterState(
+            record.vc_id,
+            record.spec,
+            record.parent,
+            record.priority,
+            record.arrival,
+            _restore_scope(record.scope, tree, record.vc_id),
+        )
+        vc.status, vc.reason, vc.overtaken, vc.destroying = (
+            record.status,
+            record.reason,
+            record.overtaken,
+            record.destroying,
+        )
+        vc.children = list(record.children)
+        vc.vnodes = {
+            v.vnode_id: VNode(v.vnode_id, v.parent_node, dict(v.own_labels), v.slot, dict(v.base))
+            for v in record.vnodes
+        }
+        tree.clusters[vc.vc_id] = vc
+        for work_id in vc.live_work():
+            tree.work_scope[work_id] = vc.vc_id
+    for vc in _by_arrival(view):
+        for vnode in vc.vnodes.values():
+            parent_scope(view, vc).carved.setdefault(vnode.parent_node, {})[vnode.vnode_id] = vc.vc_id
+    return view
+
+
+def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> ClusterView:
+    view = ClusterView(snapshot.seed, tree=tree, scope_id=scope_id)
     view.version, view.epoch, view.arrivals = snapshot.version, snapshot.epoch, snapshot.arrivals
     view.topologies = set(snapshot.topologies)
     for record in snapshot.nodes:

@@ -27,12 +27,20 @@ from schemas import (
     ScheduleRequest,
     Taint,
     TaintsChanged,
+    VirtualClusterDestroyed,
+    VirtualClusterDestroyRequested,
+    VirtualClusterQueued,
+    VirtualClusterRequested,
+    VirtualNodeResized,
+    VirtualNodesReserved,
 )
 from services.core.labels import HOSTNAME, NODE_ID, REGION, ZONE
 from services.core.prng import stable_hash
 from services.core.ring import HashRing
+from services.core.state import vfold
 from services.core.state.indexes import DomainIndex, LabelIndex
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
+from services.core.state.vtree import ROOT, VTree
 
 RECORDED_TOPOLOGY = (HOSTNAME, ZONE, REGION)
 AntiTerm = tuple[str, tuple[str, ...] | None, str]
@@ -47,8 +55,14 @@ SCHEDULER_EVENTS = (
     PlacementGroupPending,
     PlacementGroupBundlesLost,
     PlacementGroupRemoved,
+    VirtualClusterQueued,
+    VirtualNodesReserved,
+    VirtualNodeResized,
+    VirtualClusterDestroyed,
 )
 """Events only the scheduler writes: fenced by the lease epoch."""
+WORK_EVENTS = (ActorPlaced, ActorPending, ActorFailed, ActorRemoved)
+GROUP_EVENTS = (PlacementGroupPlaced, PlacementGroupPending, PlacementGroupBundlesLost, PlacementGroupRemoved)
 
 
 def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
@@ -70,8 +84,13 @@ def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
 class ClusterView:
     """Everything the scheduler knows, indexed for decisions; changed only through `fold`."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, *, tree: VTree | None = None, scope_id: str = ROOT) -> None:
         self.seed = seed
+        self.scope_id = scope_id
+        """ROOT for the physical cluster, else the virtual cluster whose nodes this view holds."""
+        self.tree = tree if tree is not None else VTree()
+        self.carved: dict[str, dict[str, str]] = {}
+        """Node id -> {virtual node id: cluster id} for the virtual nodes carved out of it."""
         self.nodes: dict[str, NodeState] = {}
         self.dead: dict[str, NodeState] = {}
         self.ring = HashRing()
@@ -103,13 +122,47 @@ class ClusterView:
             PlacementGroupBundlesLost: self._on_bundles_lost,
             PlacementGroupRemoved: self._on_group_removed,
             SchedulerElected: self._on_scheduler_elected,
+            VirtualClusterRequested: lambda e: vfold.on_requested(self, e),
+            VirtualClusterQueued: lambda e: vfold.on_queued(self, e),
+            VirtualNodesReserved: lambda e: vfold.on_reserved(self, e),
+            VirtualNodeResized: lambda e: vfold.on_resized(self, e),
+            VirtualClusterDestroyRequested: lambda e: vfold.on_destroy_requested(self, e),
+            VirtualClusterDestroyed: lambda e: vfold.on_destroyed(self, e),
         }
 
     def fold(self, event: AnyEvent) -> None:
-        """Apply one event (a scheduler event of an epoch older than the current lease is skipped)."""
+        """Apply one event (a scheduler event of an epoch older than the current lease is skipped).
+
+        Actor and placement-group events go to the scope of the virtual cluster the work runs in.
+        """
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
-            self._handlers[type(event)](event)
+            if self.tree.clusters and isinstance(event, (*WORK_EVENTS, *GROUP_EVENTS)):
+                self._fold_scoped(event)
+            else:
+                self._handlers[type(event)](event)
         self.version += 1
+
+    def _fold_scoped(self, event: AnyEvent) -> None:
+        tree = self.tree
+        work_id = event.actor_id if isinstance(event, WORK_EVENTS) else getattr(event, "pg_id", "")
+        scope = self.scope(tree.work_scope.get(work_id, ROOT))
+        scope.apply(event)
+        if work_id not in scope.actors and work_id not in scope.groups:
+            tree.work_scope.pop(work_id, None)
+
+    def apply(self, event: AnyEvent) -> None:
+        """Apply one event to this view itself (no fencing, no routing)."""
+        self._handlers[type(event)](event)
+
+    def scope(self, vc_id: str | None) -> ClusterView:
+        """The view of a virtual cluster's nodes and work (the root view for ROOT or None)."""
+        if not vc_id:
+            return self
+        return self.tree.clusters[vc_id].scope
+
+    def scope_of(self, work_id: str) -> ClusterView:
+        """The view an actor or placement group lives in."""
+        return self.scope(self.tree.work_scope.get(work_id, ROOT))
 
     def node(self, node_id: str) -> NodeState | None:
         """A live node, or the tombstone of a dead one (work folded onto it is released from it)."""
@@ -137,12 +190,17 @@ class ClusterView:
     def _on_node_registered(self, event: NodeRegistered) -> None:
         if event.node_id in self.nodes:
             return  # a live node registering again resumes: nothing changes
-        self._bury(event.node_id)
+        self.bury(event.node_id)
         node = NodeState(event.node_id, stable_hash(self.seed, event.node_id), event.resources, event.labels)
         node.address = event.address
         self.set_taints(node, event.taints)
-        node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
+        node.record = self.record_of_node(node)
         self.add_live_node(node)
+
+    @staticmethod
+    def record_of_node(node: NodeState) -> dict[str, str]:
+        """The topology labels a DataFlow operation placed on `node` passes on."""
+        return {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
 
     def add_live_node(self, node: NodeState) -> None:
         """Make `node` a candidate: keep it and index it by hash and labels."""
@@ -158,8 +216,18 @@ class ClusterView:
         self.ring.remove(node.hash_key, node.node_id)
         self.labels.remove(node)
         self.dead[node.node_id] = node
+        vfold.carry_down(self, event)
 
-    def _bury(self, node_id: str) -> None:
+    def drop_node(self, node_id: str) -> None:
+        """Forget a node (a released virtual node) without a tombstone."""
+        node = self.nodes.pop(node_id, None)
+        if node is not None:
+            self.prefer_tainted.discard(node_id)
+            self.ring.remove(node.hash_key, node_id)
+            self.labels.remove(node)
+        self.dead.pop(node_id, None)
+
+    def bury(self, node_id: str) -> None:
         """Forget a dead node for good, detaching whatever the scheduler has not failed yet."""
         node = self.dead.pop(node_id, None)
         if node is None:
@@ -178,15 +246,17 @@ class ClusterView:
             self.index_actor(actor.request, node, -1)
         self.labels.remove(node)
         node.labels = dict(event.labels)
-        node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
+        node.record = self.record_of_node(node)
         self.labels.add(node)
         for actor in placed:
             self.index_actor(actor.request, node, 1)
+        vfold.carry_down(self, event)
 
     def _on_taints_changed(self, event: TaintsChanged) -> None:
         node = self.nodes.get(event.node_id)
         if node is not None:
             self.set_taints(node, event.taints)
+            vfold.carry_down(self, event)
 
     def set_taints(self, node: NodeState, taints: list[Taint]) -> None:
         """Replace a node's taints, keeping the PreferNoSchedule index true."""
@@ -199,9 +269,17 @@ class ClusterView:
     # actors
 
     def _on_actor_submitted(self, event: ActorSubmitted) -> None:
-        self.arrivals += 1
-        self.actors[event.request.actor_id] = ActorState(event.request, self.arrivals)
-        self.pending[event.request.actor_id] = None
+        scope = self._enter(event.request.actor_id, event.request.vcluster_id)
+        scope.arrivals += 1
+        scope.actors[event.request.actor_id] = ActorState(event.request, scope.arrivals)
+        scope.pending[event.request.actor_id] = None
+
+    def _enter(self, work_id: str, vc_id: str | None) -> ClusterView:
+        """The scope new work joins (recorded so later events about it find it)."""
+        if vc_id and vc_id in self.tree.clusters:
+            self.tree.work_scope[work_id] = vc_id
+            return self.tree.clusters[vc_id].scope
+        return self
 
     def _on_actor_placed(self, event: ActorPlaced) -> None:
         actor = self.actors[event.actor_id]
@@ -290,9 +368,10 @@ class ClusterView:
     # placement groups
 
     def _on_group_submitted(self, event: PlacementGroupSubmitted) -> None:
-        self.arrivals += 1
-        self.groups[event.request.pg_id] = GroupState(event.request, self.arrivals)
-        self.pending[event.request.pg_id] = None
+        scope = self._enter(event.request.pg_id, event.request.vcluster_id)
+        scope.arrivals += 1
+        scope.groups[event.request.pg_id] = GroupState(event.request, scope.arrivals)
+        scope.pending[event.request.pg_id] = None
 
     def _on_group_placed(self, event: PlacementGroupPlaced) -> None:
         group = self.groups[event.pg_id]

@@ -1,0 +1,174 @@
+"""Folding the virtual-cluster events into a root view, and carrying node changes down to virtual nodes (pure)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schemas import (
+    NodeDied,
+    NodeLabelsChanged,
+    TaintsChanged,
+    VirtualClusterDestroyed,
+    VirtualClusterDestroyRequested,
+    VirtualClusterQueued,
+    VirtualClusterRequested,
+    VirtualNodeGrant,
+    VirtualNodeResized,
+    VirtualNodesReserved,
+)
+from services.core.prng import stable_hash
+from services.core.state.model import NodeState, give, take
+from services.core.state.vtree import ROOT, VClusterState, VNode, positive, vnode_labels
+
+if TYPE_CHECKING:
+    from services.core.state.view import ClusterView
+
+STARVATION_LIMIT = 16
+"""While a cluster waits, at most this many clusters that arrived after it are admitted ahead of it."""
+
+
+def parent_scope(root: ClusterView, vc: VClusterState) -> ClusterView:
+    """The view virtual nodes of `vc` are carved from: the root's, or the parent cluster's scope."""
+    return root if vc.parent == ROOT else root.tree.clusters[vc.parent].scope
+
+
+def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
+    """A new cluster joins its parent's admission queue, with an empty scope."""
+    from services.core.state.view import ClusterView  # noqa: PLC0415 - the view module imports this one
+
+    tree = root.tree
+    if event.vc_id in tree.clusters:
+        return
+    tree.arrivals += 1
+    scope = ClusterView(root.seed, tree=tree, scope_id=event.vc_id)
+    tree.clusters[event.vc_id] = VClusterState(
+        event.vc_id, event.spec, event.parent, event.priority, tree.arrivals, scope
+    )
+    if event.parent in tree.clusters:
+        tree.clusters[event.parent].children.append(event.vc_id)
+
+
+def on_queued(root: ClusterView, event: VirtualClusterQueued) -> None:
+    """Record why a cluster waits."""
+    vc = root.tree.clusters.get(event.vc_id)
+    if vc is not None:
+        vc.reason = event.reason
+
+
+def on_reserved(root: ClusterView, event: VirtualNodesReserved) -> None:
+    """Carve the granted virtual nodes; the first grant admits a queued cluster."""
+    vc = root.tree.clusters.get(event.vc_id)
+    if vc is None:
+        return
+    for grant in event.vnodes:
+        _carve(root, vc, grant)
+    if vc.status == "queued":
+        vc.status, vc.reason = "admitted", ""
+        for waiting in root.tree.queue(vc.parent):
+            if waiting.arrival < vc.arrival:
+                waiting.overtaken += 1
+
+
+def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> None:
+    parent_view = parent_scope(root, vc)
+    host = parent_view.node(grant.parent_node)
+    assert host is not None, f"virtual node {grant.vnode_id} carved from unknown node {grant.parent_node}"
+    scope = vc.scope
+    scope.bury(grant.vnode_id)
+    base = dict(grant.resources) if grant.slot < 0 else {}
+    vnode = VNode(grant.vnode_id, grant.parent_node, dict(grant.labels), grant.slot, base)
+    vc.vnodes[grant.vnode_id] = vnode
+    labels = vnode_labels(host.labels, vnode, vc.vc_id)
+    node = NodeState(grant.vnode_id, stable_hash(scope.seed, grant.vnode_id), grant.resources, labels)
+    scope.set_taints(node, list(host.taints))
+    node.record = scope.record_of_node(node)
+    scope.add_live_node(node)
+    take(host.free, node.total)
+    parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
+
+
+def on_resized(root: ClusterView, event: VirtualNodeResized) -> None:
+    """Grow or shrink a flexible node against its parent node; created on first growth, gone when emptied."""
+    vc = root.tree.clusters.get(event.vc_id)
+    if vc is None:
+        return
+    node = vc.scope.nodes.get(event.vnode_id)
+    if node is None:
+        grant = VirtualNodeGrant(event.vnode_id, event.parent_node, positive(event.resources))
+        _carve(root, vc, grant)
+        vc.vnodes[event.vnode_id].base = {}
+        return
+    if not positive(event.resources):
+        release_vnode(root, vc, event.vnode_id)
+        return
+    host = parent_scope(root, vc).node(event.parent_node)
+    new_total = positive(event.resources)
+    delta = {name: new_total.get(name, 0.0) - node.total.get(name, 0.0) for name in {*new_total, *node.total}}
+    if host is not None:
+        take(host.free, delta)
+    give(node.free, delta)
+    node.total = new_total
+
+
+def release_vnode(root: ClusterView, vc: VClusterState, vnode_id: str) -> None:
+    """Give a virtual node's resources back to its parent node and forget it."""
+    vnode = vc.vnodes.pop(vnode_id, None)
+    node = vc.scope.nodes.get(vnode_id) or vc.scope.dead.get(vnode_id)
+    if vnode is None or node is None:
+        return
+    parent_view = parent_scope(root, vc)
+    host = parent_view.node(vnode.parent_node)
+    if host is not None and vnode_id in vc.scope.nodes:
+        give(host.free, node.total)
+    carved = parent_view.carved.get(vnode.parent_node)
+    if carved is not None:
+        carved.pop(vnode_id, None)
+        if not carved:
+            del parent_view.carved[vnode.parent_node]
+    vc.scope.drop_node(vnode_id)
+
+
+def on_destroy_requested(root: ClusterView, event: VirtualClusterDestroyRequested) -> None:
+    """Mark the cluster and its children as going away (no new work is accepted into them)."""
+    if event.vc_id in root.tree.clusters:
+        for vc in root.tree.subtree(event.vc_id):
+            vc.destroying = True
+
+
+def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
+    """Return every virtual node to the parent and drop the cluster from the tree."""
+    tree = root.tree
+    vc = tree.clusters.get(event.vc_id)
+    if vc is None:
+        return
+    for vnode_id in sorted(vc.vnodes):
+        release_vnode(root, vc, vnode_id)
+    for work_id in vc.live_work():
+        tree.work_scope.pop(work_id, None)
+    del tree.clusters[event.vc_id]
+    parent = tree.clusters.get(vc.parent)
+    if parent is not None and event.vc_id in parent.children:
+        parent.children.remove(event.vc_id)
+
+
+def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
+    """Apply a node's change to the virtual nodes carved from it (and theirs, recursively)."""
+    carved = view.carved.get(event.node_id)
+    if not carved:
+        return
+    host = view.node(event.node_id)
+    for vnode_id, vc_id in sorted(carved.items()):
+        vc = view.tree.clusters[vc_id]
+        scope, vnode = vc.scope, vc.vnodes[vnode_id]
+        derived: NodeDied | NodeLabelsChanged | TaintsChanged
+        if isinstance(event, NodeDied):
+            derived = NodeDied(node_id=vnode_id)
+            del vc.vnodes[vnode_id]
+        elif isinstance(event, NodeLabelsChanged):
+            labels = host.labels if host is not None else {}
+            derived = NodeLabelsChanged(node_id=vnode_id, labels=vnode_labels(labels, vnode, vc_id))
+        else:
+            derived = TaintsChanged(node_id=vnode_id, taints=list(event.taints))
+        scope.apply(derived)
+    if isinstance(event, NodeDied):
+        del view.carved[event.node_id]

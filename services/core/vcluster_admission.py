@@ -1,0 +1,152 @@
+"""Admission of virtual clusters: reserve the whole minimum or nothing, the queue order and its anti-starvation rule.
+
+A cluster's minimum is every fixed-size node (each group placed PACK / SPREAD / STRICT_SPREAD over the parent's
+nodes, as a placement group would be) plus the flexible minimum, carved from the nodes of the parent's scope.
+"""
+
+from __future__ import annotations
+
+from schemas import Explanation, VirtualNodeGrant
+from services.core.decide_group import decide_group
+from services.core.plugins.taints import TaintFilter
+from services.core.prng import SplitMix64
+from services.core.state import ClusterView, NodeState, Resources, give, take
+from services.core.state.vfold import STARVATION_LIMIT, parent_scope
+from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
+from services.core.vcluster_spec import CompiledSpec
+
+
+class _Hold:
+    """Resources tentatively taken from parent nodes during one attempt, given back at the end."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[NodeState, Resources]] = []
+
+    def take(self, node: NodeState, amount: Resources) -> None:
+        take(node.free, amount)
+        self.held.append((node, amount))
+
+    def release(self) -> None:
+        for node, amount in reversed(self.held):
+            give(node.free, amount)
+        self.held.clear()
+
+
+def reserve(
+    root: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64, sample: int
+) -> list[VirtualNodeGrant] | str:
+    """The virtual nodes still missing from the minimum (all of it for a queued cluster), or why not now."""
+    if vc.parent and root.tree.clusters[vc.parent].status == "queued":
+        return f"its parent virtual cluster {vc.parent} is not admitted yet"
+    parent_view = parent_scope(root, vc)
+    hold = _Hold()
+    try:
+        grants: list[VirtualNodeGrant] = []
+        for index, (first_slot, group) in enumerate(spec.groups):
+            slots = range(first_slot, first_slot + len(group.request.bundles))
+            kept = {
+                slot - first_slot: vc.vnodes[fixed_id(vc.vc_id, slot)].parent_node
+                for slot in slots
+                if fixed_id(vc.vc_id, slot) in vc.vnodes
+            }
+            if len(kept) == len(slots):
+                continue
+            decision = decide_group(parent_view, group, prng, sample, kept)
+            if isinstance(decision, Explanation):
+                return f"fixed_size_nodes[{index}]: {decision.message}"
+            for offset, node_id in enumerate(decision[1]):
+                if offset in kept:
+                    continue
+                fixed = spec.fixed[first_slot + offset]
+                hold.take(parent_view.nodes[node_id], fixed.resources)
+                grants.append(
+                    VirtualNodeGrant(
+                        fixed_id(vc.vc_id, first_slot + offset),
+                        node_id,
+                        fixed.resources,
+                        fixed.labels,
+                        first_slot + offset,
+                    )
+                )
+        flexible = _carve_minimum(parent_view, vc, spec, prng)
+        if isinstance(flexible, str):
+            return flexible
+        return grants + flexible
+    finally:
+        hold.release()
+
+
+def missing_minimum(vc: VClusterState, spec: CompiledSpec) -> Resources:
+    """The part of the flexible minimum no live flexible node holds (lost with a dead node)."""
+    held: Resources = {}
+    for vnode in vc.vnodes.values():
+        for name, amount in vnode.base.items():
+            held[name] = held.get(name, 0.0) + amount
+    return positive({name: amount - held.get(name, 0.0) for name, amount in spec.minimum.items()})
+
+
+def _carve_minimum(
+    parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64
+) -> list[VirtualNodeGrant] | str:
+    remaining = missing_minimum(vc, spec)
+    if not remaining:
+        return []
+    tolerated = TaintFilter(spec.tolerations)
+    ids = parent_view.ring.ids
+    start = prng.below(len(ids)) if ids else 0
+    grants = []
+    for step in range(len(ids)):
+        node = parent_view.nodes[ids[(start + step) % len(ids)]]
+        if vc.flexible_node(node.node_id) is not None or tolerated.check(node) is not None:
+            continue
+        share = positive({name: min(node.free.get(name, 0.0), need) for name, need in remaining.items()})
+        if not share:
+            continue
+        grants.append(VirtualNodeGrant(flexible_id(vc.vc_id, node.node_id), node.node_id, share))
+        remaining = positive({name: need - share.get(name, 0.0) for name, need in remaining.items()})
+        if not remaining:
+            return grants
+    short = ", ".join(f"{name} {amount:g}" for name, amount in sorted(remaining.items()))
+    where = f"virtual cluster {vc.parent}" if vc.parent else "the cluster"
+    return f"the flexible minimum is {short} more than {where} has free on nodes it may use"
+
+
+def blocker(root: ClusterView, vc: VClusterState) -> VClusterState | None:
+    """An earlier waiting cluster that later ones may no longer pass (it was overtaken too often)."""
+    for waiting in root.tree.queue(vc.parent):
+        if waiting.arrival < vc.arrival and waiting.overtaken >= STARVATION_LIMIT:
+            return waiting
+    return None
+
+
+def queue_position(root: ClusterView, vc: VClusterState) -> tuple[int, int]:
+    """(position, length) of `vc` in its parent's admission queue; position 1 is the head."""
+    queue = root.tree.queue(vc.parent)
+    ids = [waiting.vc_id for waiting in queue]
+    return (ids.index(vc.vc_id) + 1 if vc.vc_id in ids else 0), len(ids)
+
+
+def queued_message(root: ClusterView, vc: VClusterState) -> str:
+    """Why `vc` waits, with its place in the queue."""
+    position, length = queue_position(root, vc)
+    where = f"virtual cluster {vc.parent}" if vc.parent else "the root cluster"
+    reason = vc.reason or "not tried yet"
+    place = f"position {position} of {length}"
+    return f"virtual cluster {vc.vc_id} waits in the admission queue of {where} ({place}): {reason}"
+
+
+def degraded_message(vc: VClusterState, spec: CompiledSpec) -> str:
+    """What a degraded cluster lacks, or "" when it has its whole minimum."""
+    lost = [fixed_id(vc.vc_id, slot) for slot in range(len(spec.fixed)) if fixed_id(vc.vc_id, slot) not in vc.vnodes]
+    missing = missing_minimum(vc, spec)
+    parts = []
+    if lost:
+        parts.append(f"fixed-size node(s) {', '.join(lost)} lost and not reserved again yet")
+    if missing:
+        parts.append("flexible minimum short by " + ", ".join(f"{n} {a:g}" for n, a in sorted(missing.items())))
+    return "; ".join(parts)
+
+
+def is_degraded(vc: VClusterState, spec: CompiledSpec) -> bool:
+    """An admitted cluster that lost part of its minimum with a dead node."""
+    return vc.status == "admitted" and bool(degraded_message(vc, spec))

@@ -1,0 +1,159 @@
+"""Flexible resources: how much a virtual cluster may borrow on a parent node, growing and shrinking (pure).
+
+A cluster's flexible node on a parent node grows by borrowing that node's free resources, never past the
+cluster's `flexible_resource_max`; when the parent node is itself a flexible node of the parent cluster, that
+one may grow in turn (recursively up the tree). Flexible nodes shrink back to `max(minimum share, used)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from schemas import VirtualNodeResized
+from services.core.plugins.taints import TaintFilter
+from services.core.state import ClusterView, NodeState, Resources
+from services.core.state.vfold import parent_scope
+from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
+from services.core.vcluster_admission import missing_minimum
+from services.core.vcluster_spec import CompiledSpec
+
+Specs = Callable[[str], CompiledSpec]
+
+
+class Lender:
+    """Answers "how much more can this cluster hold here" and plans the growth that placing work needs."""
+
+    def __init__(self, root: ClusterView, specs: Specs) -> None:
+        self.root = root
+        self.specs = specs
+
+    def headroom(self, vc: VClusterState, names: Resources) -> Resources:
+        """Per resource in `names`: how much more the cluster's flexible nodes may hold (inf: unbounded)."""
+        held = vc.flexible_total
+        spec = self.specs(vc.vc_id)
+        return {name: spec.headroom(name, held.get(name, 0.0)) for name in names}
+
+    def host_room(self, vc: VClusterState, host: NodeState) -> Resources:
+        """What `host` (a node of the parent's scope) can give `vc`: its free resources, plus what it may borrow."""
+        if not vc.parent:
+            return host.free
+        parent = self.root.tree.clusters[vc.parent]
+        vnode = parent.vnodes.get(host.node_id)
+        if vnode is None or not vnode.flexible:
+            return host.free
+        above = parent_scope(self.root, parent).node(vnode.parent_node)
+        if above is None:
+            return host.free
+        return self._add(host.free, self.lendable(parent, above))
+
+    def lendable(self, vc: VClusterState, host: NodeState) -> Resources:
+        """What a flexible node of `vc` on `host` may grow by now: the host's room within `vc`'s headroom."""
+        room = self.host_room(vc, host)
+        headroom = self.headroom(vc, room)
+        return {name: min(amount, headroom[name]) for name, amount in room.items()}
+
+    def room(self, vc: VClusterState, standins: dict[str, str]) -> Callable[[NodeState], Resources]:
+        """The room function of the cluster's scope: flexible nodes (and `standins`: id -> parent node) count
+        what they may still borrow."""
+        parent_view = parent_scope(self.root, vc)
+
+        def room(node: NodeState) -> Resources:
+            vnode = vc.vnodes.get(node.node_id)
+            if vnode is not None and not vnode.flexible:
+                return node.free
+            parent_id = vnode.parent_node if vnode is not None else standins.get(node.node_id, "")
+            host = parent_view.nodes.get(parent_id)
+            return node.free if host is None else self._add(node.free, self.lendable(vc, host))
+
+        return room
+
+    def growth(self, vc: VClusterState, parent_node: str, need: Resources) -> list[VirtualNodeResized]:
+        """The resizes (ancestors first) that give `vc`'s flexible node on `parent_node` `need` free resources."""
+        vnode_id = flexible_id(vc.vc_id, parent_node)
+        node = vc.scope.nodes.get(vnode_id) if vnode_id in vc.vnodes else None
+        free = node.free if node is not None else {}
+        deficit = positive({name: amount - free.get(name, 0.0) for name, amount in need.items()})
+        if not deficit:
+            return []
+        steps: list[VirtualNodeResized] = []
+        host = parent_scope(self.root, vc).nodes[parent_node]
+        short = positive({name: amount - host.free.get(name, 0.0) for name, amount in deficit.items()})
+        if short:
+            parent = self.root.tree.clusters[vc.parent]
+            steps += self.growth(parent, parent.vnodes[parent_node].parent_node, deficit)
+        total = dict(node.total) if node is not None else {}
+        for name, amount in deficit.items():
+            total[name] = total.get(name, 0.0) + amount
+        steps.append(VirtualNodeResized(vc_id=vc.vc_id, vnode_id=vnode_id, parent_node=parent_node, resources=total))
+        return steps
+
+    @staticmethod
+    def shrunk(vc: VClusterState, vnode_id: str) -> VirtualNodeResized | None:
+        """The resize that gives back what a flexible node holds beyond `max(its minimum share, used)`."""
+        vnode = vc.vnodes.get(vnode_id)
+        node = vc.scope.nodes.get(vnode_id)
+        if vnode is None or node is None or not vnode.flexible:
+            return None
+        target = positive(
+            {
+                name: max(vnode.base.get(name, 0.0), total - node.free.get(name, 0.0))
+                for name, total in node.total.items()
+            }
+        )
+        if all(abs(target.get(name, 0.0) - total) < 1e-9 for name, total in node.total.items()):
+            return None
+        return VirtualNodeResized(vc_id=vc.vc_id, vnode_id=vnode_id, parent_node=vnode.parent_node, resources=target)
+
+    @staticmethod
+    def _add(free: Resources, extra: Resources) -> Resources:
+        return {name: free.get(name, 0.0) + extra.get(name, 0.0) for name in {*free, *extra}}
+
+
+def admission_need(vc: VClusterState, spec: CompiledSpec) -> Resources:
+    """What admitting (or repairing) `vc` still takes from its parent: missing fixed-size nodes and minimum."""
+    need = dict(missing_minimum(vc, spec))
+    for slot, fixed in enumerate(spec.fixed):
+        if fixed_id(vc.vc_id, slot) not in vc.vnodes:
+            for name, amount in fixed.resources.items():
+                need[name] = need.get(name, 0.0) + amount
+    return need
+
+
+def parent_growth(lender: Lender, vc: VClusterState, spec: CompiledSpec) -> list[tuple[str, Resources]] | None:
+    """How the parent cluster must grow (host in its parent's scope, amount) to hold what `vc` needs.
+
+    [] when the parent already has it free (or is the root), None when it cannot grow that much.
+    """
+    root = lender.root
+    parent = root.tree.clusters.get(vc.parent)
+    if parent is None or parent.status == "queued" or not lender.specs(parent.vc_id).grows:
+        return []
+    tolerated = TaintFilter(spec.tolerations)
+    free: Resources = {}
+    for node in parent.scope.nodes.values():
+        if tolerated.check(node) is None:
+            for name, amount in node.free.items():
+                free[name] = free.get(name, 0.0) + amount
+    short = positive({name: amount - free.get(name, 0.0) for name, amount in admission_need(vc, spec).items()})
+    if not short:
+        return []
+    left = lender.headroom(parent, short)
+    upper = parent_scope(root, parent)
+    allowed = TaintFilter(lender.specs(parent.vc_id).tolerations)
+    hosts = sorted({v.parent_node for v in parent.vnodes.values() if v.flexible})
+    hosts += [n for n in upper.ring.ids if flexible_id(parent.vc_id, n) not in parent.vnodes]
+    plan: list[tuple[str, Resources]] = []
+    for host_id in hosts:
+        host = upper.nodes.get(host_id)
+        if host is None or allowed.check(host) is not None or tolerated.check(host) is not None:
+            continue
+        room = lender.lendable(parent, host)
+        give = positive({name: min(room.get(name, 0.0), amount, left[name]) for name, amount in short.items()})
+        if not give:
+            continue
+        plan.append((host_id, give))
+        short = positive({name: amount - give.get(name, 0.0) for name, amount in short.items()})
+        left = {name: left[name] - give.get(name, 0.0) for name in left}
+        if not short:
+            return plan
+    return None

@@ -1,0 +1,129 @@
+"""Validate a virtual-cluster spec and compile it once: fixed-size groups, flexible min and max, tolerations (pure)."""
+
+from __future__ import annotations
+
+from schemas import FixedSizeNode, PlacementGroupRequest, VirtualCluster
+from services.core.labels import LabelError, validate_label_value, validate_labels
+from services.core.request import (
+    CompiledGroup,
+    RequestError,
+    UnknownIdError,
+    check_id,
+    check_resources,
+    compile_tolerations,
+    rule_error,
+)
+from services.core.selectors import Tolerations
+from services.core.state.model import EPSILON, Resources
+from services.core.state.vtree import VTree
+
+VNODE_POLICIES = ("PACK", "SPREAD", "STRICT_SPREAD")
+UNBOUNDED = None
+
+
+class CompiledSpec:
+    """A validated spec: one synthetic placement group per fixed-size group, and the flexible range."""
+
+    __slots__ = ("fixed", "groups", "maximum", "minimum", "spec", "tolerations", "vc_id")
+
+    def __init__(self, vc_id: str, spec: VirtualCluster, rare: tuple[str, ...]) -> None:
+        check_id("vc_id", vc_id)
+        try:
+            validate_label_value("vc_id", vc_id)
+        except LabelError as error:
+            raise RequestError(f"vc_id {vc_id!r}: is used as a label value: {error}") from error
+        if not isinstance(spec, VirtualCluster):
+            raise rule_error("spec", spec, "must be a VirtualCluster")
+        self.vc_id, self.spec = vc_id, spec
+        self.minimum = check_resources("flexible_resource_min", spec.flexible_resource_min)
+        given_max = check_resources("flexible_resource_max", spec.flexible_resource_max)
+        self.fixed: list[FixedSizeNode] = []
+        self.groups: list[tuple[int, CompiledGroup]] = []
+        everything: Resources = {**self.minimum, **given_max}
+        for index, group in enumerate(spec.fixed_size_nodes):
+            self._group(index, group.nodes, group.scheduling_policy, rare)
+        for node in self.fixed:
+            for name, amount in node.resources.items():
+                everything[name] = max(everything.get(name, 0.0), amount)
+        self.maximum: dict[str, float | None] = self._maximum(given_max, spec)
+        self.tolerations: Tolerations = compile_tolerations("tolerations", spec.tolerations, everything, rare)
+
+    def _group(self, index: int, nodes: object, policy: object, rare: tuple[str, ...]) -> None:
+        field = f"fixed_size_nodes[{index}]"
+        if policy not in VNODE_POLICIES:
+            raise rule_error(f"{field}.scheduling_policy", policy, f"must be one of {', '.join(VNODE_POLICIES)}")
+        if not isinstance(nodes, list) or not nodes:
+            raise rule_error(f"{field}.nodes", nodes, "must be a non-empty list of FixedSizeNode")
+        first_slot = len(self.fixed)
+        for position, node in enumerate(nodes):
+            where = f"{field}.nodes[{position}]"
+            if not isinstance(node, FixedSizeNode):
+                raise rule_error(where, node, "must be a FixedSizeNode")
+            resources = check_resources(f"{where}.resources", node.resources)
+            if not resources:
+                raise rule_error(f"{where}.resources", node.resources, "must ask for some resource")
+            try:
+                validate_labels(node.labels)
+            except LabelError as error:
+                raise LabelError(f"{where}.labels: {error}") from error
+            self.fixed.append(FixedSizeNode(resources, dict(node.labels)))
+        request = PlacementGroupRequest(
+            pg_id=f"{self.vc_id}-group-{index}",
+            bundles=[node.resources for node in self.fixed[first_slot:]],
+            strategy=str(policy),  # type: ignore[arg-type]
+            tolerations=self.spec.tolerations,
+        )
+        self.groups.append((first_slot, CompiledGroup(request, rare)))
+
+    def _maximum(self, given: Resources, spec: VirtualCluster) -> dict[str, float | None]:
+        """Per resource: the given max, else the min when there are fixed-size nodes, else unbounded."""
+        maximum: dict[str, float | None] = {}
+        for name in {*self.minimum, *given, *(name for node in self.fixed for name in node.resources)}:
+            if name in spec.flexible_resource_max:
+                maximum[name] = given.get(name, 0.0)
+            elif self.fixed:
+                maximum[name] = self.minimum.get(name, 0.0)
+            else:
+                maximum[name] = UNBOUNDED
+            bound = maximum[name]
+            if bound is not None and bound + EPSILON < self.minimum.get(name, 0.0):
+                raise rule_error(
+                    f"flexible_resource_max[{name!r}]",
+                    spec.flexible_resource_max.get(name),
+                    f"must be >= flexible_resource_min[{name!r}] ({self.minimum[name]:g})",
+                )
+        return maximum
+
+    def headroom(self, name: str, held: float) -> float:
+        """How much more of `name` the flexible nodes may hold beyond `held`."""
+        bound = self.maximum.get(name, UNBOUNDED if not self.fixed else 0.0)
+        return float("inf") if bound is None else max(0.0, bound - held)
+
+    @property
+    def grows(self) -> bool:
+        """Whether the flexible nodes can ever hold more than the minimum."""
+        return not self.fixed or any(
+            bound is None or bound > self.minimum.get(name, 0.0) + EPSILON for name, bound in self.maximum.items()
+        )
+
+
+def check_parent(tree: VTree, vc_id: str, parent: str | None) -> str:
+    """The parent's id ("" for the root): it must be a live cluster, and `vc_id` must be new."""
+    if vc_id in tree.clusters:
+        raise RequestError(f"vc_id {vc_id!r}: a virtual cluster with this id already exists")
+    if parent is None or parent == "":
+        return ""
+    check_id("parent", parent)
+    found = tree.clusters.get(parent)
+    if found is None:
+        raise UnknownIdError(f"parent {parent!r}: no such virtual cluster")
+    if found.destroying:
+        raise RequestError(f"parent {parent!r}: the virtual cluster is being destroyed")
+    return parent
+
+
+def check_priority(priority: object) -> int:
+    """A priority is an integer (higher is admitted first)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise rule_error("priority", priority, "must be an integer")
+    return priority
