@@ -395,8 +395,12 @@ class Cluster:
         vc = self._vc(scope)
         if vc is None:
             return explain_actor(scope, work)
-        reason = quota_reason(self._view, vc, self._spec_of(vc.vc_id), self._lender(), work.resources)
-        return explain_actor(scope, work, f"virtual cluster {vc.vc_id}", reason)
+        explanation = explain_actor(scope, work, f"virtual cluster {vc.vc_id}")
+        short = not explanation.total or any(reason.startswith("Insufficient") for reason in explanation.reasons)
+        reason = quota_reason(self._view, vc, self._spec_of(vc.vc_id), self._lender(), work.resources) if short else ""
+        if not reason or explanation.group_reason:
+            return explanation
+        return msgspec.structs.replace(explanation, message=f"{reason}; {explanation.message}", group_reason=reason)
 
     def _decision_of(self, actor: ActorState) -> Placed | Pending:
         actor_id = actor.request.actor_id
@@ -535,7 +539,17 @@ class Cluster:
     def create_virtual_cluster(
         self, vc_id: str, spec: VirtualCluster, parent: str | None = None, priority: int = 0
     ) -> Admitted | Queued:
-        """Reserve the cluster's minimum from `parent` (None: the root) all at once, or queue it until it can be."""
+        """Reserve the cluster's minimum from `parent` (None: the root) all at once, or queue it until it can be.
+
+        Asking again for a live cluster with the same spec, parent and priority returns where it stands.
+        """
+        existing = self._view.tree.clusters.get(vc_id)
+        if existing is not None and (existing.spec, existing.parent, existing.priority) == (
+            spec,
+            parent or "",
+            priority,
+        ):
+            return self.admission(vc_id)
         parent_id = check_parent(self._view.tree, vc_id, parent)
         compiled = CompiledSpec(vc_id, spec, self.rare_resources)
         check_priority(priority)
@@ -557,7 +571,7 @@ class Cluster:
         """Give the cluster's (and its children's) resources back; live work refuses it unless `force` stops it."""
         self._cluster(vc_id)
         tree = self._view.tree
-        live = [work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work()]
+        live = sorted(work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work())
         if live and not force:
             shown = ", ".join(live[:5]) + (f" and {len(live) - 5} more" if len(live) > 5 else "")
             raise RequestError(

@@ -110,7 +110,7 @@ class CompiledSpec:
 def check_parent(tree: VTree, vc_id: str, parent: str | None) -> str:
     """The parent's id ("" for the root): it must be a live cluster, and `vc_id` must be new."""
     if vc_id in tree.clusters:
-        raise RequestError(f"vc_id {vc_id!r}: a virtual cluster with this id already exists")
+        raise RequestError(f"vc_id {vc_id!r}: a virtual cluster with this id already exists with another spec")
     if parent is None or parent == "":
         return ""
     check_id("parent", parent)
