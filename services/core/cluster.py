@@ -564,7 +564,8 @@ class Cluster:
         """Where a cluster stands: admitted with its virtual nodes, or queued with the reason and its position."""
         vc = self._cluster(vc_id)
         if vc.status == "queued":
-            return Queued(vc_id, queued_message(self._view, vc), queue_position(self._view, vc)[0])
+            message = queued_message(self._view, vc, self._queue_reason(vc))
+            return Queued(vc_id, message, queue_position(self._view, vc)[0])
         return Admitted(vc_id, sorted(vc.vnodes))
 
     def destroy_virtual_cluster(self, vc_id: str, force: bool = False) -> Destroyed:
@@ -608,12 +609,13 @@ class Cluster:
 
     def virtual_cluster(self, vc_id: str) -> VirtualClusterInfo:
         """The cluster's spec, state, resources (total, max, available), virtual nodes, children and parent."""
-        return cluster_info(self._view, self._cluster(vc_id), self._spec_of(vc_id))
+        vc = self._cluster(vc_id)
+        return cluster_info(self._view, vc, self._spec_of(vc_id), self._queue_reason(vc))
 
     def virtual_clusters(self) -> list[VirtualClusterInfo]:
         """Every virtual cluster, parents before children."""
         ordered = sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival)
-        return [cluster_info(self._view, vc, self._spec_of(vc.vc_id)) for vc in ordered]
+        return [cluster_info(self._view, vc, self._spec_of(vc.vc_id), self._queue_reason(vc)) for vc in ordered]
 
     def _cluster(self, vc_id: str) -> VClusterState:
         vc = self._view.tree.clusters.get(vc_id)
@@ -645,22 +647,33 @@ class Cluster:
     def _try_admit(self, vc: VClusterState, *, announce: bool) -> bool:
         if vc.status != "queued" or vc.destroying:
             return False
-        ahead = blocker(self._view, vc)
-        if ahead is not None:
-            reason = f"waits behind virtual cluster {ahead.vc_id}, which {STARVATION_LIMIT} later clusters have passed"
-        else:
-            grown = self._grow_parent(vc)
-            grants = reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
-            if not isinstance(grants, str):
-                self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
-                self._retry_scope(vc.scope, wake_all=True)
-                return True
-            for vnode_id in grown:
-                self._shrink(self._view.scope(vc.parent), vnode_id)
-            reason = grants
-        if announce or reason != vc.reason:
-            self._emit(VirtualClusterQueued(vc_id=vc.vc_id, reason=reason))
+        blocked = self._blocked(vc)
+        grown = [] if blocked else self._grow_parent(vc)
+        outcome = blocked or reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
+        if not isinstance(outcome, str):
+            self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=outcome))
+            self._retry_scope(vc.scope, wake_all=True)
+            return True
+        for vnode_id in grown:
+            self._shrink(self._view.scope(vc.parent), vnode_id)
+        if announce or not vc.reason:
+            self._emit(VirtualClusterQueued(vc_id=vc.vc_id, reason=outcome))
         return False
+
+    def _blocked(self, vc: VClusterState) -> str:
+        ahead = blocker(self._view, vc)
+        if ahead is None:
+            return ""
+        return f"waits behind virtual cluster {ahead.vc_id}, which {STARVATION_LIMIT} later clusters have passed"
+
+    def _queue_reason(self, vc: VClusterState) -> str:
+        """Why a queued cluster waits now (the recorded reason is the one it was queued with)."""
+        if vc.status != "queued":
+            return ""
+        outcome = self._blocked(vc) or reserve(
+            self._view, vc, self._spec_of(vc.vc_id), SplitMix64(self.seed), self.sample_size
+        )
+        return outcome if isinstance(outcome, str) else vc.reason
 
     def _grow_parent(self, vc: VClusterState) -> list[str]:
         """Grow the parent cluster's flexible nodes so it can hold what `vc` needs; the grown nodes' ids."""
@@ -789,7 +802,8 @@ class Cluster:
     def nodes(self, vcluster_id: str | None = None) -> list[VirtualNodeInfo]:
         """The nodes work can see: physical nodes at the root, the cluster's virtual nodes inside one."""
         if vcluster_id:
-            return cluster_info(self._view, self._cluster(vcluster_id), self._spec_of(vcluster_id)).nodes
+            vc = self._cluster(vcluster_id)
+            return node_infos(vc.scope, vc)
         return node_infos(self._view, None)
 
     def _scopes_of(self, vcluster_id: str | None) -> list[ClusterView]:

@@ -126,11 +126,11 @@ def queue_position(root: ClusterView, vc: VClusterState) -> tuple[int, int]:
     return (ids.index(vc.vc_id) + 1 if vc.vc_id in ids else 0), len(ids)
 
 
-def queued_message(root: ClusterView, vc: VClusterState) -> str:
-    """Why `vc` waits, with its place in the queue."""
+def queued_message(root: ClusterView, vc: VClusterState, reason: str) -> str:
+    """Why `vc` waits (`reason`), with its place in the queue."""
     position, length = queue_position(root, vc)
     where = f"virtual cluster {vc.parent}" if vc.parent else "the root cluster"
-    reason = vc.reason or "not tried yet"
+    reason = reason or vc.reason or "not tried yet"
     place = f"position {position} of {length}"
     return f"virtual cluster {vc.vc_id} waits in the admission queue of {where} ({place}): {reason}"
 

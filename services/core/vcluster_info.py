@@ -39,8 +39,8 @@ def node_infos(view: ClusterView, vc: VClusterState | None) -> list[VirtualNodeI
     return infos
 
 
-def cluster_info(root: ClusterView, vc: VClusterState, spec: CompiledSpec) -> VirtualClusterInfo:
-    """Everything `corral vc show` prints about one cluster."""
+def cluster_info(root: ClusterView, vc: VClusterState, spec: CompiledSpec, reason: str = "") -> VirtualClusterInfo:
+    """Everything `corral vc show` prints about one cluster (`reason`: why it waits now, when queued)."""
     nodes = node_infos(vc.scope, vc)
     maximum: dict[str, float | None] = {}
     fixed = _summed([node.resources for node in spec.fixed])
@@ -48,7 +48,7 @@ def cluster_info(root: ClusterView, vc: VClusterState, spec: CompiledSpec) -> Vi
         bound = spec.maximum.get(name, 0.0)
         maximum[name] = None if bound is None else fixed.get(name, 0.0) + bound
     if vc.status == "queued":
-        state, message = "queued", queued_message(root, vc)
+        state, message = "queued", queued_message(root, vc, reason)
     else:
         message = degraded_message(vc, spec)
         state = "degraded" if message else "admitted"
