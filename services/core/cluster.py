@@ -24,36 +24,29 @@ from schemas import (
     ScheduleRequest,
     Taint,
     TaintsChanged,
-    VirtualCluster,
     VirtualClusterDestroyed,
     VirtualClusterDestroyRequested,
-    VirtualClusterInfo,
-    VirtualClusterQueued,
     VirtualClusterRequested,
     VirtualNodeInfo,
-    VirtualNodesReserved,
 )
 from schemas.decisions import Pending, Placed
-from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide_actor import explain_actor, place_actor
 from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
-from services.core.plugins.taints import TaintFilter, taint_reason
-from services.core.prng import SplitMix64, stable_hash
+from services.core.plugins.taints import taint_reason
+from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
-from services.core.state.vfold import STARVATION_LIMIT, parent_scope
-from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
-from services.core.vcluster_admission import blocker, queue_position, queued_message, reserve
-from services.core.vcluster_borrow import Lender, admission_need, parent_growth
-from services.core.vcluster_info import cluster_info, node_infos, quota_reason
-from services.core.vcluster_spec import CompiledSpec, check_parent, check_priority
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
+from services.core.state.vtree import VClusterState
+from services.core.vcluster_info import node_infos, quota_reason
+from services.core.vcluster_ops import VirtualClusterOps
+from services.core.vcluster_spec import CompiledSpec
 
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
 
 
-class Cluster:
+class Cluster(VirtualClusterOps):
     """The fold of events plus the decision pipeline; every call records what happened in `events()`.
 
     In-process, commands write every event. In a service, `observe` folds the events other services wrote
@@ -533,238 +526,6 @@ class Cluster:
         affinity = work.affinity is not None and any(not e.soft for e in work.affinity.match_expressions)
         dataflow = work.run_after is not None and work.run_after.policy == "Require"
         return affinity or dataflow or work.group_target is not None
-
-    # virtual clusters
-
-    def create_virtual_cluster(
-        self, vc_id: str, spec: VirtualCluster, parent: str | None = None, priority: int = 0
-    ) -> Admitted | Queued:
-        """Reserve the cluster's minimum from `parent` (None: the root) all at once, or queue it until it can be.
-
-        Asking again for a live cluster with the same spec, parent and priority returns where it stands.
-        """
-        existing = self._view.tree.clusters.get(vc_id)
-        if existing is not None and (existing.spec, existing.parent, existing.priority) == (
-            spec,
-            parent or "",
-            priority,
-        ):
-            return self.admission(vc_id)
-        parent_id = check_parent(self._view.tree, vc_id, parent)
-        compiled = CompiledSpec(vc_id, spec, self.rare_resources)
-        check_priority(priority)
-        self._begin(vc_id)
-        self._specs[vc_id] = compiled
-        event = VirtualClusterRequested(vc_id=vc_id, spec=spec, parent=parent_id, priority=priority)
-        self._emit(event)
-        self._react(event)
-        return self.admission(vc_id)
-
-    def admission(self, vc_id: str) -> Admitted | Queued:
-        """Where a cluster stands: admitted with its virtual nodes, or queued with the reason and its position."""
-        vc = self._cluster(vc_id)
-        if vc.status == "queued":
-            message = queued_message(self._view, vc, self._queue_reason(vc))
-            return Queued(vc_id, message, queue_position(self._view, vc)[0])
-        return Admitted(vc_id, sorted(vc.vnodes))
-
-    def destroy_virtual_cluster(self, vc_id: str, force: bool = False) -> Destroyed:
-        """Give the cluster's (and its children's) resources back; live work refuses it unless `force` stops it."""
-        self._cluster(vc_id)
-        tree = self._view.tree
-        live = sorted(work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work())
-        if live and not force:
-            shown = ", ".join(live[:5]) + (f" and {len(live) - 5} more" if len(live) > 5 else "")
-            raise RequestError(
-                f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True"
-            )
-        self._begin(vc_id)
-        event = VirtualClusterDestroyRequested(vc_id=vc_id, force=force)
-        self._emit(event)
-        return self._destroy(vc_id)
-
-    def _destroy(self, vc_id: str) -> Destroyed:
-        """Stop the work of the cluster and its children, release their nodes, then re-try what waits."""
-        tree = self._view.tree
-        if vc_id not in tree.clusters:
-            return Destroyed(vc_id, [])
-        parent = tree.clusters[vc_id].parent
-        gone, stopped = [], []
-        for vc in tree.subtree(vc_id):
-            reason = f"virtual cluster {vc.vc_id} destroyed"
-            mine = sorted(vc.scope.groups)
-            for pg_id in mine:
-                self._stop_group(pg_id, reason)
-            actors = sorted(vc.scope.actors)
-            self._fail_actors(actors, reason, restart=False)
-            hosts = sorted({vnode.parent_node for vnode in vc.vnodes.values()})
-            self._emit(VirtualClusterDestroyed(vc_id=vc.vc_id, stopped=sorted(mine + actors)))
-            if parent:
-                for host in hosts:
-                    self._shrink(tree.clusters[parent].scope, host)
-            gone.append(vc.vc_id)
-            stopped += sorted(mine + actors)
-        self._retry_pending(everything=True)
-        return Destroyed(vc_id, gone, sorted(stopped))
-
-    def virtual_cluster(self, vc_id: str) -> VirtualClusterInfo:
-        """The cluster's spec, state, resources (total, max, available), virtual nodes, children and parent."""
-        vc = self._cluster(vc_id)
-        return cluster_info(self._view, vc, self._spec_of(vc_id), self._queue_reason(vc))
-
-    def virtual_clusters(self) -> list[VirtualClusterInfo]:
-        """Every virtual cluster, parents before children."""
-        ordered = sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival)
-        return [cluster_info(self._view, vc, self._spec_of(vc.vc_id), self._queue_reason(vc)) for vc in ordered]
-
-    def _cluster(self, vc_id: str) -> VClusterState:
-        vc = self._view.tree.clusters.get(vc_id)
-        if vc is None:
-            raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
-        return vc
-
-    def _spec_of(self, vc_id: str) -> CompiledSpec:
-        spec = self._specs.get(vc_id)
-        if spec is None:
-            spec = self._specs[vc_id] = CompiledSpec(vc_id, self._view.tree.clusters[vc_id].spec, self.rare_resources)
-        return spec
-
-    def _lender(self) -> Lender:
-        return Lender(self._view, self._spec_of)
-
-    def _admit_waiting(self) -> bool:
-        """Admit waiting clusters (each parent's queue in order) and repair degraded ones; True if any changed."""
-        tree = self._view.tree
-        changed = False
-        for parent in [ROOT, *(vc.vc_id for vc in sorted(tree.clusters.values(), key=lambda vc: vc.arrival))]:
-            for vc in tree.queue(parent):
-                changed |= self._try_admit(vc, announce=False)
-        for vc in sorted(tree.clusters.values(), key=lambda vc: vc.arrival):
-            if vc.status == "admitted" and not vc.destroying:
-                changed |= self._repair(vc)
-        return changed
-
-    def _try_admit(self, vc: VClusterState, *, announce: bool) -> bool:
-        if vc.status != "queued" or vc.destroying:
-            return False
-        blocked = self._blocked(vc)
-        grown = [] if blocked else self._grow_parent(vc)
-        outcome = blocked or reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
-        if not isinstance(outcome, str):
-            self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=outcome))
-            self._retry_scope(vc.scope, wake_all=True)
-            return True
-        for vnode_id in grown:
-            self._shrink(self._view.scope(vc.parent), vnode_id)
-        if announce or not vc.reason:
-            self._emit(VirtualClusterQueued(vc_id=vc.vc_id, reason=outcome))
-        return False
-
-    def _blocked(self, vc: VClusterState) -> str:
-        ahead = blocker(self._view, vc)
-        if ahead is None:
-            return ""
-        return f"waits behind virtual cluster {ahead.vc_id}, which {STARVATION_LIMIT} later clusters have passed"
-
-    def _queue_reason(self, vc: VClusterState) -> str:
-        """Why a queued cluster waits now (the recorded reason is the one it was queued with)."""
-        if vc.status != "queued":
-            return ""
-        outcome = self._blocked(vc) or reserve(
-            self._view, vc, self._spec_of(vc.vc_id), SplitMix64(self.seed), self.sample_size
-        )
-        return outcome if isinstance(outcome, str) else vc.reason
-
-    def _grow_parent(self, vc: VClusterState) -> list[str]:
-        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs; the grown nodes' ids."""
-        lender = self._lender()
-        plan = parent_growth(lender, vc, self._spec_of(vc.vc_id)) or []
-        parent = self._view.tree.clusters.get(vc.parent)
-        grown = []
-        for host_id, amount in plan:
-            assert parent is not None
-            vnode_id = flexible_id(parent.vc_id, host_id)
-            node = parent.scope.nodes.get(vnode_id)
-            free = node.free if node is not None else {}
-            need = {name: free.get(name, 0.0) + extra for name, extra in amount.items()}
-            for step in lender.growth(parent, host_id, need):
-                self._emit(step)
-            grown.append(vnode_id)
-        return grown
-
-    def _repair(self, vc: VClusterState) -> bool:
-        """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
-        if not admission_need(vc, self._spec_of(vc.vc_id)):
-            return False
-        grown = self._grow_parent(vc)
-        grants = reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
-        if isinstance(grants, str) or not grants:
-            for vnode_id in grown:
-                self._shrink(self._view.scope(vc.parent), vnode_id)
-            return False
-        self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
-        return True
-
-    def _borrow(self, vc: VClusterState, work: CompiledRequest) -> tuple[NodeState, int] | None:
-        """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows."""
-        spec = self._spec_of(vc.vc_id)
-        if vc.status != "admitted" or not spec.grows or work.group_target is not None:
-            return None
-        lender = self._lender()
-        standins = self._standins(vc, spec, work, lender)
-        scope = vc.scope
-        try:
-            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
-        finally:
-            for vnode_id in standins:
-                scope.drop_node(vnode_id)
-        if placed is None:
-            return None
-        node_id, bundle_index = placed[0].node_id, placed[1]
-        vnode = vc.vnodes.get(node_id)
-        if vnode is not None and not vnode.flexible:
-            return scope.nodes[node_id], bundle_index
-        host = vnode.parent_node if vnode is not None else standins[node_id]
-        for step in lender.growth(vc, host, work.resources):
-            self._emit(step)
-        return scope.nodes[node_id], bundle_index
-
-    def _standins(self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender) -> dict[str, str]:
-        """Add to the scope, for one decision, empty flexible nodes on parent nodes that could lend `work`'s needs."""
-        parent_view = parent_scope(self._view, vc)
-        ids = parent_view.ring.ids
-        allowed, tolerated = TaintFilter(spec.tolerations), TaintFilter(work.tolerations)
-        standins: dict[str, str] = {}
-        start = self._prng.below(len(ids)) if ids else 0
-        for step in range(len(ids)):
-            host = parent_view.nodes[ids[(start + step) % len(ids)]]
-            vnode_id = flexible_id(vc.vc_id, host.node_id)
-            if vnode_id in vc.vnodes or allowed.check(host) is not None or tolerated.check(host) is not None:
-                continue
-            labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
-            if not any(option.matches(labels) for option in work.options):
-                continue
-            if not fits(lender.lendable(vc, host), work.resources):
-                continue
-            node = NodeState(vnode_id, stable_hash(self.seed, vnode_id), {}, labels)
-            vc.scope.set_taints(node, list(host.taints))
-            vc.scope.add_live_node(node)
-            standins[vnode_id] = host.node_id
-            if len(standins) >= self.sample_size:
-                break
-        return standins
-
-    def _shrink(self, scope: ClusterView, node_id: str | None) -> None:
-        """Give back what a flexible node no longer uses, then let its parent's flexible node shrink in turn."""
-        vc = self._vc(scope)
-        while vc is not None and node_id is not None and vc.scope.nodes.get(node_id) is not None:
-            vnode = vc.vnodes.get(node_id)
-            step = Lender.shrunk(vc, node_id)
-            if vnode is None or step is None:
-                return
-            self._emit(step)
-            node_id = vnode.parent_node
-            vc = self._view.tree.clusters.get(vc.parent)
 
     # introspection
 
