@@ -68,7 +68,7 @@ def reserve(
                         first_slot + offset,
                     )
                 )
-        flexible = _carve_minimum(parent_view, vc, spec, prng)
+        flexible = _carve_minimum(parent_view, vc, spec)
         if isinstance(flexible, str):
             return flexible
         return grants + flexible
@@ -85,20 +85,18 @@ def missing_minimum(vc: VClusterState, spec: CompiledSpec) -> Resources:
     return positive({name: amount - held.get(name, 0.0) for name, amount in spec.minimum.items()})
 
 
-def _carve_minimum(
-    parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64
-) -> list[VirtualNodeGrant] | str:
+def _carve_minimum(parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec) -> list[VirtualNodeGrant] | str:
+    """The flexible minimum still missing, carved from as few parent nodes as possible (most free first)."""
     remaining = missing_minimum(vc, spec)
     if not remaining:
         return []
     tolerated = TaintFilter(spec.tolerations)
-    ids = parent_view.ring.ids
-    start = prng.below(len(ids)) if ids else 0
+    holding = {vnode.parent_node for vnode in vc.vnodes.values() if vnode.flexible}
+    nodes = [parent_view.nodes[node_id] for node_id in parent_view.ring.ids if node_id not in holding]
+    usable = [node for node in nodes if tolerated.check(node) is None]
+    usable.sort(key=lambda node: -_share_size(node.free, remaining))  # fewest, largest pieces first (stable)
     grants = []
-    for step in range(len(ids)):
-        node = parent_view.nodes[ids[(start + step) % len(ids)]]
-        if vc.flexible_node(node.node_id) is not None or tolerated.check(node) is not None:
-            continue
+    for node in usable:
         share = positive({name: min(node.free.get(name, 0.0), need) for name, need in remaining.items()})
         if not share:
             continue
@@ -109,6 +107,11 @@ def _carve_minimum(
     short = ", ".join(f"{name} {amount:g}" for name, amount in sorted(remaining.items()))
     where = f"virtual cluster {vc.parent}" if vc.parent else "the cluster"
     return f"the flexible minimum is {short} more than {where} has free on nodes it may use"
+
+
+def _share_size(free: Resources, remaining: Resources) -> float:
+    """How much of the remaining minimum a node can hold, as a fraction summed over resources."""
+    return sum(min(max(free.get(name, 0.0), 0.0), need) / need for name, need in remaining.items())
 
 
 def blocker(root: ClusterView, vc: VClusterState) -> VClusterState | None:

@@ -84,5 +84,10 @@ def quota_reason(root: ClusterView, vc: VClusterState, spec: CompiledSpec, lende
                 f"virtual cluster {vc.vc_id} is at its flexible maximum of {name}"
                 f" ({held.get(name, 0.0):g} of {bound:g} held)"
             )
+    if vc.parent:
+        parent = root.tree.clusters[vc.parent]
+        above = quota_reason(root, parent, lender.specs(parent.vc_id), lender, need)
+        if parent.vc_id in above and "may grow" not in above:
+            return f"virtual cluster {vc.vc_id} may grow, but {above}"
     where = f"virtual cluster {vc.parent}" if vc.parent else "the cluster"
     return f"virtual cluster {vc.vc_id} may grow, but {where} has no node it may use with that much free"

@@ -222,18 +222,24 @@ class VirtualClusterOps:
         return True
 
     def _borrow(self, vc: VClusterState, work: CompiledRequest) -> tuple[NodeState, int] | None:
-        """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows."""
+        """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows.
+
+        Existing flexible nodes grow first; only when none can does the cluster get a new one.
+        """
         spec = self._spec_of(vc.vc_id)
         if vc.status != "admitted" or not spec.grows or work.group_target is not None:
             return None
         lender = self._lender()
-        standins = self._standins(vc, spec, work, lender)
         scope = vc.scope
-        try:
-            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
-        finally:
-            for vnode_id in standins:
-                scope.drop_node(vnode_id)
+        standins: dict[str, str] = {}
+        placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
+        if placed is None:  # no flexible node can grow enough: try new ones
+            standins = self._standins(vc, spec, work, lender)
+            try:
+                placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
+            finally:
+                for vnode_id in standins:
+                    scope.drop_node(vnode_id)
         if placed is None:
             return None
         node_id, bundle_index = placed[0].node_id, placed[1]

@@ -83,13 +83,6 @@ class VClusterState:
                     total[name] = total.get(name, 0.0) + amount
         return total
 
-    def flexible_node(self, parent_node: str) -> VNode | None:
-        """The flexible node on `parent_node`, if there is one."""
-        for vnode in self.vnodes.values():
-            if vnode.flexible and vnode.parent_node == parent_node:
-                return vnode
-        return None
-
     def live_work(self) -> list[str]:
         """The ids of the actors and placement groups living in this cluster (not its children)."""
         return sorted([*self.scope.actors, *self.scope.groups])
