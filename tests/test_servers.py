@@ -1,0 +1,226 @@
+"""How the integration tests get their servers: the Docker ping, the CORRAL_TEST_SERVERS override, the log wait."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import pytest
+
+from services.runtime.servers import (
+    NATS_IMAGE,
+    REDIS_IMAGE,
+    SERVERS_ENV,
+    ContainerServer,
+    LocalServer,
+    ServerError,
+    choose_servers,
+    docker_engine_answers,
+    free_port,
+    nats_container,
+    redis_container,
+    redis_server,
+    wait_for_log,
+)
+
+if TYPE_CHECKING:
+    from testcontainers.core.container import DockerContainer
+
+
+def no_ping() -> bool:
+    """A ping that must not happen."""
+    raise AssertionError("the override should have spared the ping")
+
+
+def test_a_closed_loopback_port_is_no_engine_and_says_so_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DOCKER_HOST at a port nothing listens on: False, well within the 2 s timeout, and no exception."""
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("DOCKER_TLS_VERIFY", raising=False)
+    monkeypatch.delenv("DOCKER_CERT_PATH", raising=False)
+    started = time.monotonic()
+    assert docker_engine_answers() is False
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_missing_socket_is_no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """DOCKER_HOST at a unix socket that does not exist: False."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'docker.sock'}")
+    assert docker_engine_answers(timeout=0.5) is False
+
+
+def test_without_an_engine_the_choice_is_the_local_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing forced and nothing answers: the local path, with the reason."""
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{free_port()}")
+    monkeypatch.delenv(SERVERS_ENV, raising=False)
+    assert choose_servers() == ("local", "no Docker engine answered a ping")
+
+
+@pytest.mark.parametrize("value", ["", "auto", " AUTO "])
+def test_unforced_the_ping_decides(value: str) -> None:
+    """Unset, empty or auto: docker exactly when the engine answers."""
+    assert choose_servers({SERVERS_ENV: value}, ping=lambda: True)[0] == "docker"
+    assert choose_servers({SERVERS_ENV: value}, ping=lambda: False)[0] == "local"
+    assert choose_servers({}, ping=lambda: True)[0] == "docker"
+
+
+def test_local_forced_skips_the_ping() -> None:
+    """CORRAL_TEST_SERVERS=local: the local binaries, without asking any engine."""
+    assert choose_servers({SERVERS_ENV: "local"}, ping=no_ping) == ("local", f"{SERVERS_ENV}=local")
+
+
+def test_docker_forced_needs_an_engine() -> None:
+    """CORRAL_TEST_SERVERS=docker: containers when the engine answers, a clear error when it does not."""
+    assert choose_servers({SERVERS_ENV: "docker"}, ping=lambda: True) == ("docker", f"{SERVERS_ENV}=docker")
+    with pytest.raises(ServerError, match="no Docker engine answers"):
+        choose_servers({SERVERS_ENV: "docker"}, ping=lambda: False)
+
+
+def test_the_override_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an explicit mapping the process environment counts."""
+    monkeypatch.setenv(SERVERS_ENV, "local")
+    assert choose_servers(ping=no_ping)[0] == "local"
+
+
+def test_an_unknown_override_is_refused() -> None:
+    """A typo does not silently fall back to one path."""
+    with pytest.raises(ServerError, match="use local, docker or auto"):
+        choose_servers({SERVERS_ENV: "podman"}, ping=no_ping)
+
+
+def test_the_log_wait_counts_starts() -> None:
+    """After a restart the ready line of the previous start does not count."""
+    lines = [b"Server is ready\n"]
+
+    def logs() -> bytes:
+        lines.append(b"starting\n")
+        if len(lines) == 4:
+            lines.append(b"Server is ready\n")
+        return b"".join(lines)
+
+    wait_for_log("nats", "Server is ready", 1, lambda: b"Server is ready\n", lambda: True)
+    wait_for_log("nats", "Server is ready", 2, logs, lambda: True, timeout=5)
+    assert b"".join(lines).count(b"Server is ready") == 2
+
+
+def test_the_log_wait_gives_up_on_a_stopped_or_silent_server() -> None:
+    """A container that exits, or never logs the line, is an error that names the server."""
+    with pytest.raises(ServerError, match="nats stopped before"):
+        wait_for_log("nats", "Server is ready", 1, lambda: b"", lambda: False)
+    with pytest.raises(ServerError, match="nats did not log"):
+        wait_for_log("nats", "Server is ready", 1, lambda: b"", lambda: True, timeout=0.2)
+
+
+def test_a_local_server_has_the_operations_of_a_container_server(tmp_path: Path) -> None:
+    """start, stop, start again on the same port, close: what the fixtures use on either path."""
+    server: LocalServer = redis_server(tmp_path / "redis")
+    port = server.port
+    try:
+        server.start()
+        server.stop()
+        server.start()
+        assert server.port == port
+        assert server.process is not None
+        assert server.process.poll() is None
+    finally:
+        server.close()
+    assert server.process is not None
+    assert server.process.poll() is not None
+
+
+class FakeWrapped:
+    """The docker-py container under a fake testcontainer: a status and a log that grows with each start."""
+
+    def __init__(self) -> None:
+        self.status = "created"
+        self.log = b""
+        self.stops = 0
+
+    def start(self) -> None:
+        self.status = "running"
+        self.log += b"[1] Server is ready\n"
+
+    def stop(self, timeout: int) -> None:
+        assert timeout == 5
+        self.status = "exited"
+        self.stops += 1
+
+    def logs(self) -> bytes:
+        return self.log
+
+    def reload(self) -> None:
+        """docker-py refreshes `status` here; the fake's is always current."""
+
+
+class FakeContainer:
+    """Just what ContainerServer uses of a testcontainers DockerContainer, without an engine."""
+
+    def __init__(self, host: str = "localhost") -> None:
+        self.host = host
+        self.wrapped = FakeWrapped()
+        self.removed = False
+
+    def start(self) -> FakeContainer:
+        self.wrapped.start()
+        return self
+
+    def get_container_host_ip(self) -> str:
+        return self.host
+
+    def get_wrapped_container(self) -> FakeWrapped:
+        return self.wrapped
+
+    def stop(self) -> None:
+        self.removed = True
+
+
+def container_server(tmp_path: Path, fake: FakeContainer) -> ContainerServer:
+    """A ContainerServer around a fake container."""
+    return ContainerServer(
+        "nats-server (fake)",
+        ["-js"],
+        free_port(),
+        tmp_path / "nats-server.log",
+        container=cast("DockerContainer", fake),
+        ready_log="Server is ready",
+    )
+
+
+def test_a_container_server_restarts_in_place_and_keeps_its_log_when_closed(tmp_path: Path) -> None:
+    """start, stop, start again (the same container and port), close: the log is kept, the container removed."""
+    fake = FakeContainer()
+    server = container_server(tmp_path, fake)
+    assert server.start() is server
+    server.stop()
+    server.start()
+    assert (server.starts, fake.wrapped.stops, fake.wrapped.status) == (2, 1, "running")
+    server.close()
+    server.close()
+    server.stop()
+    assert fake.removed
+    assert fake.wrapped.stops == 1
+    assert (tmp_path / "nats-server.log").read_bytes().count(b"Server is ready") == 2
+    with pytest.raises(ServerError, match="was closed"):
+        server.start()
+
+
+def test_a_container_server_refuses_an_engine_that_publishes_elsewhere(tmp_path: Path) -> None:
+    """The mesh addresses 127.0.0.1: a remote engine is a clear error (and the container is removed)."""
+    fake = FakeContainer(host="10.0.0.7")
+    with pytest.raises(ServerError, match=f"{SERVERS_ENV}=local"):
+        container_server(tmp_path, fake).start()
+    assert fake.removed
+
+
+def test_the_containers_are_published_on_the_given_host_ports(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A fixed host port (not one Docker picks) is what lets a restarted container keep its address."""
+    monkeypatch.setattr("testcontainers.core.container.DockerClient", lambda **_: object())
+    nats = nats_container(tmp_path / "nats", 14222)
+    redis = redis_container(tmp_path / "redis", 16379)
+    assert nats.container.image.endswith(NATS_IMAGE)
+    assert redis.container.image.endswith(REDIS_IMAGE)
+    assert (nats.container.ports, nats.port) == ({"4222": 14222}, 14222)
+    assert (redis.container.ports, redis.port) == ({"6379": 16379}, 16379)
+    assert nats.command[:3] == ["-js", "-sd", "/data/jetstream"]
