@@ -2,7 +2,10 @@
 
 Each case (workload, size) starts from a cluster of `size` nodes with 10 actors per node already placed, built
 by folding events (`Cluster.from_events`), then times `--decisions` submits (or placement groups) one by one.
-Every case runs in a fresh subprocess so its peak RSS is its own. It prints figures; it asserts nothing.
+The `vclusters` workload also times virtual clusters: `--tenants` clusters admitted, a queue of waiting ones,
+`--churn` destroy-and-request rounds, and the same requests inside the clusters and at the root (it runs at
+1,000 nodes unless --sizes says otherwise). Every case runs in a fresh subprocess so its peak RSS is its own.
+It prints figures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import resource
 import subprocess
 import sys
@@ -18,12 +20,23 @@ import time
 from typing import TypedDict, cast
 
 from schemas import PlacementGroupRequest
+from services.cli import bench_vclusters
 from services.cli.args import positive_int
-from services.cli.bench_workloads import ACTORS_PER_NODE, WORKLOADS, Layout, Work, Workload, build_events
+from services.cli.bench_workloads import (
+    ACTORS_PER_NODE,
+    WORKLOADS,
+    Layout,
+    Work,
+    Workload,
+    build_events,
+    percentile,
+)
 from services.core import Cluster, Pending
 
 SEED = 42
 DEFAULT_SIZES = (1000, 5000, 20000)
+DEFAULT_SIZES_OF = {"vclusters": (1000,)}
+"""Workloads whose default sizes differ (the virtual-cluster case is specified at 1,000 nodes)."""
 
 
 class Figures(TypedDict):
@@ -37,12 +50,6 @@ class Figures(TypedDict):
     p99_us: float
     peak_rss_mb: float
     replay_events_per_s: float
-
-
-def percentile(sorted_values: list[int], fraction: float) -> int:
-    """Nearest-rank percentile of an ascending list."""
-    rank = max(1, math.ceil(fraction * len(sorted_values)))
-    return sorted_values[rank - 1]
 
 
 def progress(text: str) -> None:
@@ -105,10 +112,17 @@ def run_case(workload: Workload, nodes: int, decisions: int) -> Figures:
     )
 
 
-def run_in_subprocess(workload: str, nodes: int, decisions: int) -> Figures | None:
+def run_one(name: str, nodes: int, args: argparse.Namespace) -> Figures:
+    """Run one case in this process."""
+    if name == "vclusters":
+        return bench_vclusters.run_case(nodes, args.decisions, args.tenants, args.churn)
+    return run_case(WORKLOADS[name], nodes, args.decisions)
+
+
+def run_in_subprocess(workload: str, nodes: int, args: argparse.Namespace) -> Figures | None:
     """Run one case in a fresh interpreter (so peak RSS is the case's own); None if it failed."""
-    command = [sys.executable, "-m", "services.cli", "bench", "core", "--json", "--decisions", str(decisions)]
-    command += ["--one", f"{workload}:{nodes}"]
+    command = [sys.executable, "-m", "services.cli", "bench", "core", "--json", "--decisions", str(args.decisions)]
+    command += ["--tenants", str(args.tenants), "--churn", str(args.churn), "--one", f"{workload}:{nodes}"]
     finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     if finished.returncode != 0:
         progress(f"  {workload} at {nodes} nodes failed (exit status {finished.returncode})")
@@ -177,6 +191,16 @@ def _workloads(text: str) -> list[str]:
     return names
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0")
+    return value
+
+
 def _one(text: str) -> tuple[str, int]:
     name, _, size = text.partition(":")
     return _workloads(name)[0], _sizes(size)[0]
@@ -188,8 +212,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes",
         type=_sizes,
-        default=list(DEFAULT_SIZES),
-        help="comma-separated node counts (default: 1000,5000,20000)",
+        default=None,
+        help="comma-separated node counts (default: 1000,5000,20000; 1000 for vclusters)",
     )
     parser.add_argument(
         "--workloads",
@@ -197,7 +221,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(WORKLOADS),
         help=f"comma-separated workloads (default: all of {', '.join(WORKLOADS)})",
     )
-    parser.add_argument("--decisions", type=positive_int, default=2000, help="timed decisions per case (default: 2000)")
+    parser.add_argument(
+        "--decisions",
+        type=positive_int,
+        default=2000,
+        help="timed decisions per case (default: 2000; vclusters: that many inside clusters and as many at the root)",
+    )
+    parser.add_argument(
+        "--tenants",
+        type=positive_int,
+        default=bench_vclusters.DEFAULT_TENANTS,
+        help=f"vclusters: tenant clusters created first (their minima ask 80%% of the free CPUs); half as many "
+        f"more are requested after them, so some queue (default: {bench_vclusters.DEFAULT_TENANTS})",
+    )
+    parser.add_argument(
+        "--churn",
+        type=_count,
+        default=bench_vclusters.DEFAULT_CHURN,
+        help=f"vclusters: rounds of destroying an admitted cluster and requesting it again "
+        f"(default: {bench_vclusters.DEFAULT_CHURN})",
+    )
     parser.add_argument(
         "--in-process",
         action="store_true",
@@ -206,13 +249,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--one", type=_one, help=argparse.SUPPRESS)
 
 
+def plan_cases(workloads: list[str], sizes: list[int] | None) -> list[tuple[str, int]]:
+    """The (workload, nodes) cases, size by size (in the given order; without `sizes`, each workload's defaults
+    in ascending order)."""
+    sizes_of = {name: sizes or list(DEFAULT_SIZES_OF.get(name, DEFAULT_SIZES)) for name in workloads}
+    every_size = list(dict.fromkeys(sizes)) if sizes else sorted({n for chosen in sizes_of.values() for n in chosen})
+    return [(name, size) for size in every_size for name in workloads if size in sizes_of[name]]
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the selected cases and print their figures."""
     if args.one is not None:
         name, nodes = args.one
-        print(json.dumps(run_case(WORKLOADS[name], nodes, args.decisions)), flush=True)
+        print(json.dumps(run_one(name, nodes, args)), flush=True)
         return 0
-    cases = [(name, size) for size in args.sizes for name in args.workloads]
+    cases = plan_cases(args.workloads, args.sizes)
     if not args.json:
         print("corral bench core: 10 placed actors per node before timing; one line per case as it finishes")
         print("  ".join(title.ljust(w) if key == "workload" else title.rjust(w) for key, w, title in COLUMNS))
@@ -222,15 +273,17 @@ def run(args: argparse.Namespace) -> int:
         progress(f"[{number}/{len(cases)}] {name} at {size:,} nodes: {WORKLOADS[name].summary}")
         started = time.perf_counter()
         if args.in_process:
-            result: Figures | None = run_case(WORKLOADS[name], size, args.decisions)
+            result: Figures | None = run_one(name, size, args)
         else:
-            result = run_in_subprocess(name, size, args.decisions)
+            result = run_in_subprocess(name, size, args)
         progress(f"  ({time.perf_counter() - started:.1f} s)")
         if result is None:
             failed += 1
             continue
         results.append(result)
         print(json.dumps(result) if args.json else _row(result), flush=True)
+        if name == "vclusters" and not args.json:
+            print("\n".join(bench_vclusters.summary_lines(cast(bench_vclusters.VClusterFigures, result))), flush=True)
     line = scaling_line(results, 5000, 20000)
     if line and not args.json:
         print(line)

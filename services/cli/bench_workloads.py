@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,12 @@ REQUEST = {"CPU": 1.0}
 TAINT = Taint("dedicated", "batch")
 Strategy = ActorAffinitySchedulingStrategy
 Work = ScheduleRequest | PlacementGroupRequest
+
+
+def percentile(sorted_values: list[int], fraction: float) -> int:
+    """Nearest-rank percentile of an ascending list."""
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
 
 
 class Layout:
@@ -154,6 +161,8 @@ WORKLOADS = {
         ),
         Workload("taints", "30% of nodes tainted NoSchedule, half the requests tolerate", taints=True),
         Workload("pg_strict_spread", "placement groups of 4 bundles, STRICT_SPREAD"),
+        # Its own run (services/cli/bench_vclusters.py), not `decisions`: admission, churn, decisions inside.
+        Workload("vclusters", "virtual clusters: tenants admitted, queued and churned; decisions inside vs root"),
     )
 }
 

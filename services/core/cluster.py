@@ -183,9 +183,8 @@ class Cluster(VirtualClusterOps):
         self._lose_bundles(sorted(node.bundles), f"node {node_id} died")
 
     def _scopes(self) -> list[ClusterView]:
-        """The root view, then every virtual cluster's scope in arrival order."""
-        clusters = sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival)
-        return [self._view, *(vc.scope for vc in clusters)]
+        """The root view, then every virtual cluster's scope in arrival order (the tree keeps that order)."""
+        return [self._view, *(vc.scope for vc in self._view.tree.clusters.values())]
 
     def _carved_below(self, view: ClusterView, node_id: str) -> list[tuple[ClusterView, str]]:
         """Every virtual node carved out of `node_id`, directly or through other virtual nodes."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter, itemgetter
 
 from schemas import Explanation
 from services.core.plugins.base import RANK_FREE, Filter, Scorer
@@ -63,11 +64,26 @@ class Plan:
         return min(lists, key=len) if lists else view.ring.ids
 
 
+_WEIGHT = itemgetter(0)
+_HASH_KEY = attrgetter("hash_key")
+
 EXCLUDED_REASON = "was taken by another bundle of this placement group (STRICT_SPREAD)"
 
 
 def _policy_key(plan: Plan, node: NodeState) -> float:
-    share = node.utilisation(plan.need)
+    """How the policy ranks a node (lower is better): SPREAD the least used, else the most used below half, then
+    the least used above; "used" is `NodeState.utilisation(plan.need)`, computed inline here (the hot path)."""
+    need, free = plan.need, node.free
+    share = 0.0
+    for name, total in node.total.items():
+        if total <= 0:
+            continue
+        used = total - free.get(name, 0.0)
+        if need:
+            used += need.get(name, 0.0)
+        used /= total
+        if used > share:  # noqa: PLR1730 - max() is a call per resource on the hot path
+            share = used
     if plan.policy == "SPREAD":
         return share
     return -share if share < 0.5 else 1.0 + share
@@ -87,7 +103,11 @@ def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeStat
 
 
 def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> NodeState | None:
-    """The node to place on now, or None when no node can take the work now."""
+    """The node to place on now, or None when no node can take the work now.
+
+    The highest soft weight wins, then the lowest policy key; among nodes equal on both, a seeded choice in
+    `hash_key` order (only the tied nodes are sorted, so the choice does not depend on the scan order).
+    """
     preferred = _preferred(view, plan, prng)
     seen = {node.node_id for node in preferred}
     scored: list[tuple[int, NodeState]] = []
@@ -95,15 +115,23 @@ def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> Node
         if fits(plan.room(node), plan.need) and plan.rejects(node) is None:
             scored.append((plan.weight(node), node))
     scored.extend(_sample(view, plan, prng, sample, seen))
-    if not scored:
-        return None
-    best_weight = max(weight for weight, _ in scored)
-    best = [node for weight, node in scored if weight == best_weight]
-    if len(best) > 1:
-        keyed = [(_policy_key(plan, node), node.hash_key, node) for node in best]
-        top = min(key for key, _, _ in keyed)
-        best = [node for key, _, node in sorted(keyed, key=lambda item: item[1]) if key == top]
-    return best[prng.below(len(best))] if len(best) > 1 else best[0]
+    if len(scored) <= 1:
+        return scored[0][1] if scored else None
+    best_weight = max(scored, key=_WEIGHT)[0]
+    top = 0.0
+    ties: list[NodeState] = []
+    for weight, node in scored:
+        if weight != best_weight:
+            continue
+        key = _policy_key(plan, node)
+        if not ties or key < top:
+            top, ties = key, [node]
+        elif key == top:
+            ties.append(node)
+    if len(ties) == 1:
+        return ties[0]
+    ties.sort(key=_HASH_KEY)
+    return ties[prng.below(len(ties))]
 
 
 def _sample(

@@ -6,11 +6,14 @@ nodes, as a placement group would be) plus the flexible minimum, carved from the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from schemas import Explanation, VirtualNodeGrant
 from services.core.decide_group import decide_group
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, NodeState, Resources, give, take
+from services.core.state.model import EPSILON
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
 from services.core.vcluster_spec import CompiledSpec
@@ -112,6 +115,43 @@ def _carve_minimum(parent_view: ClusterView, vc: VClusterState, spec: CompiledSp
 def _share_size(free: Resources, remaining: Resources) -> float:
     """How much of the remaining minimum a node can hold, as a fraction summed over resources."""
     return sum(min(max(free.get(name, 0.0), 0.0), need) / need for name, need in remaining.items())
+
+
+class FreeCapacity:
+    """What each parent has free in total on the nodes a spec may use: a quick bound before a full attempt."""
+
+    def __init__(self, root: ClusterView, specs: Callable[[str], CompiledSpec]) -> None:
+        self.root = root
+        self.specs = specs
+        self._free: dict[tuple[str, str], Resources] = {}
+
+    def may_hold(self, vc: VClusterState, spec: CompiledSpec) -> bool:
+        """False when the parent's free resources, summed over its usable nodes, cannot cover `vc`'s minimum.
+
+        A parent cluster that can still grow always may (its growth is planned by the full attempt).
+        """
+        parent = self.root.tree.clusters.get(vc.parent)
+        if parent is not None and parent.status != "queued" and self.specs(parent.vc_id).grows:
+            return True
+        key = (vc.parent, repr(sorted(spec.tolerations.by_key.items(), key=lambda item: item[0])))
+        free = self._free.get(key)
+        if free is None:
+            tolerated = TaintFilter(spec.tolerations)
+            free = {}
+            for node in parent_scope(self.root, vc).nodes.values():
+                if tolerated.check(node) is None:
+                    for name, amount in node.free.items():
+                        free[name] = free.get(name, 0.0) + amount
+            self._free[key] = free
+        need = dict(missing_minimum(vc, spec))
+        for fixed in spec.fixed:
+            for name, amount in fixed.resources.items():
+                need[name] = need.get(name, 0.0) + amount
+        return all(free.get(name, 0.0) + EPSILON >= amount for name, amount in need.items())
+
+    def forget(self) -> None:
+        """Resources were taken: sum again on the next question."""
+        self._free.clear()
 
 
 def blocker(root: ClusterView, vc: VClusterState) -> VClusterState | None:

@@ -25,7 +25,7 @@ from services.core.request import CompiledRequest, RequestError, UnknownIdError
 from services.core.state import ClusterView, NodeState, fits
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
-from services.core.vcluster_admission import blocker, queue_position, queued_message, reserve
+from services.core.vcluster_admission import FreeCapacity, blocker, queue_position, queued_message, reserve
 from services.core.vcluster_borrow import Lender, admission_need, parent_growth
 from services.core.vcluster_info import cluster_info
 from services.core.vcluster_spec import CompiledSpec, check_parent, check_priority
@@ -80,7 +80,7 @@ class VirtualClusterOps:
         """Where a cluster stands: admitted with its virtual nodes, or queued with the reason and its position."""
         vc = self._cluster(vc_id)
         if vc.status == "queued":
-            message = queued_message(self._view, vc, self._queue_reason(vc))
+            message = queued_message(self._view, vc, vc.reason)
             return Queued(vc_id, message, queue_position(self._view, vc)[0])
         return Admitted(vc_id, sorted(vc.vnodes))
 
@@ -129,9 +129,9 @@ class VirtualClusterOps:
         return cluster_info(self._view, vc, self._spec_of(vc_id), self._queue_reason(vc))
 
     def virtual_clusters(self) -> list[VirtualClusterInfo]:
-        """Every virtual cluster, parents before children."""
-        ordered = sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival)
-        return [cluster_info(self._view, vc, self._spec_of(vc.vc_id), self._queue_reason(vc)) for vc in ordered]
+        """Every virtual cluster, parents before children (a queued one with the reason it was queued with)."""
+        ordered = list(self._view.tree.clusters.values())
+        return [cluster_info(self._view, vc, self._spec_of(vc.vc_id), vc.reason) for vc in ordered]
 
     def _cluster(self, vc_id: str) -> VClusterState:
         vc = self._view.tree.clusters.get(vc_id)
@@ -151,21 +151,35 @@ class VirtualClusterOps:
     def _admit_waiting(self) -> bool:
         """Admit waiting clusters (each parent's queue in order) and repair degraded ones; True if any changed."""
         tree = self._view.tree
+        queues: dict[str, list[VClusterState]] = {}
+        for vc in tree.clusters.values():  # in arrival order, so parents come before their children
+            if vc.status == "queued" and not vc.destroying:
+                queues.setdefault(vc.parent, []).append(vc)
         changed = False
-        for parent in [ROOT, *(vc.vc_id for vc in sorted(tree.clusters.values(), key=lambda vc: vc.arrival))]:
-            for vc in tree.queue(parent):
-                changed |= self._try_admit(vc, announce=False)
-        for vc in sorted(tree.clusters.values(), key=lambda vc: vc.arrival):
+        free = FreeCapacity(self._view, self._spec_of)
+        for parent in sorted(queues, key=lambda p: (p != ROOT, tree.clusters[p].arrival if p else 0)):
+            for vc in sorted(queues[parent], key=lambda vc: (-vc.priority, vc.arrival)):
+                if self._try_admit(vc, announce=False, free=free):
+                    changed = True
+                    free.forget()
+        for vc in list(tree.clusters.values()):
             if vc.status == "admitted" and not vc.destroying:
                 changed |= self._repair(vc)
         return changed
 
-    def _try_admit(self, vc: VClusterState, *, announce: bool) -> bool:
+    def _try_admit(self, vc: VClusterState, *, announce: bool, free: FreeCapacity | None = None) -> bool:
+        """Admit `vc` if its whole minimum can be reserved now; otherwise record why it waits (once).
+
+        With `free`, a cluster whose minimum exceeds what the parent has free in total is not tried further.
+        """
         if vc.status != "queued" or vc.destroying:
             return False
+        spec = self._spec_of(vc.vc_id)
         blocked = self._blocked(vc)
+        if not blocked and free is not None and vc.reason and not free.may_hold(vc, spec):
+            return False
         grown = [] if blocked else self._grow_parent(vc)
-        outcome = blocked or reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
+        outcome = blocked or reserve(self._view, vc, spec, self._prng, self.sample_size)
         if not isinstance(outcome, str):
             self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=outcome))
             self._retry_scope(vc.scope, wake_all=True)
