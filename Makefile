@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv redis nats lint test run bench clean
+.PHONY: venv redis nats lint test run bench bench-replay clean
 
 venv: $(VENV)/.installed
 
@@ -40,6 +40,11 @@ run: venv redis nats
 
 bench: venv
 	$(BIN)/python -m services.cli bench core
+
+# Start-up replay: a 1,000,000-event log on local nats-server and redis-server (BENCH_REPLAY_ARGS=--json).
+BENCH_REPLAY_ARGS ?=
+bench-replay: venv redis nats
+	$(BIN)/python -m loadtest.replay $(BENCH_REPLAY_ARGS)
 
 # Load test of the running mesh (an embedded one unless LOADTEST_ARGS has --nats-url): prints figures, exits 0.
 LOADTEST_ARGS ?=
