@@ -47,7 +47,6 @@ from services.cli.args import non_negative_int, positive_int
 from services.core import Cluster
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
-from services.runtime.follower import LogFollower
 from services.runtime.servers import LocalServer, nats_server, redis_server
 from services.runtime.service import service_shell
 from services.runtime.settings import Settings
@@ -308,7 +307,7 @@ async def cold_start(settings: Settings, asker: Bus, config: ReplayConfig, total
                     served_s = time.perf_counter() - began
                     sequence = shell.follower.sequence
                 finally:
-                    await _close_reader(shell.follower)
+                    await shell.follower.close()
         finally:
             watching.cancel()
     if stalled:
@@ -342,17 +341,6 @@ async def ask_digest(asker: Bus) -> DigestReply:
             continue
         answer: DigestReply = decode(reply.data, DigestReply)
         return answer
-
-
-async def _close_reader(follower: LogFollower) -> None:
-    """Close the log subscription the follower keeps for `run()` while the bus is still open.
-
-    `service_shell` closes the bus first; the reader's generator, finalized later, then fails to unsubscribe
-    ("Task exception was never retrieved ... ConnectionClosedError" on stderr).
-    """
-    reader = follower._reader
-    if isinstance(reader, AsyncGenerator):
-        await reader.aclose()
 
 
 async def _stored_sequence(settings: Settings) -> int:

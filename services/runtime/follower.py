@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from schemas import AnyEvent
 from services.runtime.bus import Bus, LogEntry
@@ -55,10 +55,10 @@ class LogFollower:
                 log.warning("%s: snapshot ignored (%s): replaying the whole log", self.name, error)
                 self.sequence = 0
         target = await self.bus.last_sequence()
-        self._reader = self.bus.read_log(self.sequence + 1, max_bytes=self.bus.settings.max_message_bytes)
+        self._reader = self._read_from_next()
         replayed = 0
         while self.sequence < target:
-            entry = await anext(self._reader)
+            entry = await self._next()
             replayed += await self._fold(entry)
             if progress is not None and replayed % 10_000 == 0:
                 progress(self.sequence, target)
@@ -74,12 +74,46 @@ class LogFollower:
         )
 
     async def run(self) -> None:
-        """Fold new events as they are appended, forever."""
+        """Fold new events as they are appended, until the log subscription ends."""
         assert self._reader is not None, "start() first"
-        async for entry in self._reader:
+        while True:
+            try:
+                entry = await self._next()
+            except StopAsyncIteration:
+                return
             await self._fold(entry)
             if self.sequence - self._snapshot_sequence >= self.snapshot_every and self._ready():
                 await self.snapshot()
+
+    def _read_from_next(self) -> AsyncIterator[LogEntry]:
+        return self.bus.read_log(self.sequence + 1, max_bytes=self.bus.settings.max_message_bytes)
+
+    async def _next(self) -> LogEntry:
+        """The next entry of the log; a hole in the sequence reads the log again from the first missing event.
+
+        The log has no holes, so one means the client dropped messages it could not keep up with (a slow
+        consumer): folding around it would build a wrong view.
+        """
+        assert self._reader is not None
+        entry = await anext(self._reader)
+        while entry.sequence > self.sequence + 1:
+            log.warning(
+                "%s: events %d to %d were not delivered (slow consumer?): reading the log again from %d",
+                self.name,
+                self.sequence + 1,
+                entry.sequence - 1,
+                self.sequence + 1,
+            )
+            await self.close()
+            self._reader = self._read_from_next()
+            entry = await anext(self._reader)
+        return entry
+
+    async def close(self) -> None:
+        """Stop reading the log (before the bus closes, so the subscription ends cleanly)."""
+        reader, self._reader = self._reader, None
+        if isinstance(reader, AsyncGenerator):
+            await reader.aclose()
 
     async def _fold(self, entry: LogEntry) -> int:
         if entry.sequence <= self.sequence:
