@@ -207,6 +207,7 @@ def test_scoped_introspection_counts_only_the_cluster(seed: int) -> None:
     assert {node.node_id for node in cluster.nodes("vc1")} == {node.node_id for node in info.nodes}
     assert {node.node_id for node in cluster.nodes()} == {"n0", "n1", "n2"}
     assert set(cluster.placements("vc1")) == {"in"} and set(cluster.placements()) == {"in", "out"}
+    assert sorted(actor.request.actor_id for actor in cluster.view.every_actor()) == ["in", "out"]
     assert all(parent_of(cluster, "vc1", node.node_id) in {"n0", "n1", "n2"} for node in info.nodes)
 
 

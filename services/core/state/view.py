@@ -160,6 +160,13 @@ class ClusterView:
             return self
         return self.tree.clusters[vc_id].scope
 
+    def every_actor(self) -> list[ActorState]:
+        """Every live actor: the root's, then each virtual cluster's (in arrival order)."""
+        found = list(self.actors.values())
+        for vc in self.tree.clusters.values():
+            found += vc.scope.actors.values()
+        return found
+
     def scope_of(self, work_id: str) -> ClusterView:
         """The view an actor or placement group lives in."""
         return self.scope(self.tree.work_scope.get(work_id, ROOT))
