@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+from schemas.vclusters import VirtualCluster
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +70,25 @@ class RemoveTaints(Command, frozen=True, kw_only=True):
     keys: list[str]
     node_id: str = ""
     node_address: str = ""
+
+
+# vclusters service: `corral.cmd.vclusters.<verb>`; the scheduler then admits, queues or destroys
+
+
+class CreateVirtualCluster(Command, frozen=True, kw_only=True):
+    """Ask for a virtual cluster under `parent` (None: the root); the same request again changes nothing."""
+
+    vc_id: str
+    spec: VirtualCluster
+    parent: str | None = None
+    priority: int = 0
+
+
+class DestroyVirtualCluster(Command, frozen=True, kw_only=True):
+    """Destroy a virtual cluster and its children; refused while they have live work, unless `force` stops it."""
+
+    vc_id: str
+    force: bool = False
 
 
 # scheduler: durable requests on `corral.req.<kind>` (the CORRAL_REQUESTS work queue)

@@ -7,6 +7,7 @@ import msgspec
 from schemas.decisions import Pending
 from schemas.requests import Taint
 from schemas.selectors import SelectorSpec
+from schemas.vclusters import Admitted, Queued, VirtualClusterInfo
 
 
 class NodesQuery(msgspec.Struct, frozen=True):
@@ -25,6 +26,8 @@ class NodeInfo(msgspec.Struct, frozen=True):
     labels: dict[str, str]
     taints: list[Taint]
     actors: int = 0
+    parent_node: str = ""
+    """A virtual node's parent node ("" for a physical node)."""
 
 
 class NodesReply(msgspec.Struct, frozen=True, tag_field="type", tag="nodes"):
@@ -99,3 +102,61 @@ class DigestReply(msgspec.Struct, frozen=True, tag_field="type", tag="digest"):
 
     digest: str
     sequence: int
+
+
+# vclusters service: `corral.q.vclusters.<what>`, answered once its view has folded the log up to the question
+
+
+class VirtualClusterQuery(msgspec.Struct, frozen=True):
+    """One virtual cluster: where it stands and what it holds."""
+
+    vc_id: str
+
+
+class VirtualClusterReply(msgspec.Struct, frozen=True, tag_field="type", tag="vcluster"):
+    """A cluster's info, its admission, whether the scheduler has decided it yet, and its subtree.
+
+    `decided` is false while the scheduler has neither admitted nor queued it (just requested); `subtree` is
+    the cluster and every cluster under it, children before their parents (the order they are destroyed in).
+    """
+
+    info: VirtualClusterInfo
+    admission: Admitted | Queued
+    decided: bool
+    subtree: list[str]
+    sequence: int = 0
+
+
+class VirtualClustersQuery(msgspec.Struct, frozen=True):
+    """Every virtual cluster."""
+
+
+class VirtualClustersReply(msgspec.Struct, frozen=True, tag_field="type", tag="vclusters"):
+    """Every virtual cluster, parents before children."""
+
+    clusters: list[VirtualClusterInfo]
+    sequence: int = 0
+
+
+class ScopedWorkQuery(msgspec.Struct, frozen=True):
+    """The work living in one virtual cluster (not its children)."""
+
+    vc_id: str
+
+
+class ScopedWorkReply(msgspec.Struct, frozen=True, tag_field="type", tag="scoped_work"):
+    """A cluster's actors, placements (on its virtual nodes), placement groups and pending work in queue order."""
+
+    vc_id: str
+    actors: list[ActorInfo]
+    placements: dict[str, str]
+    placement_groups: dict[str, list[str]]
+    pending: list[Pending]
+    sequence: int = 0
+
+
+class ScopedNodesQuery(msgspec.Struct, frozen=True):
+    """The virtual nodes of one cluster whose labels match `selector` (all when empty); answered as NodesReply."""
+
+    vc_id: str
+    selector: SelectorSpec = {}

@@ -4,6 +4,31 @@ from __future__ import annotations
 
 import re
 
+from schemas.events import (
+    ActorFailed,
+    ActorPending,
+    ActorPlaced,
+    ActorRemoved,
+    ActorSubmitted,
+    AnyEvent,
+    NodeDied,
+    NodeLabelsChanged,
+    NodeRegistered,
+    PlacementGroupBundlesLost,
+    PlacementGroupPending,
+    PlacementGroupPlaced,
+    PlacementGroupRemoved,
+    PlacementGroupSubmitted,
+    SchedulerElected,
+    TaintsChanged,
+    VirtualClusterDestroyed,
+    VirtualClusterDestroyRequested,
+    VirtualClusterQueued,
+    VirtualClusterRequested,
+    VirtualNodeResized,
+    VirtualNodesReserved,
+)
+
 PREFIX = "corral"
 
 EVENTS_STREAM = "CORRAL_EVENTS"
@@ -33,6 +58,9 @@ ACTOR = "actor"
 PLACEMENT_GROUP = "pg"
 SCHEDULER = "scheduler"
 VCLUSTER = "vc"
+"""Virtual-cluster intents (requested, destroy requested), written by the vclusters service."""
+VNODE = "vnode"
+"""The scheduler's virtual-cluster facts (queued, virtual nodes reserved or resized, destroyed), by cluster id."""
 
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,200}")
 
@@ -47,6 +75,30 @@ def token(identifier: str) -> str:
 def event_subject(aggregate: str, identifier: str) -> str:
     """`corral.evt.<aggregate>.<id>`: where the events of one aggregate are appended."""
     return f"{PREFIX}.evt.{aggregate}.{token(identifier)}"
+
+
+def subject_of(event: AnyEvent) -> str:
+    """The subject an event is appended to: `corral.evt.<aggregate>.<id>`, one aggregate token per writer."""
+    if isinstance(event, NodeRegistered | NodeDied | NodeLabelsChanged):
+        return event_subject(NODE, event.node_id)
+    if isinstance(event, TaintsChanged):
+        return event_subject(TAINT, event.node_id)
+    if isinstance(event, ActorSubmitted):
+        return event_subject(ACTOR, event.request.actor_id)
+    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved):
+        return event_subject(ACTOR, event.actor_id)
+    if isinstance(event, PlacementGroupSubmitted):
+        return event_subject(PLACEMENT_GROUP, event.request.pg_id)
+    if isinstance(
+        event, PlacementGroupPlaced | PlacementGroupPending | PlacementGroupBundlesLost | PlacementGroupRemoved
+    ):
+        return event_subject(PLACEMENT_GROUP, event.pg_id)
+    if isinstance(event, VirtualClusterRequested | VirtualClusterDestroyRequested):
+        return event_subject(VCLUSTER, event.vc_id)
+    if isinstance(event, VirtualClusterQueued | VirtualNodesReserved | VirtualNodeResized | VirtualClusterDestroyed):
+        return event_subject(VNODE, event.vc_id)
+    assert isinstance(event, SchedulerElected)
+    return event_subject(SCHEDULER, "lease")
 
 
 def command_subject(service: str, verb: str) -> str:
@@ -79,11 +131,14 @@ HEARTBEATS = f"{PREFIX}.hb.*"
 # commands
 LABELS = "labels"
 TAINTS = "taints"
+VCLUSTERS = "vclusters"
 REGISTER_NODE = command_subject(LABELS, "register")
 SET_LABELS = command_subject(LABELS, "set_labels")
 REMOVE_NODE = command_subject(LABELS, "remove")
 ADD_TAINTS = command_subject(TAINTS, "add")
 REMOVE_TAINTS = command_subject(TAINTS, "remove")
+CREATE_VCLUSTER = command_subject(VCLUSTERS, "create")
+DESTROY_VCLUSTER = command_subject(VCLUSTERS, "destroy")
 
 # durable scheduler requests
 SCHEDULE = request_subject("schedule")
@@ -98,6 +153,10 @@ ACTORS_QUERY = query_subject(LABELS, "actors")
 TAINTS_QUERY = query_subject(TAINTS, "taints")
 STATUS_QUERY = query_subject(SCHEDULER, "status")
 DECISION_QUERY = query_subject(SCHEDULER, "decision")
+VCLUSTER_QUERY = query_subject(VCLUSTERS, "info")
+VCLUSTERS_QUERY = query_subject(VCLUSTERS, "list")
+VCLUSTER_WORK_QUERY = query_subject(VCLUSTERS, "work")
+VCLUSTER_NODES_QUERY = query_subject(VCLUSTERS, "nodes")
 
 
 def digest_subject(service: str) -> str:

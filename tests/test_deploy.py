@@ -19,7 +19,7 @@ NATS_CONF = DEPLOY / "nats.conf"
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 
 NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "agent", "client")
-SERVICES_WITH_OWN_USER = ("labels", "taints", "scheduler")
+SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler")
 
 
 def validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
@@ -70,9 +70,9 @@ def test_a_broken_compose_file_is_rejected(tmp_path: Path, service: str, key: st
     assert result.returncode != 0, result.stdout + result.stderr
 
 
-def test_the_compose_file_runs_nats_redis_three_services_and_the_simulator() -> None:
-    """vclusters waits for its issue; everything else is there."""
-    assert set(load_compose()["services"]) == {"nats", "redis", "labels", "taints", "scheduler", "sim"}
+def test_the_compose_file_runs_nats_redis_the_four_services_and_the_simulator() -> None:
+    """nats, redis, labels, taints, vclusters, scheduler and the load simulator."""
+    assert set(load_compose()["services"]) == {"nats", "redis", "labels", "taints", "vclusters", "scheduler", "sim"}
 
 
 def test_the_scheduler_runs_one_active_and_one_standby_replica() -> None:

@@ -85,7 +85,6 @@ RULES = [
             f"services/{svc}",
             allowed=None,
             forbidden=tuple(f"services.{other}" for other in SERVICES if other != svc),
-            required=False,
         )
         for svc in SERVICES
     ),

@@ -19,6 +19,9 @@ from schemas import (
     ScheduleRequest,
     Taint,
     TaintsChanged,
+    VirtualCluster,
+    VirtualClusterRequested,
+    VirtualNodesReserved,
 )
 from schemas import subjects as s
 from schemas.commands import SubmitActor
@@ -112,14 +115,22 @@ def test_every_schema_reference_in_subjects_json_resolves() -> None:
         (NodeRegistered(node_id="n1", resources={"CPU": 1}, labels={}), "node_id"),
         (TaintsChanged(node_id="n1", taints=[]), "node_id"),
         (ActorPlaced(actor_id="a1", node_id="n1"), "actor_id"),
+        (VirtualClusterRequested(vc_id="vc1", spec=VirtualCluster()), "vc_id"),
+        (VirtualNodesReserved(vc_id="vc1", vnodes=[]), "vc_id"),
     ],
-    ids=["NodeRegistered", "TaintsChanged", "ActorPlaced"],
+    ids=["NodeRegistered", "TaintsChanged", "ActorPlaced", "VirtualClusterRequested", "VirtualNodesReserved"],
 )
 def test_the_event_patterns_match_where_the_bus_appends(event: AnyEvent, key: str) -> None:
     patterns = [entry["subject"] for entry in load("subjects.json")["subjects"] if entry["kind"] == "event"]
     identifier = getattr(event, key)
     assert subject_of(event) in [pattern.replace("{" + key + "}", identifier) for pattern in patterns]
     assert subject_of(event).startswith(f"{s.PREFIX}.evt.")
+
+
+def test_virtual_cluster_intents_and_the_schedulers_facts_travel_on_separate_aggregates() -> None:
+    """The vclusters service publishes only `corral.evt.vc.>`, the scheduler only `corral.evt.vnode.>` of these."""
+    assert s.subject_of(VirtualClusterRequested(vc_id="vc1", spec=VirtualCluster())) == "corral.evt.vc.vc1"
+    assert s.subject_of(VirtualNodesReserved(vc_id="vc1", vnodes=[])) == "corral.evt.vnode.vc1"
 
 
 # validating msgspec's JSON against the export (needs the jsonschema package, which check-jsonschema brings)

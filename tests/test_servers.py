@@ -212,9 +212,7 @@ def test_a_container_server_refuses_an_engine_that_publishes_elsewhere(tmp_path:
     assert fake.removed
 
 
-def test_the_containers_are_published_on_the_given_host_ports(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_containers_are_published_on_the_given_host_ports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A fixed host port (not one Docker picks) is what lets a restarted container keep its address."""
     monkeypatch.setattr("testcontainers.core.container.DockerClient", lambda **_: object())
     nats = nats_container(tmp_path / "nats", 14222)

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from schemas import NodeAffinitySchedulingStrategy, PlacementGroupRequest, ScheduleRequest, Taint
+from services.cli import demo_tenants
+from services.cli.demo_tenants import TenantDriver
 from services.cli.demo_workload import SEED, Step, build_cluster, workload
 from services.cli.table import format_table
 from services.core import Cluster, Pending
@@ -101,7 +103,7 @@ def describe_pending(pending: Pending, priority: int | None) -> list[str]:
     return lines
 
 
-class Driver(Protocol):
+class Driver(TenantDriver, Protocol):
     """Where the demo runs: an in-process `Cluster`, or the mesh through its client."""
 
     def submit(self, request: ScheduleRequest) -> object:
@@ -119,9 +121,6 @@ class Driver(Protocol):
     def remove_taints(self, node_id: str, keys: list[str]) -> object:
         """Untaint a node."""
 
-    def cluster(self) -> Cluster:
-        """The state to print, once everything the last call set off has been decided."""
-
 
 class InProcess:
     """The demo on an in-process `Cluster`."""
@@ -133,6 +132,8 @@ class InProcess:
         self.remove_node = self._cluster.remove_node
         self.add_taints = self._cluster.add_taints
         self.remove_taints = self._cluster.remove_taints
+        self.create_virtual_cluster = self._cluster.create_virtual_cluster
+        self.destroy_virtual_cluster = self._cluster.destroy_virtual_cluster
 
     def cluster(self) -> Cluster:
         """The cluster itself."""
@@ -209,4 +210,5 @@ def run(driver: Driver | None = None, where: str = "in-process") -> int:
         print("\n".join(describe_pending(pending, priorities.get(pending.id))))
     print("\nNODES (at the end)")
     print(nodes_table(cluster))
+    demo_tenants.run(driver)
     return 0

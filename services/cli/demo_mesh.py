@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from schemas import AnyEvent, PlacementGroupRequest, ScheduleRequest, Taint
+from schemas import AnyEvent, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
 from services.cli import demo
 from services.cli.demo_workload import RARE_RESOURCES, SEED, add_nodes
 from services.cli.mesh import start_mesh
@@ -57,6 +57,16 @@ class ThroughTheBus:
         """The taints service deletes the taints."""
         return self.client.remove_taints(node_id, keys)
 
+    def create_virtual_cluster(
+        self, vc_id: str, spec: VirtualCluster, parent: str | None = None, priority: int = 0
+    ) -> object:
+        """The vclusters service records the request; the scheduler admits or queues it."""
+        return self.client.create_virtual_cluster(vc_id, spec, parent=parent, priority=priority)
+
+    def destroy_virtual_cluster(self, vc_id: str, force: bool = False) -> object:
+        """The vclusters service records the request; the scheduler stops the work and releases the nodes."""
+        return self.client.destroy_virtual_cluster(vc_id, force=force)
+
     def cluster(self) -> Cluster:
         """The log, once it stops growing, folded into a view (replay never re-decides)."""
         events = asyncio.run(_settled_log(self.nats_url))
@@ -80,7 +90,10 @@ async def _settled_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
 def run() -> int:
     """Start the mesh, run the demo through it, stop everything; 0 when done."""
     with tempfile.TemporaryDirectory(prefix="corral-demo-") as data:
-        print("starting the embedded mesh: nats-server, redis-server, labels, taints, scheduler ...", file=sys.stderr)
+        print(
+            "starting the embedded mesh: nats-server, redis-server, labels, taints, vclusters, scheduler ...",
+            file=sys.stderr,
+        )
         settings = {"CORRAL_RARE_RESOURCES": ",".join(RARE_RESOURCES), "CORRAL_SEED": str(SEED)}
         mesh = start_mesh(Path(data), settings=settings)
         try:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from services.runtime.servers import LocalServer, nats_server, redis_server
 
-SERVICES = ("labels", "taints", "scheduler")
-"""The service processes `corral up` runs (vclusters comes with the virtual-cluster issue)."""
+SERVICES = ("labels", "taints", "vclusters", "scheduler")
+"""The service processes `corral up` runs."""
 
 
 @dataclass

@@ -146,6 +146,7 @@ def _add_submit(commands: Any) -> None:
     submit.add_argument(
         "--max-restarts", type=types.non_negative_int, metavar="N", help="restarts after a failure (default: 0)"
     )
+    submit.add_argument("--vc", metavar="ID", help="run it inside this virtual cluster (default: the root)")
     submit.add_argument(
         "--json", metavar="FILE", help="read the whole ScheduleRequest as JSON from FILE (`-`: standard input)"
     )
@@ -154,6 +155,7 @@ def _add_submit(commands: Any) -> None:
 
 
 _REQUEST_FLAGS = ("cpu", "resources", "labels", "namespace", "selector", "tolerate", "strategy", "priority")
+"""Flags that describe the request itself; `--json` replaces them all (`--vc` still applies on top)."""
 
 
 def read_request(source: str, actor_id: str | None) -> ScheduleRequest:
@@ -181,7 +183,8 @@ def build_request(args: argparse.Namespace) -> ScheduleRequest:
         ]
         if given:
             raise UsageError(f"--json reads the whole request: drop {', '.join(given)} (or drop --json)")
-        return read_request(args.json, args.actor_id)
+        request = read_request(args.json, args.actor_id)
+        return msgspec.structs.replace(request, vcluster_id=args.vc) if args.vc else request
     if not args.actor_id:
         raise UsageError("ACTOR_ID is required (or give the whole request with --json)")
     resources = dict(args.resources or {})
@@ -206,6 +209,7 @@ def build_request(args: argparse.Namespace) -> ScheduleRequest:
         tolerations=tolerations,
         max_restarts=args.max_restarts or 0,
         priority=args.priority or 0,
+        vcluster_id=args.vc,
     )
 
 

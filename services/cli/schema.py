@@ -36,7 +36,8 @@ Named = tuple[str, Any]
 
 GROUPS: dict[str, tuple[str, list[Named]]] = {
     "commands": (
-        "Commands to the labels and taints services (request/reply), heartbeats, and the scheduler's durable requests",
+        "Commands to the labels, taints and vclusters services (request/reply), heartbeats, and the scheduler's "
+        "durable requests",
         [
             ("RegisterNode", cmd.RegisterNode),
             ("SetLabels", cmd.SetLabels),
@@ -44,6 +45,8 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
             ("Heartbeat", cmd.Heartbeat),
             ("AddTaints", cmd.AddTaints),
             ("RemoveTaints", cmd.RemoveTaints),
+            ("CreateVirtualCluster", cmd.CreateVirtualCluster),
+            ("DestroyVirtualCluster", cmd.DestroyVirtualCluster),
             ("SchedulerRequest", cmd.SchedulerRequest),
         ],
     ),
@@ -65,6 +68,13 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
             ("StatusReply", q.StatusReply),
             ("DecisionQuery", q.DecisionQuery),
             ("Decision", Placed | Pending),
+            ("VirtualClusterQuery", q.VirtualClusterQuery),
+            ("VirtualClusterReply", q.VirtualClusterReply),
+            ("VirtualClustersQuery", q.VirtualClustersQuery),
+            ("VirtualClustersReply", q.VirtualClustersReply),
+            ("ScopedWorkQuery", q.ScopedWorkQuery),
+            ("ScopedWorkReply", q.ScopedWorkReply),
+            ("ScopedNodesQuery", q.ScopedNodesQuery),
         ],
     ),
 }
@@ -144,6 +154,8 @@ ROUTES = [
     Route("REMOVE_NODE", s.REMOVE_NODE, "command", ["RemoveNode"], ["CommandReply"]),
     Route("ADD_TAINTS", s.ADD_TAINTS, "command", ["AddTaints"], ["CommandReply"]),
     Route("REMOVE_TAINTS", s.REMOVE_TAINTS, "command", ["RemoveTaints"], ["CommandReply"]),
+    Route("CREATE_VCLUSTER", s.CREATE_VCLUSTER, "command", ["CreateVirtualCluster"], ["CommandReply"]),
+    Route("DESTROY_VCLUSTER", s.DESTROY_VCLUSTER, "command", ["DestroyVirtualCluster"], ["CommandReply"]),
     Route(
         "SCHEDULE",
         s.SCHEDULE,
@@ -174,6 +186,12 @@ ROUTES = [
     Route("TAINTS_QUERY", s.TAINTS_QUERY, "query", ["TaintsQuery"], ["TaintsReply", "Rejected"]),
     Route("STATUS_QUERY", s.STATUS_QUERY, "query", ["StatusQuery"], ["StatusReply", "Rejected"]),
     Route("DECISION_QUERY", s.DECISION_QUERY, "query", ["DecisionQuery"], ["Decision", "Rejected"]),
+    Route("VCLUSTER_QUERY", s.VCLUSTER_QUERY, "query", ["VirtualClusterQuery"], ["VirtualClusterReply", "Rejected"]),
+    Route(
+        "VCLUSTERS_QUERY", s.VCLUSTERS_QUERY, "query", ["VirtualClustersQuery"], ["VirtualClustersReply", "Rejected"]
+    ),
+    Route("VCLUSTER_WORK_QUERY", s.VCLUSTER_WORK_QUERY, "query", ["ScopedWorkQuery"], ["ScopedWorkReply", "Rejected"]),
+    Route("VCLUSTER_NODES_QUERY", s.VCLUSTER_NODES_QUERY, "query", ["ScopedNodesQuery"], ["NodesReply", "Rejected"]),
     Route("EVENTS_SUBJECTS", s.EVENTS_SUBJECTS, "stream subjects", ["AnyEvent"]),
     Route(
         "event_subject(NODE, node_id)",
@@ -207,8 +225,17 @@ ROUTES = [
         "event_subject(VCLUSTER, vc_id)",
         pattern(s.event_subject, s.VCLUSTER, token="vc_id"),
         "event",
-        [],
-        note="reserved for the virtual-cluster events (none yet)",
+        _event_names(ev.VirtualClusterRequested, ev.VirtualClusterDestroyRequested),
+        note="intents, written by the vclusters service",
+    ),
+    Route(
+        "event_subject(VNODE, vc_id)",
+        pattern(s.event_subject, s.VNODE, token="vc_id"),
+        "event",
+        _event_names(
+            ev.VirtualClusterQueued, ev.VirtualNodesReserved, ev.VirtualNodeResized, ev.VirtualClusterDestroyed
+        ),
+        note="the scheduler's facts: admission queue, virtual nodes reserved or resized, destroyed",
     ),
     Route("HEARTBEATS", s.HEARTBEATS, "heartbeat", ["Heartbeat"], note="plain publish, no reply"),
     Route("heartbeat_subject(node_id)", pattern(s.heartbeat_subject, token="node_id"), "heartbeat", ["Heartbeat"]),
@@ -244,8 +271,10 @@ OTHER_CONSTANTS = {
     "PLACEMENT_GROUP": "event aggregate token",
     "SCHEDULER": "event aggregate token",
     "VCLUSTER": "event aggregate token",
+    "VNODE": "event aggregate token",
     "LABELS": "service token of the labels service's commands and queries",
     "TAINTS": "service token of the taints service's commands and queries",
+    "VCLUSTERS": "service token of the vclusters service's commands and queries",
 }
 """The constants of `schemas/subjects.py` that are not subjects: names of streams, buckets, headers, tokens."""
 

@@ -117,7 +117,7 @@ def render_why(decision: Placed | Pending, work_id: str, kind: str) -> str:
         return where + "."
     lines = [f"{noun} {work_id} is pending.", f"Message: {decision.message}"]
     if decision.group_reason:
-        lines.append(f"Group: {decision.group_reason}")
+        lines.append(f"Blocked by: {decision.group_reason}")
     if decision.reasons:
         ordered = sorted(decision.reasons.items(), key=lambda item: (-item[1], item[0]))
         rows = [(count, reason, node_ids(decision.nodes_by_reason.get(reason, []))) for reason, count in ordered]
@@ -134,6 +134,9 @@ def add_parsers(commands: Any) -> None:
         "(status, node, restarts) and pending work (with the reason it waits), as the scheduler sees them.",
     )
     status.add_argument("--json", action="store_true", help="print the scheduler's StatusReply as JSON")
+    status.add_argument(
+        "--vc", metavar="ID", help="only this virtual cluster: its virtual nodes, its actors and its pending work"
+    )
     add_connection_arguments(status, service="scheduler")
     status.set_defaults(run=run_status, parser=status)
 
@@ -155,7 +158,11 @@ def run_status(args: argparse.Namespace) -> int:
 
     async def main() -> StatusReply:
         async with connected(args) as client:
-            return await client.status()
+            if not args.vc:
+                return await client.status()
+            nodes = await client.nodes(vcluster_id=args.vc)
+            work = await client.virtual_cluster_work(args.vc)
+            return StatusReply(nodes, work.actors, work.placement_groups, work.pending, work.sequence)
 
     status = asyncio.run(main())
     say(json_text(status) if args.json else render_status(status))

@@ -25,10 +25,10 @@ def add_parsers(commands: Any) -> None:
     up = commands.add_parser(
         "up",
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
-        description="Start nats-server (JetStream), redis-server and the labels, taints and scheduler services on "
-        "this machine, wait until every service answers (dots on stderr), print where NATS listens, then run until "
-        "SIGINT or SIGTERM and stop everything. The event log and logs live in --data-dir, so a restart keeps the "
-        "cluster's history.",
+        description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
+        "services on this machine, wait until every service answers (dots on stderr), print where NATS listens, then "
+        "run until SIGINT or SIGTERM and stop everything. The event log and logs live in --data-dir, so a restart "
+        "keeps the cluster's history.",
     )
     up.add_argument(
         "--nats-port",
@@ -70,7 +70,7 @@ def exited_service(mesh: Mesh) -> str | None:
 
 
 async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> bool:
-    """Poll every service (scheduler status, labels nodes, taints) until all answer; False if stopped meanwhile."""
+    """Poll every service (scheduler, labels, taints, vclusters) until all answer; False if stopped meanwhile."""
     deadline = time.monotonic() + timeout
     progress("starting Corral")
     async with Client(mesh.nats_url, name="corral-up", timeout=1.0) as client:

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
-from types import TracebackType
 from typing import Any
 
 import msgspec
 import nats.errors
 
-from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint
+from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
 from schemas import subjects as s
 from schemas.commands import (
     AddTaints,
@@ -40,91 +38,34 @@ from schemas.queries import (
     TaintsQuery,
     TaintsReply,
 )
-from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
-from services.client.errors import UnavailableError, raise_for
-from services.runtime.bus import Bus
-from services.runtime.codec import decode, encode
-from services.runtime.settings import Settings
+from schemas.replies import Accepted
+from services.client.errors import UnavailableError
+from services.client.job import Job
+from services.client.vclusters import VirtualClusterCalls
+from services.runtime.codec import encode
 
 log = logging.getLogger("corral.client")
 
 Decision = Placed | Pending
 
 
-class Client:
+class Client(VirtualClusterCalls):
     """Connect with `async with Client(url)`; the URL defaults to `CORRAL_NATS_URL`."""
 
     def __init__(self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0) -> None:
-        settings = Settings.from_env()
-        self.settings = Settings(**{**settings.__dict__, "nats_url": url or settings.nats_url})
-        self.name, self.timeout = name, timeout
-        self._bus: Bus | None = None
+        super().__init__(url, name=name, timeout=timeout)
         self._nodes: dict[str, RegisterNode] = {}
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
-
-    async def __aenter__(self) -> Client:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def connect(self) -> None:
-        """Open the connection (retried while the server starts)."""
-        self._bus = await Bus.connect(self.settings, self.name, on_reconnect=self._register_again)
 
     async def close(self) -> None:
         """Stop heartbeats and close the connection."""
         for task in self._heartbeats.values():
             task.cancel()
         self._heartbeats.clear()
-        if self._bus is not None:
-            await self._bus.close()
+        await super().close()
 
-    @property
-    def bus(self) -> Bus:
-        """The connection (connect first)."""
-        if self._bus is None:
-            raise RuntimeError("the client is not connected: use `async with Client(...)` or `await connect()`")
-        return self._bus
-
-    # plumbing
-
-    async def _ask(self, subject: str, message: object, kind: Any, timeout: float | None = None) -> Any:
-        try:
-            reply = await self.bus.nc.request(subject, encode(message), timeout=timeout or self.timeout)
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as error:
-            service = subject.split(".")[2]
-            raise UnavailableError(f"the {service} service did not answer on {subject} ({error!r})") from None
-        answer = decode(reply.data, kind | Rejected)
-        if isinstance(answer, Rejected):
-            raise_for(answer)
-        return answer
-
-    async def _command(self, subject: str, command: object) -> Accepted:
-        answer: Accepted = await self._ask(subject, command, CommandReply)
-        return answer
-
-    async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
-        """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
-        inbox = self.bus.nc.new_inbox()
-        replies = await self.bus.nc.subscribe(inbox, max_msgs=1)
-        msg_id = request.command_id or uuid.uuid4().hex
-        headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
-        try:
-            await self.bus.js.publish(subject, encode(request), headers=headers, timeout=timeout or self.timeout)
-            message = await replies.next_msg(timeout=timeout or self.timeout)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
-            raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
-        finally:
-            with contextlib.suppress(nats.errors.Error):
-                await replies.unsubscribe()
-        reply: RequestReply = decode(message.data, RequestReply)
-        if isinstance(reply, Rejected):
-            raise_for(reply)
-        return reply
+    async def _reconnected(self) -> None:
+        await self._register_again()
 
     # nodes
 
@@ -251,10 +192,11 @@ class Client:
     # introspection
 
     async def ready(self) -> None:
-        """Return when the scheduler, labels and taints services each answer a query; `UnavailableError` if not."""
+        """Return when the scheduler, labels, taints and vclusters services answer; `UnavailableError` if not."""
         await self.status()
         await self.nodes()
         await self.taints()
+        await self.virtual_clusters()
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Poll `ready()` until every service answers; `UnavailableError` after `timeout` seconds."""
@@ -272,21 +214,29 @@ class Client:
         answer: StatusReply = await self._ask(s.STATUS_QUERY, StatusQuery(), StatusReply)
         return answer
 
-    async def placements(self) -> dict[str, str]:
-        """Actor id -> node id for every placed actor."""
+    async def placements(self, vcluster_id: str | None = None) -> dict[str, str]:
+        """Actor id -> node id for every placed actor (with `vcluster_id`: that cluster's, on virtual nodes)."""
+        if vcluster_id:
+            return (await self.virtual_cluster_work(vcluster_id)).placements
         status = await self.status()
         return {a.actor_id: a.node_id for a in status.actors if a.status == "placed" and a.node_id is not None}
 
-    async def placement_groups(self) -> dict[str, list[str]]:
-        """Placement group id -> node per bundle, for every placed group."""
+    async def placement_groups(self, vcluster_id: str | None = None) -> dict[str, list[str]]:
+        """Placement group id -> node per bundle, for every placed group (with `vcluster_id`: that cluster's)."""
+        if vcluster_id:
+            return (await self.virtual_cluster_work(vcluster_id)).placement_groups
         return (await self.status()).placement_groups
 
-    async def pending(self) -> list[Pending]:
-        """Waiting actors and placement groups, in queue order, with reasons."""
+    async def pending(self, vcluster_id: str | None = None) -> list[Pending]:
+        """Waiting actors and placement groups, in queue order, with reasons (with `vcluster_id`: that cluster's)."""
+        if vcluster_id:
+            return (await self.virtual_cluster_work(vcluster_id)).pending
         return (await self.status()).pending
 
-    async def nodes(self, selector: dict[str, Any] | None = None) -> list[NodeInfo]:
-        """Live nodes whose labels match `selector` (the labels service's index)."""
+    async def nodes(self, selector: dict[str, Any] | None = None, vcluster_id: str | None = None) -> list[NodeInfo]:
+        """Live nodes whose labels match `selector` (with `vcluster_id`: that cluster's virtual nodes)."""
+        if vcluster_id:
+            return await self._scoped_nodes(vcluster_id, selector or {})
         answer: NodesReply = await self._ask(s.NODES_QUERY, NodesQuery(selector or {}), NodesReply)
         return answer.nodes
 
@@ -299,3 +249,21 @@ class Client:
         """Taints per node."""
         answer: TaintsReply = await self._ask(s.TAINTS_QUERY, TaintsQuery(node_id), TaintsReply)
         return answer.taints
+
+    # jobs
+
+    def job(
+        self,
+        virtual_cluster: VirtualCluster | None = None,
+        vc_id: str | None = None,
+        parent: str | None = None,
+        priority: int = 0,
+        timeout: float = 5.0,
+    ) -> Job:
+        """`async with client.job(virtual_cluster=VirtualCluster(...)) as job:` runs a job in its own cluster.
+
+        The cluster (id `vc_id`, generated when None) is created on entry under `parent`, every request made
+        through `job` is scoped to it, and it is destroyed with `force=True` on exit. Without a spec the cluster
+        has no minimum and no maximum: it borrows whatever its parent has free.
+        """
+        return Job(self, virtual_cluster or VirtualCluster(), vc_id, parent, priority, timeout)

@@ -11,24 +11,22 @@ from schemas import (
     AnyEvent,
     VirtualCluster,
     VirtualClusterDestroyed,
-    VirtualClusterDestroyRequested,
     VirtualClusterInfo,
     VirtualClusterQueued,
-    VirtualClusterRequested,
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide_actor import place_actor
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
-from services.core.request import CompiledRequest, RequestError, UnknownIdError
+from services.core.request import CompiledRequest, UnknownIdError
 from services.core.state import ClusterView, NodeState, fits
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
 from services.core.vcluster_admission import FreeCapacity, blocker, queue_position, queued_message, reserve
 from services.core.vcluster_borrow import Lender, admission_need, parent_growth
 from services.core.vcluster_info import cluster_info
-from services.core.vcluster_spec import CompiledSpec, check_parent, check_priority
+from services.core.vcluster_spec import CompiledSpec, destroy_requested, requested
 
 
 class VirtualClusterOps:
@@ -59,21 +57,11 @@ class VirtualClusterOps:
 
         Asking again for a live cluster with the same spec, parent and priority returns where it stands.
         """
-        existing = self._view.tree.clusters.get(vc_id)
-        if existing is not None and (existing.spec, existing.parent, existing.priority) == (
-            spec,
-            parent or "",
-            priority,
-        ):
-            return self.admission(vc_id)
-        parent_id = check_parent(self._view.tree, vc_id, parent)
-        compiled = CompiledSpec(vc_id, spec, self.rare_resources)
-        check_priority(priority)
-        self._begin(vc_id)
-        self._specs[vc_id] = compiled
-        event = VirtualClusterRequested(vc_id=vc_id, spec=spec, parent=parent_id, priority=priority)
-        self._emit(event)
-        self._react(event)
+        event = requested(self._view.tree, vc_id, spec, parent, priority, self.rare_resources)
+        if event is not None:
+            self._begin(vc_id)
+            self._emit(event)
+            self._react(event)
         return self.admission(vc_id)
 
     def admission(self, vc_id: str) -> Admitted | Queued:
@@ -86,16 +74,8 @@ class VirtualClusterOps:
 
     def destroy_virtual_cluster(self, vc_id: str, force: bool = False) -> Destroyed:
         """Give the cluster's (and its children's) resources back; live work refuses it unless `force` stops it."""
-        self._cluster(vc_id)
-        tree = self._view.tree
-        live = sorted(work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work())
-        if live and not force:
-            shown = ", ".join(live[:5]) + (f" and {len(live) - 5} more" if len(live) > 5 else "")
-            raise RequestError(
-                f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True"
-            )
+        event = destroy_requested(self._view.tree, vc_id, force)
         self._begin(vc_id)
-        event = VirtualClusterDestroyRequested(vc_id=vc_id, force=force)
         self._emit(event)
         return self._destroy(vc_id)
 

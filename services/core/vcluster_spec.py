@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from schemas import FixedSizeNode, PlacementGroupRequest, VirtualCluster
+from schemas import (
+    FixedSizeNode,
+    PlacementGroupRequest,
+    VirtualCluster,
+    VirtualClusterDestroyRequested,
+    VirtualClusterRequested,
+)
 from services.core.labels import LabelError, validate_label_value, validate_labels
 from services.core.request import (
     CompiledGroup,
@@ -127,3 +133,37 @@ def check_priority(priority: object) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise rule_error("priority", priority, "must be an integer")
     return priority
+
+
+SHOWN_WORK = 5
+"""Live work ids a refused destroy names before summing up the rest."""
+
+
+def requested(
+    tree: VTree, vc_id: str, spec: VirtualCluster, parent: str | None, priority: int, rare: tuple[str, ...]
+) -> VirtualClusterRequested | None:
+    """The event a create writes, or None when the same cluster (spec, parent, priority) is already there.
+
+    Raises a `RequestError` naming what is wrong: a bad spec, an unknown parent, the id taken by another spec.
+    """
+    existing = tree.clusters.get(vc_id)
+    if existing is not None and (existing.spec, existing.parent, existing.priority) == (spec, parent or "", priority):
+        if existing.destroying:
+            raise RequestError(f"vc_id {vc_id!r}: the virtual cluster is being destroyed")
+        return None
+    parent_id = check_parent(tree, vc_id, parent)
+    CompiledSpec(vc_id, spec, rare)
+    return VirtualClusterRequested(vc_id=vc_id, spec=spec, parent=parent_id, priority=check_priority(priority))
+
+
+def destroy_requested(tree: VTree, vc_id: str, force: bool) -> VirtualClusterDestroyRequested:
+    """The event a destroy writes; refused (`RequestError` naming the work) while there is live work and no force."""
+    if vc_id not in tree.clusters:
+        raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
+    live = sorted(work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work())
+    if live and not force:
+        shown = ", ".join(live[:SHOWN_WORK])
+        if len(live) > SHOWN_WORK:
+            shown += f" and {len(live) - SHOWN_WORK} more"
+        raise RequestError(f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True")
+    return VirtualClusterDestroyRequested(vc_id=vc_id, force=force)

@@ -38,8 +38,12 @@ def rejection(error: ValueError) -> Rejected:
 class CommandDesk:
     """One command at a time: validate, append, wait until folded (so the next command sees it), reply."""
 
-    def __init__(self, bus: Bus, follower: LogFollower, service: str) -> None:
+    def __init__(
+        self, bus: Bus, follower: LogFollower, service: str, *, before: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.bus, self.follower, self.service = bus, follower, service
+        self._before = before
+        """Runs under the lock before each handler (for example: fold the log up to its end, to see other writers)."""
         self._lock = asyncio.Lock()
 
     def handler(self, kind: Any, handle: Callable[[Any], Outcome]) -> Callable[[Msg], Awaitable[bytes]]:
@@ -57,6 +61,11 @@ class CommandDesk:
     async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
         """Run a handler under the lock and append what it decided."""
         async with self._lock:
+            if self._before is not None:
+                try:
+                    await self._before()
+                except TimeoutError:
+                    return Rejected("the view did not catch up with the log in time; retry", "unavailable")
             try:
                 outcome = handle()
             except ValueError as error:

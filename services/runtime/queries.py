@@ -9,15 +9,30 @@ from nats.aio.msg import Msg
 
 from schemas.replies import Rejected
 from services.runtime.codec import CodecError, decode, encode
+from services.runtime.commands import rejection
 
 
-def query_handler(kind: Any, answer: Callable[[Any], object]) -> Callable[[Msg], Awaitable[bytes]]:
-    """A NATS request handler: `kind` in, `answer(query)` out (a `Rejected` for bad input)."""
+def query_handler(
+    kind: Any, answer: Callable[[Any], object], *, before: Callable[[], Awaitable[None]] | None = None
+) -> Callable[[Msg], Awaitable[bytes]]:
+    """A NATS request handler: `kind` in, `answer(query)` out (a `Rejected` for bad input or an unknown id).
+
+    `before` runs first (for example: wait until the view has folded the log up to its current end).
+    """
 
     async def serve(msg: Msg) -> bytes:
         try:
-            return encode(answer(decode(msg.data or b"{}", kind)))
-        except (CodecError, ValueError) as error:
+            query = decode(msg.data or b"{}", kind)
+        except CodecError as error:
             return encode(Rejected(str(error)))
+        if before is not None:
+            try:
+                await before()
+            except TimeoutError:
+                return encode(Rejected("the view did not catch up with the log in time; retry", "unavailable"))
+        try:
+            return encode(answer(query))
+        except ValueError as error:
+            return encode(rejection(error))
 
     return serve

@@ -47,6 +47,10 @@ class Shell:
     follower: LogFollower
     subscriptions: list[Any] = field(default_factory=list)
 
+    async def caught_up(self) -> None:
+        """Return once the view has folded the log up to its end as of now (what other writers appended too)."""
+        await self.follower.wait_for(await self.bus.last_sequence())
+
 
 @asynccontextmanager
 async def service_shell(

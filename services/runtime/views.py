@@ -1,10 +1,11 @@
-"""What every service does with its `ClusterView`: the snapshot codec, and state turned into query answers."""
+"""What every service does with its view: the snapshot codec, folded views, and state turned into query answers."""
 
 from __future__ import annotations
 
 from schemas import AnyEvent
 from schemas.queries import ActorInfo, NodeInfo
 from schemas.snapshots import SNAPSHOT_VERSION
+from services.core import Cluster
 from services.core.state import ActorState, ClusterView, NodeState
 from services.core.state.snapshot import decode, digest, dump, encode, restore
 
@@ -28,8 +29,8 @@ def load_view(blob: bytes) -> tuple[ClusterView, int]:
     return restore(snapshot), snapshot.sequence
 
 
-def node_info(node: NodeState) -> NodeInfo:
-    """A node as queries return it."""
+def node_info(node: NodeState, parent_node: str = "") -> NodeInfo:
+    """A node as queries return it (a virtual node names the node it was carved from)."""
     return NodeInfo(
         node_id=node.node_id,
         address=node.address,
@@ -38,6 +39,7 @@ def node_info(node: NodeState) -> NodeInfo:
         labels=dict(node.labels),
         taints=list(node.taints),
         actors=len(node.actors),
+        parent_node=parent_node,
     )
 
 
@@ -76,3 +78,34 @@ class FoldedView:
         """Replace the view from snapshot bytes; returns the sequence they reflect."""
         self.cluster, sequence = load_view(blob)
         return sequence
+
+
+class FollowedCluster:
+    """A service view around a core `Cluster` that follows the whole log: fold, snapshot, digest.
+
+    It folds what every writer appended and never reacts (a scheduler standby's view; the vclusters service's).
+    """
+
+    def __init__(self, seed: int = 0, rare_resources: tuple[str, ...] = ()) -> None:
+        self.rare_resources = rare_resources
+        self.cluster = Cluster(seed, rare_resources, record=False)
+        self.sequence = 0
+
+    def apply(self, event: AnyEvent, sequence: int) -> None:
+        """Fold one event from the log."""
+        self.sequence = sequence
+        self.cluster.observe(event, react=False)
+
+    def dump(self, sequence: int) -> bytes:
+        """Snapshot bytes."""
+        return dump_view(self.cluster.view, sequence)
+
+    def digest(self) -> str:
+        """The canonical hash of the view."""
+        return digest(self.cluster.view)
+
+    def load(self, blob: bytes) -> int:
+        """Replace the view from snapshot bytes; returns the sequence they reflect."""
+        view, self.sequence = load_view(blob)
+        self.cluster = Cluster.from_view(view, self.rare_resources, record=False)
+        return self.sequence

@@ -16,18 +16,21 @@ from services.taints.view import TaintsView
 
 
 async def main(settings: Settings) -> None:
-    """Serve until cancelled."""
+    """Serve until cancelled.
+
+    Commands first fold the log up to its current end: the nodes they name are registered by the labels service.
+    """
     view = TaintsView(settings.seed)
     async with service_shell(settings, "taints", view) as shell:
         handlers = TaintsHandlers(view, settings.rare_resources)
-        desk = CommandDesk(shell.bus, shell.follower, "taints")
-        await desk.execute(handlers.isolate_rare)
-        routes = {
-            s.ADD_TAINTS: desk.handler(AddTaints, handlers.add),
-            s.REMOVE_TAINTS: desk.handler(RemoveTaints, handlers.remove),
-            s.TAINTS_QUERY: query_handler(TaintsQuery, view.taints),
-        }
-        for subject, handler in routes.items():
-            shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="taints"))
+        desk = CommandDesk(shell.bus, shell.follower, "taints", before=shell.caught_up)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
+            await desk.execute(handlers.isolate_rare)
+            routes = {
+                s.ADD_TAINTS: desk.handler(AddTaints, handlers.add),
+                s.REMOVE_TAINTS: desk.handler(RemoveTaints, handlers.remove),
+                s.TAINTS_QUERY: query_handler(TaintsQuery, view.taints),
+            }
+            for subject, handler in routes.items():
+                shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="taints"))

@@ -10,6 +10,7 @@ import redis.asyncio as redis
 from schemas import PlacementGroupRequest, ScheduleRequest
 from schemas import subjects as s
 from schemas.queries import DigestQuery, DigestReply
+from schemas.snapshots import SNAPSHOT_VERSION
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.state import replay
@@ -99,7 +100,9 @@ async def test_an_unreadable_snapshot_is_ignored(client: Client, mesh: Mesh, blo
     if blob == b"old":
         found = await store.load("scheduler")
         assert found is not None
-        blob = found[1].replace(b"\xb0snapshot_version\x01", b"\xb0snapshot_version\x63")
+        current = b"\xb0snapshot_version" + bytes([SNAPSHOT_VERSION])
+        blob = found[1].replace(current, b"\xb0snapshot_version\x63")
+        assert blob != found[1]
     async with redis.Redis(port=mesh.redis.port) as raw:
         await raw.hset(SnapshotStore.key("scheduler"), mapping={"sequence": 10**9, "blob": blob})
     await store.close()

@@ -1,0 +1,89 @@
+"""The client's connection and request plumbing: commands and queries (request/reply) and durable requests."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from types import TracebackType
+from typing import Any, Self
+
+import nats.errors
+
+from schemas import subjects as s
+from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
+from services.client.errors import UnavailableError, raise_for
+from services.runtime.bus import Bus
+from services.runtime.codec import decode, encode
+from services.runtime.settings import Settings
+
+
+class Connection:
+    """A NATS connection and the three ways the client speaks over it; the client's method groups build on it."""
+
+    def __init__(self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0) -> None:
+        settings = Settings.from_env()
+        self.settings = Settings(**{**settings.__dict__, "nats_url": url or settings.nats_url})
+        self.name, self.timeout = name, timeout
+        self._bus: Bus | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Open the connection (retried while the server starts)."""
+        self._bus = await Bus.connect(self.settings, self.name, on_reconnect=self._reconnected)
+
+    async def _reconnected(self) -> None:
+        """Runs after NATS reconnects (subclasses re-announce what they own)."""
+
+    async def close(self) -> None:
+        """Close the connection."""
+        if self._bus is not None:
+            await self._bus.close()
+
+    @property
+    def bus(self) -> Bus:
+        """The connection (connect first)."""
+        if self._bus is None:
+            raise RuntimeError("the client is not connected: use `async with Client(...)` or `await connect()`")
+        return self._bus
+
+    async def _ask(self, subject: str, message: object, kind: Any, timeout: float | None = None) -> Any:
+        try:
+            reply = await self.bus.nc.request(subject, encode(message), timeout=timeout or self.timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as error:
+            service = subject.split(".")[2]
+            raise UnavailableError(f"the {service} service did not answer on {subject} ({error!r})") from None
+        answer = decode(reply.data, kind | Rejected)
+        if isinstance(answer, Rejected):
+            raise_for(answer)
+        return answer
+
+    async def _command(self, subject: str, command: object) -> Accepted:
+        answer: Accepted = await self._ask(subject, command, CommandReply)
+        return answer
+
+    async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
+        """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
+        inbox = self.bus.nc.new_inbox()
+        replies = await self.bus.nc.subscribe(inbox, max_msgs=1)
+        msg_id = request.command_id or uuid.uuid4().hex
+        headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
+        try:
+            await self.bus.js.publish(subject, encode(request), headers=headers, timeout=timeout or self.timeout)
+            message = await replies.next_msg(timeout=timeout or self.timeout)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
+            raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await replies.unsubscribe()
+        reply: RequestReply = decode(message.data, RequestReply)
+        if isinstance(reply, Rejected):
+            raise_for(reply)
+        return reply
