@@ -12,21 +12,21 @@ VNodePolicy = Literal["PACK", "SPREAD", "STRICT_SPREAD"]
 VClusterStatus = Literal["admitted", "queued", "degraded"]
 
 
-class FixedSizeNode(msgspec.Struct, frozen=True):
+class FixedSizeNode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One fixed-size virtual node: its resources and the labels it adds to those of the parent node."""
 
     resources: dict[str, float]
     labels: dict[str, str] = {}
 
 
-class FixedSizeNodes(msgspec.Struct, frozen=True):
+class FixedSizeNodes(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A group of fixed-size virtual nodes placed PACK, SPREAD or STRICT_SPREAD over the parent's nodes."""
 
     nodes: list[FixedSizeNode]
     scheduling_policy: VNodePolicy = "PACK"
 
 
-class VirtualCluster(msgspec.Struct, frozen=True):
+class VirtualCluster(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A partition of its parent: fixed-size nodes plus flexible resources between a minimum and a maximum.
 
     A resource missing from `flexible_resource_max` is unbounded when there are no fixed-size nodes, and equals
