@@ -53,11 +53,11 @@ class LabelsView(FoldedView):
         return NodesReply(found)
 
     def actors(self, query: ActorsQuery) -> ActorsReply:
-        """Placed actors of the namespace carrying every label pair asked for."""
+        """Placed actors of the namespace carrying every label pair asked for (virtual clusters' actors too)."""
         wanted = query.labels.items()
         found = [
             actor_info(actor)
-            for _, actor in sorted(self.cluster.actors.items())
+            for actor in sorted(self.cluster.every_actor(), key=lambda actor: actor.request.actor_id)
             if actor.status == "placed"
             and actor.request.namespace == query.namespace
             and wanted <= actor.request.labels.items()

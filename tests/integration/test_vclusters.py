@@ -12,39 +12,23 @@ from schemas import (
     Destroyed,
     FixedSizeNode,
     FixedSizeNodes,
+    In,
     Pending,
     Placed,
+    PlacementGroupRequest,
+    PlacementGroupSchedulingStrategy,
     Queued,
     ScheduleRequest,
     VirtualCluster,
-    VirtualClusterQueued,
     VirtualClusterRequested,
 )
 from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient, UnavailableError
-from services.runtime.bus import subject_of
 from tests.integration.conftest import log_of
 from tests.integration.log import read_events
 from tests.integration.test_restart_and_snapshots import full_replay_digest, service_digest
 
-
-def _bus_maps_virtual_cluster_events() -> bool:
-    try:
-        subject_of(VirtualClusterQueued(vc_id="probe", reason=""))
-    except AssertionError:
-        return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not _bus_maps_virtual_cluster_events(),
-        reason="services/runtime/bus.py subject_of does not map the virtual-cluster events yet "
-        "(it should use schemas.subjects.subject_of)",
-    ),
-]
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
 def cpus(*amounts: float, policy: str = "PACK") -> VirtualCluster:
@@ -68,10 +52,9 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
     assert await check(), what
 
 
-async def start_vclusters(mesh: Mesh, client: Client) -> None:
-    """Start the vclusters service when the mesh did not, and wait until it answers."""
-    if "vclusters" not in mesh.processes:
-        mesh.start_service("vclusters")
+async def restart_vclusters(mesh: Mesh, client: Client) -> None:
+    """Start the vclusters service again and wait until it answers."""
+    mesh.start_service("vclusters")
     async with asyncio.timeout(15):
         while True:
             try:
@@ -82,9 +65,8 @@ async def start_vclusters(mesh: Mesh, client: Client) -> None:
 
 
 @pytest.fixture
-async def vc(mesh: Mesh, client: Client) -> Client:
-    """A client of a mesh whose vclusters service answers."""
-    await start_vclusters(mesh, client)
+def vc(client: Client) -> Client:
+    """A client of a mesh whose services (vclusters included) all answer."""
     return client
 
 
@@ -223,7 +205,7 @@ async def test_the_vclusters_service_restarted_from_its_snapshot_reaches_the_dig
     mesh.stop_service("vclusters")
     await vc.submit(ScheduleRequest("a2", {"CPU": 1}, vcluster_id="kept"))
     await vc.submit(ScheduleRequest("a3", {"CPU": 1}, vcluster_id="kept"))
-    await start_vclusters(mesh, vc)
+    await restart_vclusters(mesh, vc)
     assert "snapshot at sequence" in log_of(mesh, "vclusters")
     expected = await full_replay_digest(mesh)
     assert (await service_digest(vc, "vclusters")).digest == expected
@@ -234,18 +216,97 @@ async def test_the_vclusters_service_restarted_from_its_snapshot_reaches_the_dig
 def test_the_sync_client_runs_a_job_too(mesh: Mesh) -> None:
     """`SyncClient.job` blocks where `Client.job` awaits."""
     with SyncClient(mesh.nats_url, timeout=10.0) as sync:
-        if "vclusters" not in mesh.processes:
-            mesh.start_service("vclusters")
         sync.wait_ready(timeout=15.0)
         sync.register_node("n1", {"CPU": 2})
-        for _ in range(300):
-            try:
-                sync.virtual_clusters()
-                break
-            except UnavailableError:
-                pass
         with sync.job(virtual_cluster=flexible(1), vc_id="script") as job:
             assert job.vc_id == "script"
             decision = job.submit(ScheduleRequest("s1", {"CPU": 1}))
             assert isinstance(decision, Placed) and job.placements() == {"s1": decision.node_id}
         assert sync.virtual_clusters() == []
+
+
+async def test_when_a_node_dies_its_virtual_nodes_are_reserved_again_or_the_cluster_is_degraded(vc: Client) -> None:
+    """Fixed-size nodes on a dead node come back elsewhere when they can; else degraded until a node joins."""
+    for node_id in ("n1", "n2", "n3"):
+        await vc.register_node(node_id, {"CPU": 4})
+    await vc.create_virtual_cluster("spread", cpus(3, 3, policy="STRICT_SPREAD"))
+    placed = await vc.submit(ScheduleRequest("worker", {"CPU": 1}, vcluster_id="spread", max_restarts=1))
+    assert isinstance(placed, Placed)
+    hosts = {node.node_id: node.parent_node for node in (await vc.virtual_cluster("spread")).nodes}
+    await vc.remove_node(hosts[placed.node_id or ""])
+
+    async def moved() -> bool:
+        info = await vc.virtual_cluster("spread")
+        parents = {node.parent_node for node in info.nodes}
+        return info.state == "admitted" and len(parents) == 2 and hosts[placed.node_id or ""] not in parents
+
+    await eventually(moved, "the lost fixed-size node is reserved again on the third node")
+    restarted = await vc.decision("worker")
+    assert isinstance(restarted, Placed) and restarted.node_id in hosts
+
+    survivor = next(parent for parent in {n.parent_node for n in (await vc.virtual_cluster("spread")).nodes})
+    await vc.remove_node(survivor)
+
+    async def degraded() -> bool:
+        return (await vc.virtual_cluster("spread")).state == "degraded"
+
+    await eventually(degraded, "no third node is left: the cluster is degraded")
+    assert "lost and not reserved again yet" in (await vc.virtual_cluster("spread")).message
+    await vc.register_node("n4", {"CPU": 4})
+
+    async def repaired() -> bool:
+        return (await vc.virtual_cluster("spread")).state == "admitted"
+
+    await eventually(repaired, "a new node repairs the cluster")
+
+
+async def test_flexible_resources_grow_to_the_maximum_and_shrink_back_through_the_bus(vc: Client) -> None:
+    """Borrowing from the physical nodes, bounded by the maximum; the minimum stays reserved."""
+    await vc.register_node("n1", {"CPU": 4})
+    await vc.register_node("n2", {"CPU": 4})
+    await vc.create_virtual_cluster("elastic", flexible(1, 5))
+    decisions = [await vc.submit(ScheduleRequest(f"e{i}", {"CPU": 1}, vcluster_id="elastic")) for i in range(6)]
+    assert [type(d).__name__ for d in decisions] == ["Placed"] * 5 + ["Pending"]
+    assert isinstance(decisions[5], Pending)
+    assert "virtual cluster elastic is at its flexible maximum of CPU (5 of 5 held)" in decisions[5].message
+    assert (await vc.virtual_cluster("elastic")).total_resources == {"CPU": 5.0}
+    for i in range(6):
+        await vc.remove_actor(f"e{i}")
+
+    async def shrunk() -> bool:
+        return (await vc.virtual_cluster("elastic")).total_resources == {"CPU": 1.0}
+
+    await eventually(shrunk, "the flexible nodes shrink back to the minimum")
+    free = sum(node.available.get("CPU", 0.0) for node in await vc.nodes())
+    assert free == 7.0
+
+
+async def test_a_placement_group_and_its_virtual_cluster_twin_place_actors_on_the_same_nodes(vc: Client) -> None:
+    """Proposal 004's equivalence: STRICT_SPREAD bundles vs fixed-size nodes labelled with a bundle index."""
+    await vc.register_node("g1", {"CPU": 8, "GPU": 1})
+    await vc.register_node("g2", {"CPU": 8, "GPU": 1})
+    await vc.register_node("c1", {"CPU": 8})
+    group = await vc.create_placement_group(PlacementGroupRequest("pg", [{"GPU": 1}, {"GPU": 1}], "STRICT_SPREAD"))
+    assert isinstance(group, Placed)
+    by_group: dict[int, str | None] = {}
+    for index in range(2):
+        strategy = PlacementGroupSchedulingStrategy("pg", index)
+        decision = await vc.submit(ScheduleRequest(f"pg-actor{index}", {"GPU": 1}, scheduling_strategy=strategy))
+        assert isinstance(decision, Placed)
+        by_group[index] = decision.node_id
+    await vc.remove_placement_group("pg")
+
+    labelled = [FixedSizeNode({"GPU": 1}, {"bundle_index": str(index)}) for index in range(2)]
+    await vc.create_virtual_cluster(
+        "twin", VirtualCluster(fixed_size_nodes=[FixedSizeNodes(labelled, "STRICT_SPREAD")])
+    )
+    parents = {node.node_id: node.parent_node for node in (await vc.virtual_cluster("twin")).nodes}
+    by_vc = {}
+    for index in range(2):
+        request = ScheduleRequest(
+            f"vc-actor{index}", {"GPU": 1}, label_selector={"bundle_index": In(str(index))}, vcluster_id="twin"
+        )
+        decision = await vc.submit(request)
+        assert isinstance(decision, Placed)
+        by_vc[index] = parents[decision.node_id or ""]
+    assert sorted(by_vc.values()) == sorted(str(node) for node in by_group.values()) == ["g1", "g2"]
