@@ -17,7 +17,7 @@ import resource
 import subprocess
 import sys
 import time
-from typing import TypedDict, cast
+from typing import cast
 
 from schemas import PlacementGroupRequest
 from services.cli import bench_vclusters
@@ -25,6 +25,7 @@ from services.cli.args import positive_int
 from services.cli.bench_workloads import (
     ACTORS_PER_NODE,
     WORKLOADS,
+    Figures,
     Layout,
     Work,
     Workload,
@@ -37,19 +38,6 @@ SEED = 42
 DEFAULT_SIZES = (1000, 5000, 20000)
 DEFAULT_SIZES_OF = {"vclusters": (1000,)}
 """Workloads whose default sizes differ (the virtual-cluster case is specified at 1,000 nodes)."""
-
-
-class Figures(TypedDict):
-    """What one case reports (one JSON line)."""
-
-    workload: str
-    nodes: int
-    placed_before: int
-    decisions_per_s: float
-    p50_us: float
-    p99_us: float
-    peak_rss_mb: float
-    replay_events_per_s: float
 
 
 def progress(text: str) -> None:

@@ -49,6 +49,7 @@ from services.cli.bench_workloads import (
     REQUEST,
     SELECTORS,
     WORKLOADS,
+    Figures,
     Layout,
     build_events,
     percentile,
@@ -88,18 +89,10 @@ class WaitFigures(TypedDict):
     ms_p99: float
 
 
-class VClusterFigures(TypedDict):
-    """What the `vclusters` case reports (one JSON line): the core benchmark's figures, then its own."""
+class VClusterFigures(Figures):
+    """What the `vclusters` case reports (one JSON line): the core benchmark's figures (decisions inside the
+    virtual clusters), then its own."""
 
-    workload: str
-    nodes: int
-    placed_before: int
-    decisions_per_s: float
-    """Inside the virtual clusters."""
-    p50_us: float
-    p99_us: float
-    peak_rss_mb: float
-    replay_events_per_s: float
     tenants: int
     fill_admitted: int
     """Tenants admitted by their own create call in the fill."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from schemas import (
     HOSTNAME_LABEL,
@@ -177,3 +178,16 @@ def build_events(workload: Workload, layout: Layout, strategies: list[Strategy])
             events.append(ActorSubmitted(request=request))
             events.append(ActorPlaced(actor_id=request.actor_id, node_id=node_id))
     return events
+
+
+class Figures(TypedDict):
+    """What one case reports (one JSON line)."""
+
+    workload: str
+    nodes: int
+    placed_before: int
+    decisions_per_s: float
+    p50_us: float
+    p99_us: float
+    peak_rss_mb: float
+    replay_events_per_s: float

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.__main__ import main
 from services.cli.mesh import Mesh
 from services.client import SyncClient
+from tests.test_cli_commands import run
 
 TWO_STRICT = (
     '{"fixed_size_nodes": [{"nodes": [{"resources": {"CPU": 1}}, {"resources": {"CPU": 1}}],'
@@ -26,13 +26,6 @@ def raylets(mesh: Mesh) -> Iterator[SyncClient]:
         client.register_node("raylet1", {"CPU": 4})
         client.register_node("raylet2", {"CPU": 4})
         yield client
-
-
-def run(argv: list[str], mesh: Mesh, capsys: pytest.CaptureFixture[str], status: int = 0) -> str:
-    """Run `corral argv --nats-url <mesh>`, check its exit status, and return stdout (stderr when it failed)."""
-    assert main([*argv, "--nats-url", mesh.nats_url]) == status
-    captured = capsys.readouterr()
-    return captured.out if status == 0 else captured.err
 
 
 @pytest.mark.integration
