@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loadtest.harness import Config, run
 from loadtest.report import format_report, to_json
-from services.cli.args import duration, positive_int
+from services.cli.args import duration, non_negative_int, positive_int
 
 any_seconds = duration(zero=True)
 
@@ -27,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
     parser.add_argument("--users", type=positive_int, default=50, help="simulated users (default: 50)")
+    parser.add_argument(
+        "--tenants",
+        type=non_negative_int,
+        default=200,
+        help="virtual clusters for the tenants phase: admitted over the bus, users inside them, a queue drained "
+        "by destroying them (default: 200; 0 skips the phase)",
+    )
     parser.add_argument("--duration", type=any_seconds, default=10.0, help="seconds of the Corral phase (default: 10)")
     parser.add_argument(
         "--rate",
@@ -72,6 +79,7 @@ def config_of(args: argparse.Namespace) -> Config:
         timeout=args.timeout or 10.0,
         seed=args.seed,
         quiet=args.quiet,
+        tenants=args.tenants,
     )
 
 

@@ -21,6 +21,15 @@ from loadtest.nodes import node_shapes, register_nodes, wait_until_seen
 from loadtest.procs import CpuMeter
 from loadtest.report import Phase, Report, goals
 from loadtest.stats import Recorder, latency
+from loadtest.tenants import (
+    InsideTenants,
+    TenantFigures,
+    create_tenants,
+    drain_queue,
+    queue_behind,
+    tenant_figures,
+    tenant_specs,
+)
 from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, Target
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS
@@ -46,6 +55,8 @@ class Config:
     register_in_flight: int = 100
     seed: int = 0
     quiet: bool = False
+    tenants: int = 200
+    """Virtual clusters for the tenants phase (0 skips it)."""
 
 
 def progress(config: Config, text: str) -> None:
@@ -154,6 +165,36 @@ async def floor_phase(
         await floor.delete_streams(bus)
 
 
+async def tenants_phase(
+    clients: Sequence[Client],
+    conns: Sequence[Connection],
+    drive: Drive,
+    config: Config,
+    pids: dict[str, int],
+    prefix: str,
+    *,
+    clean_up: bool,
+) -> tuple[TenantFigures, Phase]:
+    """Admit the tenants, drive the users inside them, then queue clusters behind them and drain the queue."""
+    specs = tenant_specs(config.tenants, prefix, config.seed)
+    progress(config, f"tenants: creating {len(specs)} virtual clusters ({config.register_in_flight} in flight)")
+    admitted, latencies, seconds, create_errors = await create_tenants(
+        clients, specs, config.register_in_flight, config.timeout
+    )
+    target = InsideTenants(CorralTarget(config.timeout), admitted or [spec.vc_id for spec in specs])
+    phase, _ = await drive_phase("tenants", target, conns, drive, config, pids)
+    waiting_count = max(1, config.tenants // 20)
+    progress(config, f"tenants: {waiting_count} clusters queue behind the tenants; destroying tenants drains them")
+    waiting = await queue_behind(clients[0], prefix, waiting_count, config.timeout)
+    drained, drain_errors = await drain_queue(clients[0], admitted, waiting, config.timeout)
+    figures = tenant_figures(specs, admitted, latencies, seconds, len(waiting), drained, [create_errors, drain_errors])
+    if clean_up:  # every cluster the phase made, with the work inside it
+        for info in await clients[0].virtual_clusters():
+            if info.cluster_id.startswith(prefix) and info.parent is None:
+                await clients[0].destroy_virtual_cluster(info.cluster_id, force=True, timeout=config.timeout)
+    return figures, phase
+
+
 async def _remove_all(config: Config, conns: Sequence[Connection], actors: list[str], nodes: list[str]) -> None:
     """Take what this run added out of an external mesh (best effort)."""
     gate = asyncio.Semaphore(config.register_in_flight)
@@ -214,6 +255,11 @@ async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = 
             drive = dataclasses.replace(base, tag=f"{run}r", seconds=config.fixed_duration, rate=half)
             phases["fixed_rate"], outcome = await drive_phase("fixed_rate", corral, conns, drive, config, pids)
             held += outcome.held
+        tenants = None
+        if config.tenants > 0:
+            tenants, phases["tenants"] = await tenants_phase(
+                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
+            )
         share, targets = goals(phases)
         if clean_up:
             await _remove_all(config, conns, held, [shape.node_id for shape in shapes])
@@ -228,6 +274,7 @@ async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = 
             phases=phases,
             floor_share=share,
             targets=targets,
+            tenants=tenants,
         )
     finally:
         for client in clients:

@@ -7,6 +7,7 @@ from typing import TypedDict
 
 from loadtest.floor import DeciderFigures
 from loadtest.stats import Latency, Row
+from loadtest.tenants import TenantFigures
 
 PLACEMENTS_TARGET = 2000.0
 """Durable placements per second the issue asks for."""
@@ -14,6 +15,8 @@ FLOOR_SHARE_TARGET = 0.5
 """The share of the bus floor's throughput the issue asks for."""
 P99_TARGET_MS = 100.0
 """p99 submit-to-placed at half the measured throughput, in milliseconds."""
+INSIDE_COST_TARGET = 1.5
+"""Scheduling inside a virtual cluster may cost at most this many times scheduling at the root (issue 4)."""
 
 
 class Phase(TypedDict):
@@ -68,6 +71,8 @@ class Report(TypedDict):
     phases: dict[str, Phase]
     floor_share: float | None
     targets: list[Goal]
+    tenants: TenantFigures | None
+    """The virtual-cluster phase (None when it did not run)."""
 
 
 def _throughput(corral: Phase | None) -> Goal:
@@ -106,11 +111,22 @@ def _p99(corral: Phase | None, fixed: Phase | None) -> Goal:
     )
 
 
+def _inside_cost(corral: Phase | None, tenants: Phase | None) -> Goal:
+    goal = f"scheduling inside a virtual cluster costs <= {INSIDE_COST_TARGET:g}x the root"
+    if corral is None or tenants is None or tenants["placements_per_s"] <= 0:
+        return Goal(name="inside_cost", goal=goal, measured="not run", met=None)
+    cost = round(corral["placements_per_s"] / tenants["placements_per_s"], 2)
+    measured = (
+        f"{corral['placements_per_s']:,.0f}/s at the root vs {tenants['placements_per_s']:,.0f}/s inside = x{cost}"
+    )
+    return Goal(name="inside_cost", goal=goal, measured=measured, met=cost <= INSIDE_COST_TARGET)
+
+
 def goals(phases: dict[str, Phase]) -> tuple[float | None, list[Goal]]:
-    """The floor share and the three targets of the issue, judged on the phases that ran."""
+    """The floor share and the targets of the issues, judged on the phases that ran."""
     corral, floor, fixed = phases.get("corral"), phases.get("floor"), phases.get("fixed_rate")
     share, floor_goal = _floor_share(corral, floor)
-    return share, [_throughput(corral), floor_goal, _p99(corral, fixed)]
+    return share, [_throughput(corral), floor_goal, _p99(corral, fixed), _inside_cost(corral, phases.get("tenants"))]
 
 
 def _ms(value: float) -> str:
@@ -187,6 +203,24 @@ def _summary(phase: Phase) -> list[str]:
     return ["  " + line for line in lines]
 
 
+def _tenant_lines(figures: TenantFigures) -> list[str]:
+    sizes = "  ".join(
+        f"{size} {f['admitted']}/{f['tenants']} p50 {f['p50_ms']:.1f} p99 {f['p99_ms']:.1f}"
+        for size, f in figures["by_size"].items()
+    )
+    drained = figures["destroy_to_admission_ms"]
+    lines = [
+        f"== virtual clusters: {figures['admitted']}/{figures['tenants']} tenants admitted over the bus, "
+        f"{figures['admissions_per_s']:,.1f} admissions/s",
+        f"  create-to-decision ms by size: {sizes}",
+        f"  queue: {figures['waiting']} clusters waited; {figures['queued_admitted']} admitted as tenants were "
+        f"destroyed, destroy-to-admission ms p50 {drained['p50']:.1f} p99 {drained['p99']:.1f}",
+    ]
+    if figures["errors"]:
+        lines.append(f"  errors {figures['errors']}; first: {figures['first_error'][:300]}")
+    return lines
+
+
 def _verdict(met: bool | None) -> str:
     return "not measured" if met is None else ("met" if met else "not met")
 
@@ -200,7 +234,9 @@ def format_report(report: Report) -> str:
     ]
     for phase in report["phases"].values():
         parts += ["", _heading(phase), phase_table(phase), *_summary(phase)]
-    parts += ["", "targets (from the issue):"]
+    if report["tenants"] is not None:
+        parts += ["", *_tenant_lines(report["tenants"])]
+    parts += ["", "targets (from the issues):"]
     width = max(len(_verdict(goal["met"])) for goal in report["targets"])
     for goal in report["targets"]:
         parts.append(f"  {_verdict(goal['met']).ljust(width)}  {goal['goal']}: {goal['measured']}")

@@ -27,6 +27,7 @@ TINY = Config(
     connections=2,
     timeout=5.0,
     quiet=True,
+    tenants=4,
 )
 
 
@@ -49,7 +50,7 @@ def assert_ordered(latency: Latency) -> None:
 def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     report = asyncio.run(run_load(TINY, mesh.nats_url, mesh_pids(mesh), clean_up=False))
 
-    assert list(report["phases"]) == ["corral", "floor", "fixed_rate"]
+    assert list(report["phases"]) == ["corral", "floor", "fixed_rate", "tenants"]
     corral, floor, fixed = (report["phases"][name] for name in ("corral", "floor", "fixed_rate"))
     assert corral["placements"] > 0
     assert corral["placements_per_s"] > 0
@@ -62,12 +63,19 @@ def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
         assert_ordered(phase["latency_ms"])
         assert phase["rows"][-1]["name"] == "Aggregated"
         assert phase["rows"][-1]["requests"] == phase["requests"]
-    assert [goal["name"] for goal in report["targets"]] == ["throughput", "floor_share", "p99"]
+    assert [goal["name"] for goal in report["targets"]] == ["throughput", "floor_share", "p99", "inside_cost"]
     assert all(goal["met"] is not None for goal in report["targets"])
     assert json.loads(to_json(report))["phases"]["corral"]["placements"] == corral["placements"]
+    tenants = report["tenants"]
+    assert tenants is not None
+    assert tenants["tenants"] == 4 and tenants["admitted"] == 4 and tenants["admissions_per_s"] > 0
+    assert sum(size["tenants"] for size in tenants["by_size"].values()) == 4
+    assert tenants["waiting"] == 1 and tenants["queued_admitted"] == 1 and tenants["errors"] == 0
+    assert report["phases"]["tenants"]["placements"] > 0
     text = format_report(report)
     assert "Aggregated" in text
-    assert "targets (from the issue):" in text
+    assert "targets (from the issues):" in text
+    assert "== virtual clusters: 4/4 tenants admitted over the bus" in text
 
 
 @pytest.mark.integration
@@ -76,6 +84,7 @@ def test_the_command_prints_one_json_object_against_a_running_mesh(
 ) -> None:
     argv = ["--nats-url", mesh.nats_url, "--json", "--quiet", "--nodes", "20", "--users", "2", "--duration", "1"]
     argv += ["--floor-duration", "0", "--fixed-duration", "0", "--warmup", "0.2", "--connections", "1"]
+    argv += ["--tenants", "0"]
 
     assert main(argv) == 0
 
@@ -84,7 +93,8 @@ def test_the_command_prints_one_json_object_against_a_running_mesh(
     assert list(report["phases"]) == ["corral"]
     assert report["phases"]["corral"]["placements"] > 0
     assert_ordered(report["phases"]["corral"]["latency_ms"])
-    assert [goal["met"] for goal in report["targets"]][1:] == [None, None]
+    assert [goal["met"] for goal in report["targets"]][1:] == [None, None, None]
+    assert report["tenants"] is None
 
 
 @pytest.mark.parametrize(
@@ -141,16 +151,21 @@ def phase(name: str, placements_per_s: float, *, p99: float = 10.0, mode: str = 
                 "floor": phase("floor", 4000),
                 "fixed_rate": phase("f", 1250, mode="open"),
             },
-            [True, True, True],
+            [True, True, True, None],
         ),
         (
-            {"corral": phase("corral", 1000), "floor": phase("floor", 4000), "fixed_rate": phase("f", 500, p99=150.0)},
-            [False, False, False],
+            {
+                "corral": phase("corral", 1000),
+                "floor": phase("floor", 4000),
+                "fixed_rate": phase("f", 500, p99=150.0),
+                "tenants": phase("tenants", 600),
+            },
+            [False, False, False, False],
         ),
-        ({"corral": phase("corral", 2500)}, [True, None, None]),
+        ({"corral": phase("corral", 2500), "tenants": phase("tenants", 2000)}, [True, None, None, True]),
         (
             {"corral": phase("corral", 800, mode="open"), "floor": phase("floor", 800, mode="open")},
-            [None, None, True],
+            [None, None, True, None],
         ),
     ],
     ids=[
@@ -180,6 +195,7 @@ def test_the_text_report_says_met_or_not_met() -> None:
         phases={},
         floor_share=share,
         targets=targets,
+        tenants=None,
     )
     lines = [re.split(r"\s{2,}", line.strip()) for line in format_report(report).splitlines()]
     verdicts = {parts[-1]: parts[0] for parts in lines}

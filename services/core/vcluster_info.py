@@ -79,10 +79,10 @@ def quota_reason(root: ClusterView, vc: VClusterState, spec: CompiledSpec, lende
     held = vc.flexible_total
     for name, amount in sorted(need.items()):
         if headroom[name] + 1e-9 < amount:
-            bound = spec.maximum.get(name)
+            holds = held.get(name, 0.0)
             return (
                 f"virtual cluster {vc.vc_id} is at its flexible maximum of {name}"
-                f" ({held.get(name, 0.0):g} of {bound:g} held)"
+                f" ({holds:g} of {holds + headroom[name]:g} held)"
             )
     if vc.parent:
         parent = root.tree.clusters[vc.parent]

@@ -104,8 +104,8 @@ class LogEntry:
         self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
 
 
-OWN_EVENT_SUBJECTS = (f"{s.PREFIX}.evt.{s.ACTOR}.", f"{s.PREFIX}.evt.{s.PLACEMENT_GROUP}.")
-"""Where the scheduler's own events go (see `Bus.skip_own_events`)."""
+OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
+"""Where only the scheduler appends, and only scheduler (epoch-fenced) events (see `Bus.skip_own_events`)."""
 
 
 class Bus:
@@ -397,7 +397,7 @@ class PullConsumer:
     def __init__(self, bus: Bus, sub: Subscription, next_subject: str, inbox: str) -> None:
         self.bus, self.sub, self.next_subject, self.inbox = bus, sub, next_subject, inbox
         self._requests = 0
-        self._queue: asyncio.Queue[Msg] = sub._pending_queue
+        self._queue: asyncio.Queue[Msg] | None = getattr(sub, "_pending_queue", None)  # nats-py 2.16 internals
 
     async def fetch(self, batch: int, timeout: float) -> list[Msg]:
         """Up to `batch` messages: those waiting now, else the first to come within `timeout` (TimeoutError if none)."""
@@ -410,15 +410,16 @@ class PullConsumer:
         queue = self._queue
         msgs: list[Msg] = []
         while len(msgs) < batch:
-            if queue.empty():
-                try:
-                    msg = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
-                except TimeoutError:
-                    break
-            else:
-                msg = queue.get_nowait()
-            queue.task_done()
-            self.sub._pending_size -= len(msg.data)
+            left = max(0.0, deadline - loop.time())
+            try:
+                if queue is None:  # another nats-py: its own (slower) way
+                    msg = await self.sub.next_msg(timeout=left)
+                else:
+                    msg = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), left)
+                    queue.task_done()
+                    self.sub._pending_size -= len(msg.data)
+            except (TimeoutError, nats.errors.TimeoutError):
+                break
             status = JetStreamContext.is_status_msg(msg)
             if status is None:
                 msgs.append(msg)

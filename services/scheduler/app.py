@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Sequence
 
@@ -35,19 +36,26 @@ class Writer:
         self.shell, self.view = shell, view
         self.lock = asyncio.Lock()
         self.confirmed = 0
+        self.unconfirmed = False
         self.dirty = asyncio.Event()
 
     def settled(self) -> bool:
         """No event of ours is waiting to be appended or to come back through the log."""
-        unwritten = self.lock.locked() or self.view.cluster.has_untaken_events()
+        unwritten = self.lock.locked() or self.unconfirmed or self.view.cluster.has_untaken_events()
         return not unwritten and self.confirmed <= self.view.sequence
 
     async def flush(self) -> None:
-        """Append everything decided so far (call with `lock` held)."""
+        """Append everything decided so far (call with `lock` held).
+
+        Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
+        unsettled for good, so no snapshot records decisions the log may not hold.
+        """
         events = self.view.cluster.take_events()
         if events:
+            self.unconfirmed = True
             sequences = await self.shell.bus.append(events)
             self.confirmed = max(self.confirmed, sequences[-1])
+            self.unconfirmed = False
 
     async def flush_reactions(self) -> None:
         """Append what the leader decided in reaction to other services' events, as soon as it decides it."""
@@ -64,6 +72,7 @@ async def main(settings: Settings) -> None:
     writer: Writer | None = None
     async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
         writer = Writer(shell, view)
+        _freeze_heap()
         lease = Lease(await shell.bus.lease_bucket(), s.SCHEDULER_LEASE_KEY, settings.instance, settings.lease_ttl)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
@@ -87,9 +96,21 @@ async def _take_over(shell: Shell, view: SchedulerView, writer: Writer, epoch: i
     await shell.follower.wait_for(sequence)
     async with writer.lock:
         view.lead(epoch, instance)
+        assert view.own_echo is not None
+        shell.bus.skip_own_events(view.cluster.event_prefix, view.own_echo)
         view.on_decided = writer.dirty.set
         await writer.flush()
     log.info("scheduler %s leads from sequence %d", instance, sequence)
+
+
+def _freeze_heap() -> None:
+    """Move what start-up built (the replayed view, modules) out of the collector's reach.
+
+    Full collections would otherwise walk every node, actor and index of the view again and again; what is
+    frozen is still freed by reference counting when it is dropped.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 async def _hold(lease: Lease) -> None:
@@ -115,9 +136,8 @@ async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, s
         ack_wait=settings.request_ack_wait,
         max_ack_pending=-1,
     )
-    requests = await shell.bus.js.pull_subscribe(
-        s.REQUESTS_SUBJECTS, durable=s.REQUESTS_CONSUMER, stream=s.REQUESTS_STREAM, config=config
-    )
+    requests = await shell.bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, config)
+    shell.subscriptions.append(requests)
     while True:
         try:
             batch = await requests.fetch(settings.request_batch, timeout=0.5)
@@ -136,7 +156,12 @@ async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> RequestReply:
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
         return Rejected(str(error))
-    return handle(view, request)
+    try:
+        return handle(view, request)
+    except Exception as error:  # a bug must not stop the scheduler for everyone: put the request aside, go on
+        log.exception("request on %s failed", msg.subject)
+        await shell.bus.dead_letter("scheduler", msg.data, f"{type(error).__name__}: {error}", msg.subject)
+        return Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
 
 
 async def _answer(shell: Shell, batch: Sequence[Msg], replies: Sequence[RequestReply]) -> None:

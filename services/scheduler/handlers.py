@@ -28,7 +28,7 @@ def handle(view: SchedulerView, request: SchedulerRequest) -> RequestReply:
             return Accepted(message=f"actor {request.actor_id} removed")
         if isinstance(request, ReportActorFailed):
             cluster.fail_actor(request.actor_id)
-            restarts = request.actor_id in cluster.view.actors
+            restarts = request.actor_id in cluster.view.scope_of(request.actor_id).actors
             return Accepted(message=f"actor {request.actor_id} failed" + (" and restarts" if restarts else " for good"))
         assert isinstance(request, RemovePlacementGroup)
         cluster.remove_placement_group(request.pg_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from schemas import AnyEvent, Pending, Placed
+from schemas import ActorPlaced, AnyEvent, Pending, Placed
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
 from services.core import Cluster
 from services.core.state.snapshot import digest
@@ -21,10 +21,14 @@ class SchedulerView:
         self.leading = False
         self.sequence = 0
         self.on_decided: Callable[[], None] = lambda: None
+        self.own_echo: AnyEvent | None = None
+        """While leading: what the log reader hands back, undecoded, for an event this leader wrote."""
 
     def apply(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log (the leader's own events were applied when it decided them)."""
         self.sequence = sequence
+        if event is self.own_echo:
+            return
         if self.leading and isinstance(event, SCHEDULER_EVENTS) and event.epoch == self.cluster.epoch:
             return
         self.cluster.observe(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
@@ -35,6 +39,7 @@ class SchedulerView:
         """Take over as the writer of epoch `epoch`: catch up on reactions a follower only folded."""
         self.cluster.epoch = epoch
         self.cluster.event_prefix = f"scheduler-{instance}-e{epoch}-"
+        self.own_echo = ActorPlaced(actor_id="", node_id="", epoch=epoch, event_id=f"{self.cluster.event_prefix}echo")
         self.leading = True
         self.cluster.reconcile()
 

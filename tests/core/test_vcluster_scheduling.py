@@ -219,3 +219,16 @@ def test_a_node_label_strategy_inside_a_cluster_uses_inherited_labels() -> None:
     strategy = NodeLabelSchedulingStrategy(hard={"disk": "ssd"})
     decision = cluster.submit(make_actor("a", scheduling_strategy=strategy, vcluster_id="vc1"))
     assert host_of(cluster, "vc1", decision) == "ssd"
+
+
+def test_a_resource_the_spec_does_not_name_is_capped_and_explained_not_a_crash() -> None:
+    cluster = make_cluster(2, cpu=4)
+    cluster.create_virtual_cluster("vc1", spec(fixed(2), min_cpu=1))
+    waiting = cluster.submit(ScheduleRequest("a", {"CPU": 1, "memory": 1}, vcluster_id="vc1"))
+    assert isinstance(waiting, Pending)
+    assert "virtual cluster vc1 has only its fixed-size nodes and flexible minimum" in waiting.message
+    grows = make_cluster(2, cpu=4)
+    grows.create_virtual_cluster("vc2", spec(fixed(1), min_cpu=1, max_cpu=3))
+    capped = grows.submit(ScheduleRequest("b", {"CPU": 1, "GPU": 1}, vcluster_id="vc2"))
+    assert isinstance(capped, Pending)
+    assert "virtual cluster vc2 is at its flexible maximum of GPU (0 of 0 held)" in capped.message
