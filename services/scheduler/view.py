@@ -58,11 +58,11 @@ class SchedulerView:
         return sequence
 
     def status(self, _query: StatusQuery) -> StatusReply:
-        """Nodes, actors, placement groups and the pending queue."""
+        """Physical nodes, every actor (virtual clusters' too), placement groups and the pending queue."""
         view = self.cluster.view
         return StatusReply(
             nodes=[node_info(view.nodes[n]) for n in sorted(view.nodes)],
-            actors=[actor_info(view.actors[a]) for a in sorted(view.actors)],
+            actors=[actor_info(a) for a in sorted(view.every_actor(), key=lambda actor: actor.request.actor_id)],
             placement_groups=self.cluster.placement_groups(),
             pending=self.cluster.pending(),
             sequence=self.sequence,

@@ -170,7 +170,8 @@ async def test_a_job_scopes_its_requests_and_introspection_and_destroys_its_clus
         assert isinstance(await job.create_virtual_cluster("job-child", VirtualCluster()), Admitted)
         assert (await job.virtual_cluster()).children == ["job-child"]
         assert sorted(a.actor_id for a in await job.actors()) == ["j1", "j2", "j3"]
-        assert "j1" not in await vc.placements() and isinstance(outside, Placed)
+        everything = await vc.placements()  # all work: the root's and every cluster's
+        assert isinstance(outside, Placed) and everything == {"outside": outside.node_id, **await job.placements()}
     assert job.destroyed == Destroyed(job.vc_id, ["job-child", job.vc_id], ["j1", "j2", "j3"])
     assert await vc.virtual_clusters() == []
     assert await vc.placements() == {"outside": outside.node_id}
