@@ -37,7 +37,7 @@ from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
-from services.core.state.vtree import VClusterState
+from services.core.state.vtree import ROOT, VClusterState
 from services.core.vcluster_info import node_infos, quota_reason
 from services.core.vcluster_ops import VirtualClusterOps
 from services.core.vcluster_spec import CompiledSpec
@@ -78,6 +78,8 @@ class Cluster(VirtualClusterOps):
         self._cause = ""
         self._subject = ""
         self._specs: dict[str, CompiledSpec] = {}
+        self._freed: set[str] = set()
+        """Scopes (ROOT or a cluster id) that got resources back during the current command."""
 
     @classmethod
     def from_events(cls, events: list[AnyEvent], seed: int = 0, rare_resources: tuple[str, ...] = ()) -> Cluster:
@@ -293,9 +295,10 @@ class Cluster(VirtualClusterOps):
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
         self._emit(ActorSubmitted(request=request))
-        actor = self._scope(request.actor_id).actors[request.actor_id]
+        scope = self._scope(request.actor_id)
+        actor = scope.actors[request.actor_id]
         if self._try_actor(actor, announce=True):
-            self._retry_pending(everything=False)
+            self._retry_pending(everything=False, where=scope)
         return self._decision_of(actor)
 
     def remove_actor(self, actor_id: str) -> None:
@@ -304,8 +307,9 @@ class Cluster(VirtualClusterOps):
         scope = self._scope(actor_id)
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
+        self._freed.add(scope.scope_id)
         self._shrink(scope, node_id)
-        self._retry_pending(everything=True)
+        self._retry_freed()
 
     def fail_actor(self, actor_id: str) -> None:
         """A running actor failed: it restarts under the same rules while it has restarts left."""
@@ -314,7 +318,7 @@ class Cluster(VirtualClusterOps):
             raise RequestError(f"actor_id {actor_id!r}: is not running (it is {actor.status}), so it cannot fail")
         self._begin(actor_id)
         self._fail_actors([actor_id], "reported failed")
-        self._retry_pending(everything=True)
+        self._retry_freed()
 
     def _scope(self, work_id: str) -> ClusterView:
         """The view an actor or placement group lives in (the root's, or its virtual cluster's)."""
@@ -359,6 +363,7 @@ class Cluster(VirtualClusterOps):
             again = restart and actor.restarts_left
             node_id = actor.node_id
             self._emit(ActorFailed(actor_id=actor_id, node_id=node_id or "", reason=reason, will_restart=again))
+            self._freed.add(scope.scope_id)
             self._shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
@@ -412,9 +417,10 @@ class Cluster(VirtualClusterOps):
         self._groups[request.pg_id] = work
         self._begin(request.pg_id)
         self._emit(PlacementGroupSubmitted(request=request))
-        group = self._scope(request.pg_id).groups[request.pg_id]
+        scope = self._scope(request.pg_id)
+        group = scope.groups[request.pg_id]
         if self._try_group(group, announce=True):
-            self._retry_pending(everything=False)
+            self._retry_pending(everything=False, where=scope)
         return self._group_decision(group)
 
     def remove_placement_group(self, pg_id: str) -> None:
@@ -423,8 +429,9 @@ class Cluster(VirtualClusterOps):
         if group is None:
             raise UnknownIdError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
+        self._freed.add(self._scope(pg_id).scope_id)
         self._stop_group(pg_id, f"placement group {pg_id} removed")
-        self._retry_pending(everything=True)
+        self._retry_freed()
 
     def _stop_group(self, pg_id: str, reason: str) -> None:
         """Stop the actors inside a placement group for good and release its reservations."""
@@ -481,21 +488,31 @@ class Cluster(VirtualClusterOps):
 
     # the pending queue
 
-    def _retry_pending(self, *, everything: bool) -> None:
+    def _retry_pending(self, *, everything: bool, where: ClusterView | None = None) -> None:
         """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
 
         `everything` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
         removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
-        Otherwise only work that waits on another placement is re-tried.
+        Otherwise only work that waits on another placement is re-tried, in the scope `where` that placement
+        happened (affinity, DataFlow and bundles never reach across a virtual cluster's boundary).
         """
-        wake_all = everything
-        while True:
-            progressed = self._admit_waiting() if wake_all and self._view.tree.clusters else False
-            for scope in self._scopes():
-                if scope.pending:
-                    progressed |= self._retry_scope(scope, wake_all=wake_all)
-            if not progressed:
-                return
+        self._freed.clear()
+        self._retry(self._scopes() if everything or where is None else [where], wake_all=everything)
+
+    def _retry_freed(self) -> None:
+        """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
+        that may still borrow from those, and the admission queues."""
+        freed, self._freed = self._freed, set()
+        clusters = self._view.tree.clusters.values()
+        scopes = [self._view] if ROOT in freed else []
+        scopes += [vc.scope for vc in clusters if vc.vc_id in freed or (vc.parent in freed and self._may_grow(vc))]
+        self._retry(scopes, wake_all=True)
+
+    def _retry(self, scopes: list[ClusterView], *, wake_all: bool) -> None:
+        while scopes:
+            if wake_all and self._view.tree.clusters:
+                self._admit_waiting()
+            scopes = [scope for scope in scopes if scope.pending and self._retry_scope(scope, wake_all=wake_all)]
             wake_all = False
 
     def _retry_scope(self, scope: ClusterView, *, wake_all: bool) -> bool:

@@ -46,11 +46,12 @@ class Lender:
             return host.free
         return self._add(host.free, self.lendable(parent, above))
 
-    def lendable(self, vc: VClusterState, host: NodeState) -> Resources:
-        """What a flexible node of `vc` on `host` may grow by now: the host's room within `vc`'s headroom."""
+    def lendable(self, vc: VClusterState, host: NodeState, headroom: Resources | None = None) -> Resources:
+        """What a flexible node of `vc` on `host` may grow by now: the host's room within `vc`'s headroom
+        (`headroom`, when the caller has it, for every resource that matters)."""
         room = self.host_room(vc, host)
-        headroom = self.headroom(vc, room)
-        return {name: min(amount, headroom[name]) for name, amount in room.items()}
+        limits = headroom if headroom is not None else self.headroom(vc, room)
+        return {name: min(amount, limits.get(name, 0.0)) for name, amount in room.items()}
 
     def room(self, vc: VClusterState, standins: dict[str, str]) -> Callable[[NodeState], Resources]:
         """The room function of the cluster's scope: flexible nodes (and `standins`: id -> parent node) count

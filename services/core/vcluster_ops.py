@@ -20,7 +20,8 @@ from services.core.decide_actor import place_actor
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest, UnknownIdError
-from services.core.state import ClusterView, NodeState, fits
+from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.model import EPSILON
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
 from services.core.vcluster_admission import FreeCapacity, blocker, queue_position, queued_message, reserve
@@ -38,6 +39,7 @@ class VirtualClusterOps:
     _view: ClusterView
     _prng: SplitMix64
     _specs: dict[str, CompiledSpec]
+    _freed: set[str]
 
     if TYPE_CHECKING:
 
@@ -128,24 +130,21 @@ class VirtualClusterOps:
     def _lender(self) -> Lender:
         return Lender(self._view, self._spec_of)
 
-    def _admit_waiting(self) -> bool:
-        """Admit waiting clusters (each parent's queue in order) and repair degraded ones; True if any changed."""
+    def _admit_waiting(self) -> None:
+        """Admit waiting clusters (each parent's queue in order) and repair degraded ones."""
         tree = self._view.tree
         queues: dict[str, list[VClusterState]] = {}
         for vc in tree.clusters.values():  # in arrival order, so parents come before their children
             if vc.status == "queued" and not vc.destroying:
                 queues.setdefault(vc.parent, []).append(vc)
-        changed = False
         free = FreeCapacity(self._view, self._spec_of)
         for parent in sorted(queues, key=lambda p: (p != ROOT, tree.clusters[p].arrival if p else 0)):
             for vc in sorted(queues[parent], key=lambda vc: (-vc.priority, vc.arrival)):
                 if self._try_admit(vc, announce=False, free=free):
-                    changed = True
                     free.forget()
-        for vc in list(tree.clusters.values()):
-            if vc.status == "admitted" and not vc.destroying:
-                changed |= self._repair(vc)
-        return changed
+        for vc_id in sorted(tree.damaged, key=lambda vc_id: tree.clusters[vc_id].arrival):
+            if not tree.clusters[vc_id].destroying:
+                self._repair(tree.clusters[vc_id])
 
     def _try_admit(self, vc: VClusterState, *, announce: bool, free: FreeCapacity | None = None) -> bool:
         """Admit `vc` if its whole minimum can be reserved now; otherwise record why it waits (once).
@@ -202,18 +201,17 @@ class VirtualClusterOps:
             grown.append(vnode_id)
         return grown
 
-    def _repair(self, vc: VClusterState) -> bool:
+    def _repair(self, vc: VClusterState) -> None:
         """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
         if not admission_need(vc, self._spec_of(vc.vc_id)):
-            return False
+            return
         grown = self._grow_parent(vc)
         grants = reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
         if isinstance(grants, str) or not grants:
             for vnode_id in grown:
                 self._shrink(self._view.scope(vc.parent), vnode_id)
-            return False
+            return
         self._emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
-        return True
 
     def _borrow(self, vc: VClusterState, work: CompiledRequest) -> tuple[NodeState, int] | None:
         """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows.
@@ -225,10 +223,17 @@ class VirtualClusterOps:
             return None
         lender = self._lender()
         scope = vc.scope
+        headroom = lender.headroom(vc, work.resources)
+        most_free = {
+            name: max((node.free.get(name, 0.0) for node in scope.nodes.values()), default=0.0)
+            for name in work.resources
+        }
+        if any(amount - most_free[name] > headroom[name] + 1e-9 for name, amount in work.resources.items()):
+            return None  # even the freest node would have to grow past the maximum
         standins: dict[str, str] = {}
         placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
         if placed is None:  # no flexible node can grow enough: try new ones
-            standins = self._standins(vc, spec, work, lender)
+            standins = self._standins(vc, spec, work, lender, headroom)
             try:
                 placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
             finally:
@@ -245,7 +250,9 @@ class VirtualClusterOps:
             self._emit(step)
         return scope.nodes[node_id], bundle_index
 
-    def _standins(self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender) -> dict[str, str]:
+    def _standins(
+        self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender, headroom: Resources
+    ) -> dict[str, str]:
         """Add to the scope, for one decision, empty flexible nodes on parent nodes that could lend `work`'s needs."""
         parent_view = parent_scope(self._view, vc)
         ids = parent_view.ring.ids
@@ -260,7 +267,7 @@ class VirtualClusterOps:
             labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
             if not any(option.matches(labels) for option in work.options):
                 continue
-            if not fits(lender.lendable(vc, host), work.resources):
+            if not fits(lender.lendable(vc, host, headroom), work.resources):
                 continue
             node = NodeState(vnode_id, stable_hash(self.seed, vnode_id), {}, labels)
             vc.scope.set_taints(node, list(host.taints))
@@ -269,6 +276,13 @@ class VirtualClusterOps:
             if len(standins) >= self.sample_size:
                 break
         return standins
+
+    def _may_grow(self, vc: VClusterState) -> bool:
+        """Whether the cluster's flexible nodes may still borrow something from its parent."""
+        spec = self._spec_of(vc.vc_id)
+        if vc.status != "admitted" or not spec.grows:
+            return False
+        return any(room > EPSILON for room in self._lender().headroom(vc, dict.fromkeys(spec.maximum, 0.0)).values())
 
     def _shrink(self, scope: ClusterView, node_id: str | None) -> None:
         """Give back what a flexible node no longer uses, then let its parent's flexible node shrink in turn."""
@@ -279,5 +293,6 @@ class VirtualClusterOps:
             if vnode is None or step is None:
                 return
             self._emit(step)
+            self._freed.add(vc.parent)
             node_id = vnode.parent_node
             vc = self._view.tree.clusters.get(vc.parent)

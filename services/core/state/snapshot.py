@@ -108,6 +108,7 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
             for v in record.vnodes
         }
         tree.clusters[vc.vc_id] = vc
+        tree.note_damage(vc)
         for work_id in vc.live_work():
             tree.work_scope[work_id] = vc.vc_id
     for vc in _by_arrival(view):

@@ -67,6 +67,7 @@ def on_reserved(root: ClusterView, event: VirtualNodesReserved) -> None:
         for waiting in root.tree.queue(vc.parent):
             if waiting.arrival < vc.arrival:
                 waiting.overtaken += 1
+    root.tree.note_damage(vc)
 
 
 def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> None:
@@ -146,6 +147,7 @@ def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
     for work_id in vc.live_work():
         tree.work_scope.pop(work_id, None)
     del tree.clusters[event.vc_id]
+    tree.damaged.discard(event.vc_id)
     parent = tree.clusters.get(vc.parent)
     if parent is not None and event.vc_id in parent.children:
         parent.children.remove(event.vc_id)
@@ -164,6 +166,7 @@ def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsCh
         if isinstance(event, NodeDied):
             derived = NodeDied(node_id=vnode_id)
             del vc.vnodes[vnode_id]
+            view.tree.note_damage(vc)
         elif isinstance(event, NodeLabelsChanged):
             labels = host.labels if host is not None else {}
             derived = NodeLabelsChanged(node_id=vnode_id, labels=vnode_labels(labels, vnode, vc_id))

@@ -91,12 +91,21 @@ class VClusterState:
 class VTree:
     """Every virtual cluster by id, and the scope each live actor or placement group belongs to."""
 
-    __slots__ = ("arrivals", "clusters", "work_scope")
+    __slots__ = ("arrivals", "clusters", "damaged", "work_scope")
 
     def __init__(self) -> None:
         self.clusters: dict[str, VClusterState] = {}
         self.work_scope: dict[str, str] = {}
         self.arrivals = 0
+        self.damaged: set[str] = set()
+        """Admitted clusters that lost part of their minimum with a dead node (to be reserved again)."""
+
+    def note_damage(self, vc: VClusterState) -> None:
+        """Track whether an admitted cluster still holds its whole minimum."""
+        if vc.status == "admitted" and not whole(vc):
+            self.damaged.add(vc.vc_id)
+        else:
+            self.damaged.discard(vc.vc_id)
 
     def children_of(self, parent: str) -> list[VClusterState]:
         """The clusters directly under `parent` (ROOT for top-level ones), in arrival order."""
@@ -115,6 +124,18 @@ class VTree:
         """The parent's admission queue: higher priority first, then arrival."""
         waiting = [vc for vc in self.clusters.values() if vc.parent == parent and vc.status == "queued"]
         return sorted(waiting, key=lambda vc: (-vc.priority, vc.arrival))
+
+
+def whole(vc: VClusterState) -> bool:
+    """Whether the cluster holds every fixed-size node of its spec and its whole flexible minimum."""
+    slots = sum(len(group.nodes) for group in vc.spec.fixed_size_nodes)
+    if sum(1 for vnode in vc.vnodes.values() if not vnode.flexible) < slots:
+        return False
+    held: Resources = {}
+    for vnode in vc.vnodes.values():
+        for name, amount in vnode.base.items():
+            held[name] = held.get(name, 0.0) + amount
+    return all(held.get(name, 0.0) + EPSILON >= amount for name, amount in vc.spec.flexible_resource_min.items())
 
 
 def fixed_id(vc_id: str, slot: int) -> str:
