@@ -24,6 +24,9 @@ from services.client import Client
 from services.client.errors import CorralError
 
 POLICIES = ("PACK", "SPREAD", "STRICT_SPREAD")
+ROOM = 16.0
+"""Flexible CPUs a tenant may borrow above its minimum: room for what one user holds, so the phase measures
+scheduling inside clusters rather than tenants at their quota."""
 ADMISSION_POLL = 0.02
 """Seconds between two looks at a waiting cluster after a destroy."""
 
@@ -69,7 +72,7 @@ def _cpus(cpu: float) -> dict[str, float]:
 
 
 def tenant_specs(count: int, prefix: str, seed: int) -> list[TenantSpec]:
-    """`count` tenants: one or two groups of 1 to 3 one-CPU fixed-size nodes, plus a flexible range up to 4x.
+    """`count` tenants: one or two groups of 1 to 3 one-CPU fixed-size nodes, plus a flexible range of `ROOM` CPUs.
 
     Memory is named in the range too: with fixed-size nodes, a resource the spec leaves out may not grow at all.
     """
@@ -84,7 +87,7 @@ def tenant_specs(count: int, prefix: str, seed: int) -> list[TenantSpec]:
         fixed = sum(len(group.nodes) for group in groups)
         size = "small" if minimum + fixed <= 4 else "medium" if minimum + fixed <= 8 else "large"
         spec = VirtualCluster(
-            flexible_resource_min=_cpus(minimum), flexible_resource_max=_cpus(minimum * 4), fixed_size_nodes=groups
+            flexible_resource_min=_cpus(minimum), flexible_resource_max=_cpus(minimum + ROOM), fixed_size_nodes=groups
         )
         specs.append(TenantSpec(f"{prefix}-t{index:03d}", size, spec))
     return specs

@@ -505,7 +505,11 @@ class Cluster(VirtualClusterOps):
         freed, self._freed = self._freed, set()
         clusters = self._view.tree.clusters.values()
         scopes = [self._view] if ROOT in freed else []
-        scopes += [vc.scope for vc in clusters if vc.vc_id in freed or (vc.parent in freed and self._may_grow(vc))]
+        scopes += [
+            vc.scope
+            for vc in clusters
+            if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self._may_grow(vc)))
+        ]
         self._retry(scopes, wake_all=True)
 
     def _retry(self, scopes: list[ClusterView], *, wake_all: bool) -> None:
