@@ -28,7 +28,7 @@ async def main(settings: Settings) -> None:
     view = LabelsView(time.monotonic, settings.seed)
     async with service_shell(settings, "labels", view) as shell:
         handlers = LabelsHandlers(view, settings.rare_resources)
-        desk = CommandDesk(shell.bus, shell.follower, "labels")
+        desk = CommandDesk(shell.bus, shell.follower, "labels", before=shell.caught_up)
         routes: dict[str, Callable[[Msg], Awaitable[bytes]]] = {
             s.REGISTER_NODE: desk.handler(RegisterNode, handlers.register),
             s.SET_LABELS: desk.handler(SetLabels, handlers.set_labels),
