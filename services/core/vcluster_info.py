@@ -70,7 +70,7 @@ def cluster_info(root: ClusterView, vc: VClusterState, spec: CompiledSpec, reaso
 def quota_reason(root: ClusterView, vc: VClusterState, spec: CompiledSpec, lender: Lender, need: Resources) -> str:
     """Why `vc` cannot grow to hold `need` more: not admitted, at its maximum, or nothing to borrow from."""
     if vc.status == "queued":
-        return f"virtual cluster {vc.vc_id} is not admitted yet"
+        return f"virtual cluster {vc.vc_id} is not admitted yet: {queued_message(root, vc, vc.reason)}"
     if not need:
         return ""
     if not spec.grows:

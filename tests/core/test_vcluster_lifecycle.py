@@ -72,6 +72,20 @@ def test_destroying_a_cluster_with_live_work_is_refused_unless_forced() -> None:
         cluster.submit(make_actor("late", vcluster_id="job"))
 
 
+def test_work_sent_to_a_queued_cluster_waits_and_says_it_is_the_admission_queue() -> None:
+    cluster = make_cluster(1, cpu=2)
+    cluster.create_virtual_cluster("a", spec(min_cpu=2))
+    cluster.create_virtual_cluster("b", spec(min_cpu=2))
+    waiting = cluster.submit(make_actor("early", vcluster_id="b"))
+    assert isinstance(waiting, Pending)
+    assert waiting.message.startswith(
+        "virtual cluster b is not admitted yet: virtual cluster b waits in the admission queue of the root cluster"
+        " (position 1 of 1)"
+    )
+    cluster.destroy_virtual_cluster("a")
+    assert isinstance(cluster.decision("early"), Placed)
+
+
 def test_a_queued_cluster_can_be_destroyed_and_leaves_the_queue() -> None:
     cluster = make_cluster(1, cpu=2)
     cluster.create_virtual_cluster("a", spec(min_cpu=2))
