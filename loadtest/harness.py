@@ -196,7 +196,7 @@ async def tenants_phase(
 
 
 async def _remove_all(config: Config, conns: Sequence[Connection], actors: list[str], nodes: list[str]) -> None:
-    """Take what this run added out of an external mesh (best effort)."""
+    """Take these actors and nodes out of the mesh (best effort)."""
     gate = asyncio.Semaphore(config.register_in_flight)
 
     async def remove(index: int, actor: str | None, node: str | None) -> None:
@@ -257,6 +257,8 @@ async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = 
             held += outcome.held
         tenants = None
         if config.tenants > 0:
+            await _remove_all(config, conns, held, [])  # the root starts as empty as the first phase found it
+            held = []
             tenants, phases["tenants"] = await tenants_phase(
                 clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
             )

@@ -29,6 +29,9 @@ from services.core.vcluster_borrow import Lender, admission_need, parent_growth
 from services.core.vcluster_info import cluster_info
 from services.core.vcluster_spec import CompiledSpec, destroy_requested, requested
 
+STANDINS = 4
+"""Parent nodes a cluster tries a new flexible node on, per decision that needs one (a seeded random pick)."""
+
 
 class VirtualClusterOps:
     """Virtual clusters on top of the fold and the pending queue of `Cluster`."""
@@ -273,7 +276,7 @@ class VirtualClusterOps:
             vc.scope.set_taints(node, list(host.taints))
             vc.scope.add_live_node(node)
             standins[vnode_id] = host.node_id
-            if len(standins) >= self.sample_size:
+            if len(standins) >= STANDINS:
                 break
         return standins
 
