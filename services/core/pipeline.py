@@ -137,15 +137,20 @@ def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> Node
 def _sample(
     view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, seen: set[str]
 ) -> list[tuple[int, NodeState]]:
-    """Walk the driver list from a random start; keep up to `sample` placeable nodes of weight >= 0."""
+    """Walk the driver list from a random start; keep up to `sample` placeable nodes of weight >= 0.
+
+    With a rule whose favoured nodes no index lists (a negative soft term), only nodes of the highest weight
+    any node can get count towards the sample, so the walk never stops on lesser nodes while better ones exist.
+    """
     ids = plan.driver(view)
     count = len(ids)
     if not count:
         return []
     nodes, need, room = view.nodes, plan.need, plan.room
     start = prng.below(count)
-    if any(scorer.exhaustive for scorer in plan.scorers):
-        sample = count
+    exhaustive = any(scorer.exhaustive for scorer in plan.scorers)
+    top = sum(scorer.ceiling for scorer in plan.scorers)
+    best = 0
     found: list[tuple[int, NodeState]] = []
     negative: list[tuple[int, NodeState]] = []
     for step in range(count):
@@ -160,7 +165,12 @@ def _sample(
             negative.append((weight, node))
             continue
         found.append((weight, node))
-        if len(found) >= sample:
+        if exhaustive:
+            if weight >= top:
+                best += 1
+            if best >= sample:
+                break
+        elif len(found) >= sample:
             break
     return found or negative
 

@@ -123,6 +123,7 @@ class ActorAffinityScorer(Scorer):
         self.expressions = [Expression(view, namespace, e) for e in strategy.match_expressions if e.soft]
         self.preferred = Chain([e.nodes(view) for e in self.expressions if e.positive])
         self.exhaustive = not all(e.positive for e in self.expressions)
+        self.ceiling = SOFT_WEIGHT * len(self.expressions)
         self.active = bool(self.expressions)
 
     def weight(self, node: NodeState) -> int:

@@ -29,8 +29,11 @@ class Scorer:
 
     preferred: Sequence[str] = ()
     exhaustive = False
-    """True when the nodes this rule favours cannot be listed from an index (a negative soft term): then every
-    placeable node is scored, so a preference is never lost to sampling."""
+    """True when the nodes this rule favours cannot be listed from an index (a negative soft term): then the walk
+    goes on until it has a full sample of nodes of the highest weight (or has seen every node), so a preference is
+    never lost to sampling."""
+    ceiling = 0
+    """The highest weight this rule can give a node."""
 
     def weight(self, node: NodeState) -> int:
         """The soft weight this rule gives the node."""

@@ -58,6 +58,7 @@ class DataFlowPrefer(Scorer):
         self.wanted = [(p.name, record[p.name], p.weight) for p in prefers if p.name in record and p.weight]
         rings = [view.labels.nodes(key, value) for key, value, _ in self.wanted]
         self.preferred = Chain([ring.ids for ring in rings if ring is not None])
+        self.ceiling = sum(weight for _, _, weight in self.wanted)
 
     def weight(self, node: NodeState) -> int:
         labels = node.labels

@@ -28,6 +28,7 @@ class NodeAffinityScorer(Scorer):
     def __init__(self, node_id: str) -> None:
         self.node_id = node_id
         self.preferred = [node_id]
+        self.ceiling = SOFT_WEIGHT
 
     def weight(self, node: NodeState) -> int:
         return SOFT_WEIGHT if node.node_id == self.node_id else 0

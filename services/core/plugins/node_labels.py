@@ -50,6 +50,7 @@ class SoftLabels(Scorer):
         self.terms = selector.terms
         self.preferred = Chain([nodes for nodes in (term_nodes(view, term) for term in self.terms) if nodes])
         self.exhaustive = not all(term.positive for term in self.terms)
+        self.ceiling = SOFT_WEIGHT * len(self.terms)
 
     def weight(self, node: NodeState) -> int:
         labels = node.labels
