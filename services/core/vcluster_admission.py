@@ -12,7 +12,7 @@ from schemas import Explanation, VirtualNodeGrant
 from services.core.decide_group import decide_group
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
-from services.core.state import ClusterView, NodeState, Resources, give, take
+from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
@@ -71,7 +71,7 @@ def reserve(
                         first_slot + offset,
                     )
                 )
-        flexible = _carve_minimum(parent_view, vc, spec)
+        flexible = _carve_minimum(parent_view, vc, spec, prng)
         if isinstance(flexible, str):
             return flexible
         return grants + flexible
@@ -88,14 +88,23 @@ def missing_minimum(vc: VClusterState, spec: CompiledSpec) -> Resources:
     return positive({name: amount - held.get(name, 0.0) for name, amount in spec.minimum.items()})
 
 
-def _carve_minimum(parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec) -> list[VirtualNodeGrant] | str:
-    """The flexible minimum still missing, carved from as few parent nodes as possible (most free first)."""
+def _carve_minimum(
+    parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64
+) -> list[VirtualNodeGrant] | str:
+    """The flexible minimum still missing: on one parent node that can hold it all (from a seeded start), else
+    carved from as few parent nodes as possible (most free first)."""
     remaining = missing_minimum(vc, spec)
     if not remaining:
         return []
     tolerated = TaintFilter(spec.tolerations)
     holding = {vnode.parent_node for vnode in vc.vnodes.values() if vnode.flexible}
-    nodes = [parent_view.nodes[node_id] for node_id in parent_view.ring.ids if node_id not in holding]
+    ids = parent_view.ring.ids
+    start = prng.below(len(ids)) if ids else 0
+    for step in range(len(ids)):
+        node = parent_view.nodes[ids[(start + step) % len(ids)]]
+        if fits(node.free, remaining) and node.node_id not in holding and tolerated.check(node) is None:
+            return [VirtualNodeGrant(flexible_id(vc.vc_id, node.node_id), node.node_id, remaining)]
+    nodes = [parent_view.nodes[node_id] for node_id in ids if node_id not in holding]
     usable = [node for node in nodes if tolerated.check(node) is None]
     usable.sort(key=lambda node: -_share_size(node.free, remaining))  # fewest, largest pieces first (stable)
     grants = []
