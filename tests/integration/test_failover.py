@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from schemas import ActorPlaced, ActorSubmitted, Placed, ScheduleRequest
+from schemas import ActorPlaced, ActorSubmitted, Placed, ScheduleRequest, VirtualCluster, VirtualNodesReserved
 from services.cli.mesh import Mesh
 from services.client import Client
 from tests.integration.conftest import log_of
@@ -47,3 +47,38 @@ async def test_killing_the_active_scheduler_loses_no_request_and_allocates_nothi
     placed_now = {a.actor_id: a.node_id for a in status.actors}
     assert all(placed_now[d.id] == d.node_id for d in decisions if isinstance(d, Placed))
     assert len({e.actor_id for e in events if isinstance(e, ActorPlaced)}) == REQUESTS
+
+
+async def test_a_standby_taking_over_mid_stream_admits_and_schedules_virtual_clusters_once(
+    client: Client, mesh: Mesh
+) -> None:
+    """Clusters requested and work sent into them across a kill -9: each cluster reserved once, nothing overfull."""
+    mesh.start_service("scheduler", instance="standby")
+    for index in range(4):
+        await client.register_node(f"n{index}", {"CPU": 40})
+    tenants = [f"t{index}" for index in range(8)]
+
+    async def tenant(index: int, vc_id: str) -> list[object]:
+        await asyncio.sleep(index * 0.05)
+        spec = VirtualCluster(flexible_resource_min={"CPU": 2}, flexible_resource_max={"CPU": 8})
+        await client.create_virtual_cluster(vc_id, spec, timeout=20.0)
+        work = [ScheduleRequest(f"{vc_id}-a{i}", {"CPU": 1}, vcluster_id=vc_id) for i in range(6)]
+        return [await client.submit(request, timeout=20.0) for request in work]
+
+    stream = asyncio.gather(*(tenant(i, vc_id) for i, vc_id in enumerate(tenants)))
+    await asyncio.sleep(0.3)
+    mesh.stop_service("scheduler", hard=True)
+    decisions = [d for per_tenant in await asyncio.wait_for(stream, timeout=60) for d in per_tenant]
+
+    assert all(isinstance(d, Placed) for d in decisions)
+    assert "won the lease" in log_of(mesh, "standby")
+    events = await read_events(mesh.nats_url)
+    admitted = Counter(e.vc_id for e in events if isinstance(e, VirtualNodesReserved))
+    assert sorted(admitted) == tenants and set(admitted.values()) == {1}
+    for vc_id in tenants:
+        info = await client.virtual_cluster(vc_id)
+        assert info.state == "admitted" and info.total_resources == {"CPU": 6.0}
+        assert sorted(await client.placements(vcluster_id=vc_id)) == [f"{vc_id}-a{i}" for i in range(6)]
+    nodes = await client.nodes()
+    assert all(node.available["CPU"] >= 0 for node in nodes)
+    assert sum(node.resources["CPU"] - node.available["CPU"] for node in nodes) == 8 * 6
