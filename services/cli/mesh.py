@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +71,16 @@ class Mesh:
         self.nats.stop()
         self.redis.stop()
 
+    def close(self) -> None:
+        """Stop everything, then release the servers (a container is removed; a process has nothing more)."""
+        try:
+            self.stop()
+        finally:
+            try:
+                self.nats.close()
+            finally:
+                self.redis.close()
+
 
 def start_mesh(
     data_dir: Path,
@@ -78,10 +89,18 @@ def start_mesh(
     redis_port: int | None = None,
     services: tuple[str, ...] = SERVICES,
     settings: dict[str, str] | None = None,
+    servers: Callable[[Path], tuple[LocalServer, LocalServer]] | None = None,
 ) -> Mesh:
-    """Start nats-server and redis-server on free (or given) ports, then the services."""
+    """Start nats-server and redis-server on free (or given) ports, then the services.
+
+    `servers` makes the NATS and Redis servers from the data folder instead (containers, in tests).
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
-    mesh = Mesh(data_dir, nats_server(data_dir / "nats", nats_port), redis_server(data_dir / "redis", redis_port))
+    if servers is None:
+        nats, redis = nats_server(data_dir / "nats", nats_port), redis_server(data_dir / "redis", redis_port)
+    else:
+        nats, redis = servers(data_dir)
+    mesh = Mesh(data_dir, nats, redis)
     mesh.settings = dict(settings or {})
     try:
         mesh.nats.start()
@@ -89,6 +108,6 @@ def start_mesh(
         for name in services:
             mesh.start_service(name)
     except BaseException:
-        mesh.stop()
+        mesh.close()
         raise
     return mesh

@@ -25,8 +25,6 @@ from services.runtime import telemetry
 from services.runtime.codec import CodecError, decode, encode
 from services.runtime.settings import Settings
 
-__all__ = ["Bus", "LogEntry", "subject_of"]
-
 log = logging.getLogger("corral.bus")
 
 CONNECT_ATTEMPTS = 40

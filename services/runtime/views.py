@@ -83,7 +83,8 @@ class FoldedView:
 class FollowedCluster:
     """A service view around a core `Cluster` that follows the whole log: fold, snapshot, digest.
 
-    It folds what every writer appended and never reacts (a scheduler standby's view; the vclusters service's).
+    It folds what every writer appended and never reacts (the vclusters service's view; the scheduler's builds on
+    it and reacts while it leads).
     """
 
     def __init__(self, seed: int = 0, rare_resources: tuple[str, ...] = ()) -> None:

@@ -6,20 +6,16 @@ from collections.abc import Callable
 
 from schemas import ActorPlaced, AnyEvent, Pending, Placed
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
-from services.core import Cluster
-from services.core.state.snapshot import digest
 from services.core.state.view import SCHEDULER_EVENTS
-from services.runtime.views import actor_info, dump_view, load_view, node_info
+from services.runtime.views import FollowedCluster, actor_info, node_info
 
 
-class SchedulerView:
+class SchedulerView(FollowedCluster):
     """A follower folds every event; the leader also reacts, and skips its own events when the log echoes them."""
 
     def __init__(self, seed: int, rare_resources: tuple[str, ...]) -> None:
-        self.rare_resources = rare_resources
-        self.cluster = Cluster(seed, rare_resources, record=False)
+        super().__init__(seed, rare_resources)
         self.leading = False
-        self.sequence = 0
         self.on_decided: Callable[[], None] = lambda: None
         self.own_echo: AnyEvent | None = None
         """While leading: what the log reader hands back, undecoded, for an event this leader wrote."""
@@ -42,20 +38,6 @@ class SchedulerView:
         self.own_echo = ActorPlaced(actor_id="", node_id="", epoch=epoch, event_id=f"{self.cluster.event_prefix}echo")
         self.leading = True
         self.cluster.reconcile()
-
-    def dump(self, sequence: int) -> bytes:
-        """Snapshot bytes."""
-        return dump_view(self.cluster.view, sequence)
-
-    def digest(self) -> str:
-        """The canonical hash of the view."""
-        return digest(self.cluster.view)
-
-    def load(self, blob: bytes) -> int:
-        """Replace the view from snapshot bytes."""
-        view, sequence = load_view(blob)
-        self.cluster = Cluster.from_view(view, self.rare_resources, record=False)
-        return sequence
 
     def status(self, _query: StatusQuery) -> StatusReply:
         """Physical nodes, every actor (virtual clusters' too), placement groups and the pending queue."""

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.mesh import SERVICES, Mesh, start_mesh
+from services.cli.mesh import Mesh, start_mesh
 from services.client import Client
-from services.runtime.servers import ServerPath, choose_servers, nats_container, redis_container
+from services.runtime.servers import LocalServer, ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",
@@ -52,32 +52,14 @@ def announce(config: pytest.Config, line: str) -> None:
         reporter.write_line(line)
 
 
+def containers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
+    """NATS (JetStream) and Redis in Docker containers, their logs in the data folder."""
+    return nats_container(data_dir / "nats"), redis_container(data_dir / "redis")
+
+
 def start_test_mesh(data_dir: Path, path: ServerPath) -> Mesh:
     """start_mesh with FAST settings, its servers on the chosen path."""
-    if path == "local":
-        return start_mesh(data_dir, settings=FAST)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    running = Mesh(data_dir, nats_container(data_dir / "nats"), redis_container(data_dir / "redis"), dict(FAST))
-    try:
-        running.nats.start()
-        running.redis.start()
-        for name in SERVICES:
-            running.start_service(name)
-    except BaseException:
-        close_mesh(running)
-        raise
-    return running
-
-
-def close_mesh(running: Mesh) -> None:
-    """Stop the services and servers, then release the servers (containers are removed)."""
-    try:
-        running.stop()
-    finally:
-        try:
-            running.nats.close()
-        finally:
-            running.redis.close()
+    return start_mesh(data_dir, settings=FAST, servers=None if path == "local" else containers)
 
 
 @pytest.fixture
@@ -87,7 +69,7 @@ def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
     try:
         yield running
     finally:
-        close_mesh(running)
+        running.close()
 
 
 @pytest.fixture

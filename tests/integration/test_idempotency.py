@@ -6,9 +6,9 @@ import pytest
 
 from schemas import NodeRegistered, ScheduleRequest
 from schemas import subjects as s
+from schemas.subjects import subject_of
 from services.cli.mesh import Mesh
 from services.client import Client
-from services.runtime.bus import subject_of
 from services.runtime.codec import encode
 from tests.integration.log import read_events
 

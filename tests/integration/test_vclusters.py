@@ -23,8 +23,8 @@ from schemas import (
     VirtualClusterRequested,
 )
 from services.cli.mesh import Mesh
-from services.client import Client, NotFoundError, RejectedError, SyncClient, UnavailableError
-from tests.integration.conftest import log_of
+from services.client import Client, NotFoundError, RejectedError, SyncClient
+from tests.integration.conftest import log_of, wait_ready
 from tests.integration.log import read_events
 from tests.integration.test_restart_and_snapshots import full_replay_digest, service_digest
 
@@ -50,18 +50,6 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
         while not await check():
             await asyncio.sleep(0.05)
     assert await check(), what
-
-
-async def restart_vclusters(mesh: Mesh, client: Client) -> None:
-    """Start the vclusters service again and wait until it answers."""
-    mesh.start_service("vclusters")
-    async with asyncio.timeout(15):
-        while True:
-            try:
-                await client.virtual_clusters()
-                return
-            except UnavailableError:
-                await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -206,7 +194,8 @@ async def test_the_vclusters_service_restarted_from_its_snapshot_reaches_the_dig
     mesh.stop_service("vclusters")
     await vc.submit(ScheduleRequest("a2", {"CPU": 1}, vcluster_id="kept"))
     await vc.submit(ScheduleRequest("a3", {"CPU": 1}, vcluster_id="kept"))
-    await restart_vclusters(mesh, vc)
+    mesh.start_service("vclusters")
+    await wait_ready(vc)
     assert "snapshot at sequence" in log_of(mesh, "vclusters")
     expected = await full_replay_digest(mesh)
     assert (await service_digest(vc, "vclusters")).digest == expected
