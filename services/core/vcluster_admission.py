@@ -88,6 +88,16 @@ def missing_minimum(vc: VClusterState, spec: CompiledSpec) -> Resources:
     return positive({name: amount - held.get(name, 0.0) for name, amount in spec.minimum.items()})
 
 
+def admission_need(vc: VClusterState, spec: CompiledSpec) -> Resources:
+    """What admitting (or repairing) `vc` still takes from its parent: missing fixed-size nodes and minimum."""
+    need = dict(missing_minimum(vc, spec))
+    for slot, fixed in enumerate(spec.fixed):
+        if fixed_id(vc.vc_id, slot) not in vc.vnodes:
+            for name, amount in fixed.resources.items():
+                need[name] = need.get(name, 0.0) + amount
+    return need
+
+
 def _carve_minimum(
     parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64
 ) -> list[VirtualNodeGrant] | str:
@@ -152,11 +162,7 @@ class FreeCapacity:
                     for name, amount in node.free.items():
                         free[name] = free.get(name, 0.0) + amount
             self._free[key] = free
-        need = dict(missing_minimum(vc, spec))
-        for fixed in spec.fixed:
-            for name, amount in fixed.resources.items():
-                need[name] = need.get(name, 0.0) + amount
-        return all(free.get(name, 0.0) + EPSILON >= amount for name, amount in need.items())
+        return all(free.get(name, 0.0) + EPSILON >= amount for name, amount in admission_need(vc, spec).items())
 
     def forget(self) -> None:
         """Resources were taken: sum again on the next question."""
@@ -197,8 +203,3 @@ def degraded_message(vc: VClusterState, spec: CompiledSpec) -> str:
     if missing:
         parts.append("flexible minimum short by " + ", ".join(f"{n} {a:g}" for n, a in sorted(missing.items())))
     return "; ".join(parts)
-
-
-def is_degraded(vc: VClusterState, spec: CompiledSpec) -> bool:
-    """An admitted cluster that lost part of its minimum with a dead node."""
-    return vc.status == "admitted" and bool(degraded_message(vc, spec))

@@ -13,8 +13,8 @@ from schemas import VirtualNodeResized
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.vfold import parent_scope
-from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
-from services.core.vcluster_admission import missing_minimum
+from services.core.state.vtree import VClusterState, flexible_id, positive
+from services.core.vcluster_admission import admission_need
 from services.core.vcluster_spec import CompiledSpec
 
 Specs = Callable[[str], CompiledSpec]
@@ -108,16 +108,6 @@ class Lender:
     @staticmethod
     def _add(free: Resources, extra: Resources) -> Resources:
         return {name: free.get(name, 0.0) + extra.get(name, 0.0) for name in {*free, *extra}}
-
-
-def admission_need(vc: VClusterState, spec: CompiledSpec) -> Resources:
-    """What admitting (or repairing) `vc` still takes from its parent: missing fixed-size nodes and minimum."""
-    need = dict(missing_minimum(vc, spec))
-    for slot, fixed in enumerate(spec.fixed):
-        if fixed_id(vc.vc_id, slot) not in vc.vnodes:
-            for name, amount in fixed.resources.items():
-                need[name] = need.get(name, 0.0) + amount
-    return need
 
 
 def parent_growth(lender: Lender, vc: VClusterState, spec: CompiledSpec) -> list[tuple[str, Resources]] | None:

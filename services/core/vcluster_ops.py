@@ -25,7 +25,7 @@ from services.core.state.model import EPSILON
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
 from services.core.vcluster_admission import FreeCapacity, blocker, queue_position, queued_message, reserve
-from services.core.vcluster_borrow import Lender, admission_need, parent_growth
+from services.core.vcluster_borrow import Lender, parent_growth
 from services.core.vcluster_info import cluster_info
 from services.core.vcluster_spec import CompiledSpec, destroy_requested, requested
 
@@ -206,8 +206,6 @@ class VirtualClusterOps:
 
     def _repair(self, vc: VClusterState) -> None:
         """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
-        if not admission_need(vc, self._spec_of(vc.vc_id)):
-            return
         grown = self._grow_parent(vc)
         grants = reserve(self._view, vc, self._spec_of(vc.vc_id), self._prng, self.sample_size)
         if isinstance(grants, str) or not grants:
