@@ -6,7 +6,6 @@ cluster's virtual nodes, and introspection through it sees only that cluster.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -67,11 +66,11 @@ class Job:
     ) -> None:
         if self.admission is None:
             return
-        if kind is None:
+        try:
             self.destroyed = await self.client.destroy_virtual_cluster(self.vc_id, force=True, timeout=self.timeout)
-            return
-        with contextlib.suppress(CorralError):  # the body's error matters more than a failed clean-up
-            self.destroyed = await self.client.destroy_virtual_cluster(self.vc_id, force=True, timeout=self.timeout)
+        except CorralError:
+            if kind is None:
+                raise  # otherwise the body's error matters more than a failed clean-up
 
     def _scoped(self, request: Any) -> Any:
         return request if request.vcluster_id else msgspec.structs.replace(request, vcluster_id=self.vc_id)
