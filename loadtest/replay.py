@@ -6,8 +6,9 @@ declare the streams, load the snapshot from Redis, replay the log's tail through
 never judged by the exit status.
 
 The log is made by the scheduling core itself (`Cluster`, so every event is one the scheduler could write):
-one `SchedulerElected`, one `NodeRegistered` per node, then a churn of actors, each `ActorSubmitted` then
-`ActorPlaced`, the oldest `ActorRemoved` once `--live` actors run. Every 10th actor selects `tier=web` nodes.
+one `SchedulerElected`, one `NodeRegistered` per node, then a churn of actors, each one `ActorPlaced` carrying
+its request (placed as submitted), the oldest `ActorRemoved` once `--live` actors run. Every 10th actor selects
+`tier=web` nodes.
 The log is cut at exactly `--events` events; the stream holds nothing else, so event k has sequence k.
 
 Phases: generate, append (pipelined, as `Bus.append` does), a cold start on an empty Redis (full replay), the

@@ -68,12 +68,17 @@ class ActorSubmitted(Event, frozen=True, tag=True):
 
 
 class ActorPlaced(Event, frozen=True, tag=True):
-    """An actor was bound to a node (inside a bundle when `placement_group_id` is set)."""
+    """An actor was bound to a node (inside a bundle when `placement_group_id` is set).
+
+    `request` is set when the actor was placed as it was submitted: this one event then stands for its
+    `ActorSubmitted` too (the log holds one event instead of two for the commonest decision).
+    """
 
     actor_id: str
     node_id: str
     placement_group_id: str = ""
     bundle_index: int = -1
+    request: ScheduleRequest | None = None
 
 
 class ActorPending(Event, frozen=True, tag=True):

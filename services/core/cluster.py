@@ -110,8 +110,23 @@ class Cluster(VirtualClusterOps):
             event, event_id=event_id, correlation_id=self._subject, causation_id=self._cause, epoch=self.epoch
         )
         self._cause = self._cause or event_id
-        self._events.append(event)
+        self._record(event)
         self._fold(event)
+
+    def _record(self, event: AnyEvent) -> None:
+        """Keep an event for the log; an actor placed right as it was submitted is one event (see `ActorPlaced`)."""
+        last = self._events[-1] if self.has_untaken_events() else None
+        if (
+            isinstance(event, ActorPlaced)
+            and isinstance(last, ActorSubmitted)
+            and last.request.actor_id == event.actor_id
+        ):
+            self._emitted -= 1  # the placement takes the submission's id: ids stay contiguous
+            self._events[-1] = msgspec.structs.replace(
+                event, request=last.request, event_id=last.event_id, causation_id=last.causation_id
+            )
+            return
+        self._events.append(event)
 
     def _fold(self, event: AnyEvent) -> None:
         self._view.fold(event)

@@ -11,7 +11,6 @@ from schemas import (
     ActorFailed,
     ActorPending,
     ActorPlaced,
-    ActorSubmitted,
     AnyEvent,
     Event,
     In,
@@ -100,13 +99,26 @@ def test_a_submit_that_unblocks_waiting_work_records_the_chain_of_causes() -> No
     cluster.submit(make_actor("b", scheduling_strategy=affinity("app", "IN", ["web"])))
     start = len(cluster.events())
     cluster.submit(make_actor("a", labels={"app": "web"}))
-    submitted, placed_a, placed_b = cluster.events()[start:]
-    assert isinstance(submitted, ActorSubmitted) and submitted.request.actor_id == "a"
+    placed_a, placed_b = cluster.events()[start:]
     assert isinstance(placed_a, ActorPlaced) and placed_a.actor_id == "a"
-    assert isinstance(placed_b, ActorPlaced) and placed_b.actor_id == "b"
-    assert submitted.causation_id == ""
-    assert placed_a.causation_id == placed_b.causation_id == submitted.event_id
-    assert {submitted.correlation_id, placed_a.correlation_id, placed_b.correlation_id} == {"a"}
+    assert placed_a.request is not None and placed_a.request.actor_id == "a"  # submitted and placed: one event
+    assert isinstance(placed_b, ActorPlaced) and placed_b.actor_id == "b" and placed_b.request is None
+    assert placed_a.causation_id == ""
+    assert placed_b.causation_id == placed_a.event_id
+    assert {placed_a.correlation_id, placed_b.correlation_id} == {"a"}
+
+
+def test_an_actor_placed_as_submitted_is_one_event_and_one_that_waits_is_two() -> None:
+    cluster = make_cluster(1, cpu=2)
+    cluster.submit(make_actor("now", cpu=2))
+    cluster.submit(make_actor("later", cpu=2))
+    names = [type(event).__name__ for event in cluster.events()[1:]]
+    assert names == ["ActorPlaced", "ActorSubmitted", "ActorPending"]
+    cluster.remove_actor("now")
+    placed_later = cluster.events()[-1]
+    assert isinstance(placed_later, ActorPlaced) and placed_later.actor_id == "later"
+    assert placed_later.request is None  # its submission is already in the log
+    assert Cluster.from_events(cluster.events()).view.actors["later"].node_id == placed_later.node_id
 
 
 def test_a_node_death_records_the_failures_it_caused() -> None:

@@ -90,10 +90,15 @@ def test_scheduler_events_of_an_older_epoch_are_ignored_after_an_election() -> N
     """A deposed leader's late placement changes nothing once the next epoch is elected."""
     cluster = Cluster()
     cluster.add_node("n1", {"CPU": 1})
-    cluster.submit(ScheduleRequest("a", {"CPU": 1}))
-    view = replay([*cluster.events()[:2], SchedulerElected(epoch=2, instance="b"), *cluster.events()[2:]])
+    cluster.submit(ScheduleRequest("a", {"CPU": 2}))  # waits: ActorSubmitted, ActorPending
+    cluster.add_node("n2", {"CPU": 2})  # NodeRegistered, then a's ActorPlaced
+    cluster.submit(ScheduleRequest("b", {"CPU": 1}))  # placed as submitted: one ActorPlaced
+    events = cluster.events()
+    assert [type(e).__name__ for e in events[-2:]] == ["ActorPlaced", "ActorPlaced"]
+    view = replay([*events[:4], SchedulerElected(epoch=2, instance="b"), *events[4:]])
     assert view.actors["a"].status == "pending"
-    assert view.nodes["n1"].free == {"CPU": 1.0}
+    assert "b" not in view.actors
+    assert view.nodes["n1"].free == {"CPU": 1.0} and view.nodes["n2"].free == {"CPU": 2.0}
 
 
 def test_a_node_registering_again_after_death_starts_empty() -> None:

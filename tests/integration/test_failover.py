@@ -38,7 +38,7 @@ async def test_killing_the_active_scheduler_loses_no_request_and_allocates_nothi
     assert all(isinstance(d, Placed) for d in decisions)
     assert "won the lease" in log_of(mesh, "standby")
     events = await read_events(mesh.nats_url)
-    submitted = Counter(e.request.actor_id for e in events if isinstance(e, ActorSubmitted))
+    submitted = Counter(e.request.actor_id for e in events if isinstance(e, ActorSubmitted | ActorPlaced) and e.request)
     assert len(submitted) == REQUESTS and set(submitted.values()) == {1}
     status = await client.status()
     assert all(node.available["CPU"] >= 0 for node in status.nodes)

@@ -136,6 +136,8 @@ class ClusterView:
         Actor and placement-group events go to the scope of the virtual cluster the work runs in.
         """
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
+            if isinstance(event, ActorPlaced) and event.request is not None:
+                self._submitted(event.request)  # placed as submitted: the submission first
             if self.tree.clusters and isinstance(event, (*WORK_EVENTS, *GROUP_EVENTS)):
                 self._fold_scoped(event)
             else:
@@ -276,10 +278,13 @@ class ClusterView:
     # actors
 
     def _on_actor_submitted(self, event: ActorSubmitted) -> None:
-        scope = self._enter(event.request.actor_id, event.request.vcluster_id)
+        self._submitted(event.request)
+
+    def _submitted(self, request: ScheduleRequest) -> None:
+        scope = self._enter(request.actor_id, request.vcluster_id)
         scope.arrivals += 1
-        scope.actors[event.request.actor_id] = ActorState(event.request, scope.arrivals)
-        scope.pending[event.request.actor_id] = None
+        scope.actors[request.actor_id] = ActorState(request, scope.arrivals)
+        scope.pending[request.actor_id] = None
 
     def _enter(self, work_id: str, vc_id: str | None) -> ClusterView:
         """The scope new work joins (recorded so later events about it find it)."""
