@@ -77,6 +77,11 @@ def event_subject(aggregate: str, identifier: str) -> str:
     return f"{PREFIX}.evt.{aggregate}.{token(identifier)}"
 
 
+def aggregate_subjects(*aggregates: str) -> tuple[str, ...]:
+    """`corral.evt.<aggregate>.*` for each aggregate: what a view that folds only those events reads."""
+    return tuple(f"{PREFIX}.evt.{aggregate}.*" for aggregate in aggregates)
+
+
 def subject_of(event: AnyEvent) -> str:
     """The subject an event is appended to: `corral.evt.<aggregate>.<id>`, one aggregate token per writer."""
     if isinstance(event, NodeRegistered | NodeDied | NodeLabelsChanged):

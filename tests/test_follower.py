@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -12,26 +12,52 @@ from services.runtime.bus import LogEntry
 from services.runtime.follower import LogFollower
 
 
-class HoleyBus:
-    """A log of 6 events whose first read drops events 3 and 4, as a slow consumer would."""
+class FakeLog:
+    """A log of 6 events read through numbered consumers; `deliver` says what each read's consumer sends.
 
-    def __init__(self) -> None:
+    `deliver(read, sequences)` returns (stream sequence, consumer name, consumer sequence) triples: by default
+    every event in order, numbered 1, 2, 3... by one consumer per read.
+    """
+
+    def __init__(self, on_subjects: set[int] | None = None) -> None:
         self.settings = type("S", (), {"max_message_bytes": 1 << 20})()
         self.reads: list[int] = []
+        self.on_subjects = on_subjects or set(range(1, 7))
+        """The sequences whose events are on the follower's subjects."""
 
-    async def last_sequence(self) -> int:
-        return 6
+    async def last_sequence(self, subjects: Sequence[str] = ()) -> int:
+        return max(self.on_subjects)
 
-    def read_log(self, start: int, max_bytes: int = 0) -> AsyncIterator[LogEntry]:
+    def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
+        return [(sequence, f"c{read}", number) for number, sequence in enumerate(sequences, 1)]
+
+    def read_log(self, start: int, subjects: Sequence[str] = (), max_bytes: int = 0) -> AsyncIterator[LogEntry]:
         self.reads.append(start)
-        dropped = {3, 4} if len(self.reads) == 1 else set()
+        sequences = [n for n in range(start, 7) if n in self.on_subjects]
+        delivered = self.deliver(len(self.reads), sequences)
 
         async def entries() -> AsyncIterator[LogEntry]:
-            for sequence in range(start, 7):
-                if sequence not in dropped:
-                    yield LogEntry(sequence, NodeDied(node_id=f"n{sequence}"), b"")
+            for sequence, consumer, number in delivered:
+                yield LogEntry(sequence, NodeDied(node_id=f"n{sequence}"), b"", consumer=consumer, delivered=number)
 
         return entries()
+
+
+class HoleyLog(FakeLog):
+    """The first read drops events 3 and 4, as a slow consumer would: the numbers jump from 2 to 5."""
+
+    def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
+        sent = super().deliver(read, sequences)
+        return [item for item in sent if read > 1 or item[0] not in {3, 4}]
+
+
+class ReplacedConsumerLog(FakeLog):
+    """The first read's consumer is replaced after event 2 by one that starts at 5 (numbered from 1 again)."""
+
+    def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
+        if read > 1:
+            return super().deliver(read, sequences)
+        return [(1, "c1", 1), (2, "c1", 2), (5, "c1b", 1), (6, "c1b", 2)]
 
 
 class NoSnapshots:
@@ -39,21 +65,40 @@ class NoSnapshots:
         return None
 
 
-@pytest.mark.anyio
-async def test_a_hole_in_the_delivered_sequence_is_read_again_and_nothing_is_folded_twice() -> None:
-    folded: list[tuple[int, str]] = []
+async def follow(bus: Any) -> list[int]:
+    """Start a follower on `bus`; the sequences it folded."""
+    folded: list[int] = []
 
     def apply(event: AnyEvent, sequence: int) -> None:
-        assert isinstance(event, NodeDied)
-        folded.append((sequence, event.node_id))
+        assert isinstance(event, NodeDied) and event.node_id == f"n{sequence}"
+        folded.append(sequence)
 
-    bus: Any = HoleyBus()
     store: Any = NoSnapshots()
     follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b: 0, snapshot_every=1000)
     await follower.start()
-    assert folded == [(n, f"n{n}") for n in range(1, 7)]
-    assert bus.reads == [1, 3]
     await follower.close()
+    return folded
+
+
+@pytest.mark.anyio
+async def test_a_hole_in_the_delivered_numbers_is_read_again_and_nothing_is_folded_twice() -> None:
+    bus = HoleyLog()
+    assert await follow(bus) == [1, 2, 3, 4, 5, 6]
+    assert bus.reads == [1, 3]
+
+
+@pytest.mark.anyio
+async def test_a_consumer_replaced_under_the_follower_is_read_again_from_the_last_event_folded() -> None:
+    bus = ReplacedConsumerLog()
+    assert await follow(bus) == [1, 2, 3, 4, 5, 6]
+    assert bus.reads == [1, 3]
+
+
+@pytest.mark.anyio
+async def test_a_follower_of_some_subjects_folds_their_events_without_reading_again() -> None:
+    bus = FakeLog(on_subjects={2, 5, 6})
+    assert await follow(bus) == [2, 5, 6]
+    assert bus.reads == [1]
 
 
 @pytest.fixture

@@ -94,12 +94,26 @@ class _Batch:
 
 
 class LogEntry:
-    """One message of the event log: its stream sequence and the decoded event (None when unreadable)."""
+    """One message of the event log: its stream sequence and the decoded event (None when unreadable).
 
-    __slots__ = ("error", "event", "raw", "sequence")
+    `consumer` and `delivered` say which consumer delivered it and as its how-manieth message: a reader that
+    skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on.
+    """
 
-    def __init__(self, sequence: int, event: AnyEvent | None, raw: bytes, error: str = "") -> None:
+    __slots__ = ("consumer", "delivered", "error", "event", "raw", "sequence")
+
+    def __init__(
+        self,
+        sequence: int,
+        event: AnyEvent | None,
+        raw: bytes,
+        error: str = "",
+        *,
+        consumer: str = "",
+        delivered: int = 0,
+    ) -> None:
         self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
+        self.consumer, self.delivered = consumer, delivered
 
 
 OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
@@ -277,16 +291,26 @@ class Bus:
 
     # reading the log
 
-    async def last_sequence(self, stream: str = s.EVENTS_STREAM) -> int:
-        """The sequence of the newest message in `stream` (0 when empty)."""
-        info = await self.js.stream_info(stream)
-        return int(info.state.last_seq)
+    async def last_sequence(self, stream: str = s.EVENTS_STREAM, subjects: Sequence[str] = ()) -> int:
+        """The sequence of the newest message in `stream`, or of the newest on one of `subjects` (0 when none)."""
+        if not subjects:
+            info = await self.js.stream_info(stream)
+            return int(info.state.last_seq)
+        newest = 0
+        for subject in subjects:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                newest = max(newest, (await self.js.get_last_msg(stream, subject)).seq or 0)
+        return newest
 
-    async def read_log(self, start: int, *, max_bytes: int = 1_048_576) -> AsyncIterator[LogEntry]:
-        """Every event from sequence `start` on, in order, then new ones as they are appended (forever)."""
+    async def read_log(
+        self, start: int, *, subjects: Sequence[str] = (), max_bytes: int = 1_048_576
+    ) -> AsyncIterator[LogEntry]:
+        """Every event from sequence `start` on (only those on `subjects` when given), in order, then new ones as
+        they are appended (forever)."""
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE if start > 1 else api.DeliverPolicy.ALL,
             opt_start_seq=start if start > 1 else None,
+            filter_subjects=list(subjects) or None,
         )
         sub = await self.js.subscribe(
             s.EVENTS_SUBJECTS,
@@ -318,17 +342,17 @@ class Bus:
             await sub.unsubscribe()
 
     def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
-        sequence = _stream_sequence(msg)
+        consumer, sequence, delivered = _delivery(msg)
         stand_in = self._own_stand_in
         if stand_in is not None and msg.subject.startswith(OWN_EVENT_SUBJECTS):
             msg_id = msg.headers.get("Nats-Msg-Id", "") if msg.headers else ""
             if msg_id.startswith(self._own_prefix):
-                return LogEntry(sequence, stand_in, msg.data)
+                return LogEntry(sequence, stand_in, msg.data, consumer=consumer, delivered=delivered)
         try:
             event: AnyEvent = decode(msg.data, AnyEvent, max_bytes=max_bytes)
         except CodecError as error:
-            return LogEntry(sequence, None, msg.data, str(error))
-        return LogEntry(sequence, event, msg.data)
+            return LogEntry(sequence, None, msg.data, str(error), consumer=consumer, delivered=delivered)
+        return LogEntry(sequence, event, msg.data, consumer=consumer, delivered=delivered)
 
     async def read_to(self, last: int) -> list[AnyEvent]:
         """Every readable event from the start of the log up to sequence `last`, in order."""
@@ -435,10 +459,12 @@ class PullConsumer:
         await self.sub.unsubscribe()
 
 
-def _stream_sequence(msg: Msg) -> int:
-    """The stream sequence in a JetStream message's reply subject, read without building `msg.metadata`."""
+def _delivery(msg: Msg) -> tuple[str, int, int]:
+    """(consumer, stream sequence, consumer sequence) from a JetStream message's reply subject, read without
+    building `msg.metadata`."""
     # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
     tokens = msg.reply.split(".")
     if len(tokens) == 9 and tokens[1] == "ACK":
-        return int(tokens[5])
-    return int(msg.metadata.sequence.stream)  # the longer form, with a domain and an account hash
+        return tokens[3], int(tokens[5]), int(tokens[6])
+    metadata = msg.metadata  # the longer form, with a domain and an account hash
+    return metadata.consumer or "", int(metadata.sequence.stream), int(metadata.sequence.consumer)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 from schemas import AnyEvent
 from services.runtime.bus import Bus, LogEntry
@@ -15,7 +15,7 @@ log = logging.getLogger("corral.follower")
 
 
 class LogFollower:
-    """Folds every event of the log once, in order, into a view through `apply(event, sequence)`.
+    """Folds every event of the log (or of its `subjects`) once, in order, into a view through `apply(event, sequence)`.
 
     `dump(sequence)` encodes the view; `load(blob)` replaces the view from a blob and returns the sequence
     it reflects (raising on a corrupt or old-version blob). `ready()` says whether the view may be snapshotted
@@ -33,13 +33,17 @@ class LogFollower:
         *,
         snapshot_every: int,
         ready: Callable[[], bool] = lambda: True,
+        subjects: Sequence[str] = (),
     ) -> None:
         self.bus, self.store, self.name = bus, store, name
+        self.subjects = tuple(subjects)
+        """The event subjects the view folds (empty: all of them); the server sends no others."""
         self._apply, self._dump, self._load, self._ready = apply, dump, load, ready
         self.snapshot_every = snapshot_every
         self.sequence = 0
         self._snapshot_sequence = 0
         self._reader: AsyncIterator[LogEntry] | None = None
+        self._delivered: tuple[str, int] | None = None
         self._advanced = asyncio.Condition()
 
     async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -54,7 +58,7 @@ class LogFollower:
             except Exception as error:
                 log.warning("%s: snapshot ignored (%s): replaying the whole log", self.name, error)
                 self.sequence = 0
-        target = await self.bus.last_sequence()
+        target = await self.log_end()
         self._reader = self._read_from_next()
         replayed = 0
         while self.sequence < target:
@@ -85,29 +89,46 @@ class LogFollower:
             if self.sequence - self._snapshot_sequence >= self.snapshot_every and self._ready():
                 await self.snapshot()
 
+    async def log_end(self) -> int:
+        """The sequence of the newest event in the log (on the follower's subjects)."""
+        return await self.bus.last_sequence(subjects=self.subjects)
+
+    async def caught_up(self) -> None:
+        """Return once the view has folded the log up to its end as of now (what other writers appended too)."""
+        await self.wait_for(await self.log_end())
+
     def _read_from_next(self) -> AsyncIterator[LogEntry]:
-        return self.bus.read_log(self.sequence + 1, max_bytes=self.bus.settings.max_message_bytes)
+        self._delivered = None
+        return self.bus.read_log(
+            self.sequence + 1, subjects=self.subjects, max_bytes=self.bus.settings.max_message_bytes
+        )
 
     async def _next(self) -> LogEntry:
-        """The next entry of the log; a hole in the sequence reads the log again from the first missing event.
+        """The next entry of the log; a message not delivered reads the log again from the last event folded.
 
-        The log has no holes, so one means the client dropped messages it could not keep up with (a slow
-        consumer): folding around it would build a wrong view.
+        A consumer numbers what it delivers, so a gap in the numbers means the client dropped messages it could
+        not keep up with (a slow consumer), and a new consumer means the client replaced it (after a reconnect)
+        from a position of its own: folding on would build a wrong view.
         """
         assert self._reader is not None
         entry = await anext(self._reader)
-        while entry.sequence > self.sequence + 1:
+        while self._missed_before(entry):
             log.warning(
-                "%s: events %d to %d were not delivered (slow consumer?): reading the log again from %d",
+                "%s: events after %d were not delivered (slow consumer or reconnect?): reading the log again",
                 self.name,
-                self.sequence + 1,
-                entry.sequence - 1,
-                self.sequence + 1,
+                self.sequence,
             )
             await self.close()
             self._reader = self._read_from_next()
             entry = await anext(self._reader)
+        self._delivered = (entry.consumer, entry.delivered)
         return entry
+
+    def _missed_before(self, entry: LogEntry) -> bool:
+        if self._delivered is None:
+            return entry.delivered != 1
+        consumer, delivered = self._delivered
+        return entry.consumer != consumer or entry.delivered != delivered + 1
 
     async def close(self) -> None:
         """Stop reading the log (before the bus closes, so the subscription ends cleanly)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -49,18 +49,32 @@ class Shell:
 
     async def caught_up(self) -> None:
         """Return once the view has folded the log up to its end as of now (what other writers appended too)."""
-        await self.follower.wait_for(await self.bus.last_sequence())
+        await self.follower.caught_up()
 
 
 @asynccontextmanager
 async def service_shell(
-    settings: Settings, name: str, view: View, *, ready: Callable[[], bool] = lambda: True
+    settings: Settings,
+    name: str,
+    view: View,
+    *,
+    ready: Callable[[], bool] = lambda: True,
+    subjects: Sequence[str] = (),
 ) -> AsyncIterator[Shell]:
-    """Connect, create streams, load the snapshot and replay the log; on exit, snapshot and close."""
+    """Connect, create streams, load the snapshot and replay the log (only `subjects`, when given, are read);
+    on exit, snapshot and close."""
     bus = await Bus.connect(settings, name)
     store = SnapshotStore(settings.redis_url)
     follower = LogFollower(
-        bus, store, name, view.apply, view.dump, view.load, snapshot_every=settings.snapshot_every, ready=ready
+        bus,
+        store,
+        name,
+        view.apply,
+        view.dump,
+        view.load,
+        snapshot_every=settings.snapshot_every,
+        ready=ready,
+        subjects=subjects,
     )
     shell = Shell(bus, store, follower)
     try:

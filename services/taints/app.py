@@ -12,7 +12,7 @@ from services.runtime.queries import query_handler
 from services.runtime.service import service_shell
 from services.runtime.settings import Settings
 from services.taints.handlers import TaintsHandlers
-from services.taints.view import TaintsView
+from services.taints.view import SUBJECTS, TaintsView
 
 
 async def main(settings: Settings) -> None:
@@ -21,7 +21,7 @@ async def main(settings: Settings) -> None:
     Commands first fold the log up to its current end: the nodes they name are registered by the labels service.
     """
     view = TaintsView(settings.seed)
-    async with service_shell(settings, "taints", view) as shell:
+    async with service_shell(settings, "taints", view, subjects=SUBJECTS) as shell:
         handlers = TaintsHandlers(view, settings.rare_resources)
         desk = CommandDesk(shell.bus, shell.follower, "taints", before=shell.caught_up)
         async with anyio.create_task_group() as group:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from schemas import AnyEvent, NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
+from schemas import subjects as s
 from schemas.queries import TaintsQuery, TaintsReply
 from services.core.request import UnknownIdError
 from services.runtime.views import FoldedView
 
 NODE_EVENTS = (NodeRegistered, NodeDied, NodeLabelsChanged, TaintsChanged)
+SUBJECTS = s.aggregate_subjects(s.NODE, s.TAINT)
+"""Where those events are appended: the only subjects the taints service reads (the server filters the rest)."""
 
 
 class TaintsView(FoldedView):

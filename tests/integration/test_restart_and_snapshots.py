@@ -17,6 +17,7 @@ from services.core.state import replay
 from services.core.state.snapshot import digest
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
+from services.taints.view import NODE_EVENTS
 from tests.integration.conftest import log_of, wait_ready
 from tests.integration.log import read_events
 
@@ -125,3 +126,25 @@ async def test_nats_restarted_under_the_services_loses_nothing(client: Client, m
     after = await client.placements()
     assert before.items() <= after.items()
     assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
+
+
+async def test_the_taints_service_reads_only_node_and_taint_events_and_restarts_onto_the_same_view(
+    client: Client, mesh: Mesh
+) -> None:
+    """The server sends taints no actor events; its snapshot plus the filtered tail equals folding its events."""
+    await workload(client, "")
+    mesh.stop_service("taints")
+    await client.register_node("while-down", {"CPU": 2})
+    await client.submit(ScheduleRequest("while-down-actor", {"CPU": 1}))
+    mesh.start_service("taints")
+    await wait_ready(client)
+    await client.add_taints("while-down", {"spot": "true"})
+    await client.submit(ScheduleRequest("after", {"CPU": 1}))
+    assert "snapshot at sequence" in log_of(mesh, "taints")
+    events = await read_events(mesh.nats_url)
+    theirs = [e for e in events if isinstance(e, NODE_EVENTS)]
+    reply = await service_digest(client, "taints")
+    assert reply.digest == digest(replay(theirs))
+    log_end = len(events)
+    newest_of_theirs = max(i for i, e in enumerate(events, 1) if isinstance(e, NODE_EVENTS))
+    assert reply.sequence == newest_of_theirs < log_end
