@@ -107,6 +107,13 @@ def place_actor(
     return None
 
 
+def new_nodes_fail(view: ClusterView, work: CompiledRequest) -> bool:
+    """Whether every option has a hard rule no newly added node could pass (hard affinity to actors on the same
+    node, or to actors of which none is placed)."""
+    plans, _bundle = actor_plans(view, work)
+    return all(any(rule.new_nodes_fail for rule in plan.filters) for plan in plans)
+
+
 def decide_actor(view: ClusterView, work: CompiledRequest, prng: SplitMix64, sample: int) -> Decision:
     """Place now on the first option that can; else explain the first feasible option (or the primary)."""
     return place_actor(view, work, prng, sample) or explain_actor(view, work)

@@ -16,7 +16,7 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide_actor import place_actor
+from services.core.decide_actor import new_nodes_fail, place_actor
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest, UnknownIdError
@@ -233,7 +233,7 @@ class VirtualClusterOps:
             return None  # even the freest node would have to grow past the maximum
         standins: dict[str, str] = {}
         placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
-        if placed is None:  # no flexible node can grow enough: try new ones
+        if placed is None and not new_nodes_fail(scope, work):  # no flexible node can grow enough: try new ones
             standins = self._standins(vc, spec, work, lender, headroom)
             try:
                 placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))

@@ -8,6 +8,7 @@ from schemas import (
     FixedSizeNode,
     FixedSizeNodes,
     In,
+    NodeAffinitySchedulingStrategy,
     NodeLabelSchedulingStrategy,
     PlacementGroupRequest,
     PlacementGroupSchedulingStrategy,
@@ -18,7 +19,7 @@ from schemas import (
     VirtualCluster,
 )
 from services.core import Cluster, Pending, Placed
-from services.core.labels import NODE_ID, VCLUSTER_ID, VNODE_ID
+from services.core.labels import NODE_ID, VCLUSTER_ID, VNODE_ID, ZONE
 from tests.core.builders import affinity, make_actor, make_cluster
 from tests.core.vc_builders import admitted, fixed, free_cpu, host_of, parent_of, spec
 
@@ -232,3 +233,36 @@ def test_a_resource_the_spec_does_not_name_is_capped_and_explained_not_a_crash()
     capped = grows.submit(ScheduleRequest("b", {"CPU": 1, "GPU": 1}, vcluster_id="vc2"))
     assert isinstance(capped, Pending)
     assert "virtual cluster vc2 is at its flexible maximum of GPU (0 of 0 held)" in capped.message
+
+
+def _anchor_on_a_full_host(cluster: Cluster) -> str:
+    """Place `anchor` (app=x) in vc1, then fill its host from the root; the host's id."""
+    cluster.create_virtual_cluster("vc1", spec(min_cpu=1, max_cpu=8))
+    host = host_of(cluster, "vc1", cluster.submit(make_actor("anchor", labels={"app": "x"}, vcluster_id="vc1")))
+    hog = make_actor("hog", free_cpu(cluster, host), scheduling_strategy=NodeAffinitySchedulingStrategy(host))
+    assert isinstance(cluster.submit(hog), Placed)
+    return host
+
+
+def test_hard_affinity_to_a_zone_grows_a_new_virtual_node_in_that_zone() -> None:
+    cluster = make_cluster(4, cpu=4, zones=2)
+    host = _anchor_on_a_full_host(cluster)
+    zone = cluster.view.nodes[host].labels[ZONE]
+    in_zone = affinity("app", "IN", ["x"], topology_key=ZONE)
+    new_host = host_of(
+        cluster, "vc1", cluster.submit(make_actor("follower", vcluster_id="vc1", scheduling_strategy=in_zone))
+    )
+    assert new_host != host and cluster.view.nodes[new_host].labels[ZONE] == zone
+
+
+def test_hard_affinity_to_actors_on_one_node_waits_for_that_node_without_growing_elsewhere() -> None:
+    cluster = make_cluster(4, cpu=4, zones=2)
+    host = _anchor_on_a_full_host(cluster)
+    vnodes = [node.node_id for node in cluster.virtual_cluster("vc1").nodes]
+    waiting = cluster.submit(
+        make_actor("follower", vcluster_id="vc1", scheduling_strategy=affinity("app", "IN", ["x"]))
+    )
+    assert isinstance(waiting, Pending)
+    assert [node.node_id for node in cluster.virtual_cluster("vc1").nodes] == vnodes
+    cluster.remove_actor("hog")
+    assert host_of(cluster, "vc1", cluster.decision("follower")) == host

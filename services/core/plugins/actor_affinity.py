@@ -103,6 +103,8 @@ class ActorAffinityFilter(Filter):
             self.expressions = [] if self.any_of else [e for e in self.expressions if not e.positive]
         self.active = bool(self.expressions)
         self.reason = AFFINITY_REASON if any(e.positive for e in self.expressions) else ANTI_AFFINITY_REASON
+        unmet = [e.positive and (e.topology == NODE_ID or not e.domains) for e in self.expressions]
+        self.new_nodes_fail = self.active and (all(unmet) if self.any_of else any(unmet))
         if not self.any_of:
             narrowed = [e.nodes(view) for e in self.expressions if e.positive]
             self.candidates = min(narrowed, key=len) if narrowed else None

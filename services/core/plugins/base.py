@@ -18,6 +18,9 @@ class Filter:
     rank = RANK_CAPACITY
     candidates: Sequence[str] | None = None
     """When set, only these nodes (in hash order) can pass: the pipeline walks the smallest such list."""
+    new_nodes_fail = False
+    """True when a node added now, hosting no work yet, could not pass (the rule needs work on the node itself,
+    or work that is nowhere): growing a virtual cluster by new nodes cannot help."""
 
     def check(self, node: NodeState) -> str | None:
         """None, or the rejection reason."""
