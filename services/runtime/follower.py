@@ -7,6 +7,8 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
+import anyio
+
 from schemas import AnyEvent
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.snapshots import SnapshotStore
@@ -129,6 +131,18 @@ class LogFollower:
             return entry.delivered != 1
         consumer, delivered = self._delivered
         return entry.consumer != consumer or entry.delivered != delivered + 1
+
+    async def fold_to_end(self, timeout: float) -> None:
+        """Fold what the log holds now, reading it afresh (the reader may have stopped with its task); gives up
+        after `timeout` seconds. For a last snapshot at stop that reflects the service's own latest events."""
+        with anyio.move_on_after(timeout):
+            target = await self.log_end()
+            if self.sequence >= target:
+                return
+            await self.close()
+            self._reader = self._read_from_next()
+            while self.sequence < target:
+                await self._fold(await self._next())
 
     async def close(self) -> None:
         """Stop reading the log (before the bus closes, so the subscription ends cleanly)."""

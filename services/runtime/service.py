@@ -21,6 +21,9 @@ from services.runtime.snapshots import SnapshotStore
 
 log = logging.getLogger("corral.service")
 
+STOP_FOLD_SECONDS = 2.0
+"""At stop, how long a view may take to fold the log's end before its last snapshot (skipped if it cannot)."""
+
 
 class View(Protocol):
     """What a service's view offers its follower."""
@@ -88,6 +91,8 @@ async def service_shell(
         with anyio.CancelScope(shield=True):
             for subscription in shell.subscriptions:
                 await subscription.unsubscribe()
+            if follower.sequence and not ready():
+                await follower.fold_to_end(timeout=STOP_FOLD_SECONDS)  # the echo of our own last events
             if follower.sequence and ready():
                 await follower.snapshot()
             await store.close()
