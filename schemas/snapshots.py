@@ -8,7 +8,7 @@ from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 """Bumped whenever the records change shape; a snapshot of another version is ignored."""
 
 
@@ -88,6 +88,8 @@ class ViewSnapshot(msgspec.Struct, frozen=True):
     actors: list[ActorRecord]
     groups: list[GroupRecord]
     records: dict[str, dict[str, str]]
+    ended: list[str]
+    """Ended actors whose record is kept, oldest first (the next to drop)."""
     pending: list[str]
     topologies: list[str]
     vclusters: list[VClusterRecord] = []

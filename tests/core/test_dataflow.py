@@ -12,7 +12,8 @@ from schemas import (
     RunAfter,
     ScheduleRequest,
 )
-from services.core import Cluster
+from services.core import Cluster, ClusterView
+from services.core.state.snapshot import digest, dump, restore
 from tests.core.builders import make_actor, make_cluster, node_of, on_node, waiting
 
 HOSTNAME = "corral.io/hostname"
@@ -283,3 +284,24 @@ def test_require_follows_the_earlier_operation_to_where_it_was_placed_last() -> 
         moved = cluster.placements()["A"]
         assert moved != first
         assert node_of(cluster.submit(make_actor("B", run_after=RunAfter("A", "Require")))) == moved, f"seed {seed}"
+
+
+def test_records_of_ended_operations_are_kept_up_to_a_bound_and_replay_drops_the_same_ones() -> None:
+    """A long-running cluster does not keep every ended operation's record: the oldest go first."""
+    cluster = six_nodes()
+    cluster.view.records_kept = 2
+    for name in ("A", "B", "C"):
+        cluster.submit(make_actor(name))
+        cluster.remove_actor(name)
+    cluster.submit(make_actor("live"))
+    assert set(cluster.view.records) == {"B", "C", "live"}  # A was the oldest ended one; live ones always stay
+    late = cluster.submit(make_actor("late", run_after=RunAfter("A", "Require")))
+    assert DATAFLOW in waiting(late).reasons  # a dropped record reads as an operation that never ran
+    d_node = node_of(cluster.submit(make_actor("D", run_after=RunAfter("C", "Require"))))
+    assert cluster.view.nodes[d_node].labels[HOSTNAME] == cluster.view.records["C"][HOSTNAME]
+    view = ClusterView(cluster.seed)
+    view.records_kept = 2
+    for event in cluster.events():
+        view.fold(event)
+    assert digest(view) == digest(cluster.view)
+    assert digest(restore(dump(view))) == digest(view)

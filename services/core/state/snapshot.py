@@ -51,6 +51,7 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         actors=actors,
         groups=groups,
         records=dict(sorted(view.records.items())),
+        ended=list(view.ended),
         pending=sorted(view.pending),
         topologies=sorted(view.topologies),
         vclusters=[_vcluster_record(vc) for vc in _by_arrival(view)] if not view.scope_id else [],
@@ -156,6 +157,7 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
         if actor.bundle is not None and actor.bundle[0] in view.groups:
             view.groups[actor.bundle[0]].actors.add(actor_id)
     view.records = {actor_id: dict(record) for actor_id, record in snapshot.records.items()}
+    view.ended = dict.fromkeys(snapshot.ended)
     view.pending = dict.fromkeys(snapshot.pending)
     return view
 

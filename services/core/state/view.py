@@ -65,6 +65,10 @@ WORK_EVENTS = (ActorPlaced, ActorPending, ActorFailed, ActorRemoved)
 GROUP_EVENTS = (PlacementGroupPlaced, PlacementGroupPending, PlacementGroupBundlesLost, PlacementGroupRemoved)
 
 
+RECORDS_KEPT = 100_000
+"""DataFlow records of ended actors a view keeps (the newest); live actors' records are always kept."""
+
+
 def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
     """The hard NOT_IN / DOES_NOT_EXIST terms of an ANDed actor-affinity strategy: they bind newcomers too."""
     strategy = request.scheduling_strategy
@@ -101,6 +105,9 @@ class ClusterView:
         self.anti_index = DomainIndex()
         self.topologies: set[str] = {NODE_ID, *RECORDED_TOPOLOGY}
         self.records: dict[str, dict[str, str]] = {}
+        self.ended: dict[str, None] = {}
+        """Actors that ended (removed, or failed for good) whose record is still kept, oldest first."""
+        self.records_kept = RECORDS_KEPT
         self.prefer_tainted: set[str] = set()
         self.pending: dict[str, None] = {}
         self.arrivals = 0
@@ -308,6 +315,7 @@ class ClusterView:
         node.actors.add(event.actor_id)
         self.index_actor(actor.request, node, 1)
         self.records[event.actor_id] = self._record_of(actor.request, node)
+        self.ended.pop(event.actor_id, None)
         self.pending.pop(event.actor_id, None)
 
     def _on_actor_pending(self, event: ActorPending) -> None:
@@ -323,11 +331,24 @@ class ClusterView:
             self.pending[event.actor_id] = None
         else:
             del self.actors[event.actor_id]
+            self._ended(event.actor_id)
 
     def _on_actor_removed(self, event: ActorRemoved) -> None:
         self._release_actor(event.actor_id)
         del self.actors[event.actor_id]
         self.pending.pop(event.actor_id, None)
+        self._ended(event.actor_id)
+
+    def _ended(self, actor_id: str) -> None:
+        """Keep an ended actor's record for later DataFlow operations, dropping the oldest beyond `records_kept`."""
+        if actor_id not in self.records:
+            return
+        self.ended.pop(actor_id, None)
+        self.ended[actor_id] = None
+        while len(self.ended) > self.records_kept:
+            oldest = next(iter(self.ended))
+            del self.ended[oldest]
+            del self.records[oldest]
 
     def _release_actor(self, actor_id: str) -> ActorState:
         actor = self.actors[actor_id]
