@@ -77,6 +77,10 @@ def event_subject(aggregate: str, identifier: str) -> str:
     return f"{PREFIX}.evt.{aggregate}.{token(identifier)}"
 
 
+ELECTIONS = event_subject(SCHEDULER, "lease")
+"""Where every `SchedulerElected` is appended: its newest message names the scheduler whose events count."""
+
+
 def aggregate_subjects(*aggregates: str) -> tuple[str, ...]:
     """`corral.evt.<aggregate>.*` for each aggregate: what a view that folds only those events reads."""
     return tuple(f"{PREFIX}.evt.{aggregate}.*" for aggregate in aggregates)
@@ -103,7 +107,7 @@ def subject_of(event: AnyEvent) -> str:
     if isinstance(event, VirtualClusterQueued | VirtualNodesReserved | VirtualNodeResized | VirtualClusterDestroyed):
         return event_subject(VNODE, event.vc_id)
     assert isinstance(event, SchedulerElected)
-    return event_subject(SCHEDULER, "lease")
+    return ELECTIONS
 
 
 def command_subject(service: str, verb: str) -> str:

@@ -220,7 +220,13 @@ ROUTES = [
             ev.PlacementGroupRemoved,
         ),
     ),
-    Route("event_subject(SCHEDULER, 'lease')", s.event_subject(s.SCHEDULER, "lease"), "event", ["SchedulerElected"]),
+    Route(
+        "ELECTIONS",
+        s.ELECTIONS,
+        "event",
+        ["SchedulerElected"],
+        note="its newest message names the scheduler whose events count",
+    ),
     Route(
         "event_subject(VCLUSTER, vc_id)",
         pattern(s.event_subject, s.VCLUSTER, token="vc_id"),

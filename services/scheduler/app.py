@@ -28,6 +28,8 @@ from services.scheduler.view import SchedulerView
 
 log = logging.getLogger("corral.scheduler")
 
+DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
+
 
 class Writer:
     """Appends what the cluster decided, in order, one batch at a time; knows when nothing is unconfirmed."""
@@ -44,18 +46,20 @@ class Writer:
         unwritten = self.lock.locked() or self.unconfirmed or self.view.cluster.has_untaken_events()
         return not unwritten and self.confirmed <= self.view.sequence
 
-    async def flush(self) -> None:
-        """Append everything decided so far (call with `lock` held).
+    async def flush(self) -> int:
+        """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.
 
         Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
         unsettled for good, so no snapshot records decisions the log may not hold.
         """
         events = self.view.cluster.take_events()
-        if events:
-            self.unconfirmed = True
-            sequences = await self.shell.bus.append(events)
-            self.confirmed = max(self.confirmed, sequences[-1])
-            self.unconfirmed = False
+        if not events:
+            return 0
+        self.unconfirmed = True
+        sequences = await self.shell.bus.append(events)
+        self.confirmed = max(self.confirmed, sequences[-1])
+        self.unconfirmed = False
+        return sequences[0]
 
     async def flush_reactions(self) -> None:
         """Append what the leader decided in reaction to other services' events, as soon as it decides it."""
@@ -78,18 +82,19 @@ async def main(settings: Settings) -> None:
             group.start_soon(shell.follower.run)
             epoch = await lease.acquire()
             log.info("scheduler %s won the lease: epoch %d", settings.instance, epoch)
-            await _take_over(shell, view, writer, epoch, settings.instance)
+            elected_at = await _take_over(shell, view, writer, epoch, settings.instance)
             group.start_soon(_hold, lease)
             group.start_soon(writer.flush_reactions)
             await _serve_queries(shell, view)
             try:
-                await _consume_requests(shell, view, writer, settings)
+                await _consume_requests(shell, view, writer, settings, elected_at)
             finally:
                 with anyio.CancelScope(shield=True):
                     await lease.release()
 
 
-async def _take_over(shell: Shell, view: SchedulerView, writer: Writer, epoch: int, instance: str) -> None:
+async def _take_over(shell: Shell, view: SchedulerView, writer: Writer, epoch: int, instance: str) -> int:
+    """Append the election, fold up to it and lead; the election's sequence."""
     elected = SchedulerElected(epoch=epoch, instance=instance, event_id=f"scheduler-elected-{epoch}")
     async with writer.lock:
         (sequence,) = await shell.bus.append([elected])
@@ -101,6 +106,7 @@ async def _take_over(shell: Shell, view: SchedulerView, writer: Writer, epoch: i
         view.on_decided = writer.dirty.set
         await writer.flush()
     log.info("scheduler %s leads from sequence %d", instance, sequence)
+    return sequence
 
 
 def _freeze_heap() -> None:
@@ -129,7 +135,10 @@ async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
         shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
 
 
-async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, settings: Settings) -> None:
+async def _consume_requests(
+    shell: Shell, view: SchedulerView, writer: Writer, settings: Settings, elected_at: int
+) -> None:
+    """Decide batch after batch; answer and ack a batch only once its events are stored and still count."""
     config = api.ConsumerConfig(
         durable_name=s.REQUESTS_CONSUMER,
         ack_policy=api.AckPolicy.EXPLICIT,
@@ -144,9 +153,30 @@ async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, s
         except (TimeoutError, nats.errors.TimeoutError):
             continue
         async with writer.lock:
+            if view.deposed():
+                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             replies = [await _decide(shell, view, msg) for msg in batch]
-            await writer.flush()
+            appended_from = await writer.flush()
+        await check_still_elected(shell, view, elected_at, appended_from)
         await _answer(shell, batch, replies)
+
+
+async def check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:
+    """Raise `ServiceExit` when the log holds an election newer than ours (at `elected_at`) before what we just
+    appended (from `appended_from`; 0 when the batch appended nothing).
+
+    Every fold ignores what we appended after a newer election, so the batch must be neither answered nor acked:
+    its requests are delivered again to the new leader, which decides them. This closes the window in which a
+    leader that lost its lease, but has not noticed yet, would tell a client about a placement no view will hold.
+    The view has usually folded the log up to the batch already; a batch with nothing appended asks the log.
+    """
+    if appended_from:
+        await shell.follower.wait_for(appended_from - 1)
+        deposed = view.deposed()
+    else:
+        deposed = await shell.bus.last_sequence(subjects=(s.ELECTIONS,)) != elected_at
+    if deposed:
+        raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 
 
 async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> RequestReply:

@@ -31,6 +31,10 @@ class SchedulerView(FollowedCluster):
         if self.leading and self.cluster.has_untaken_events():
             self.on_decided()
 
+    def deposed(self) -> bool:
+        """While leading: the log already holds a newer election (every fold ignores what this leader writes)."""
+        return self.leading and self.cluster.view.epoch != self.cluster.epoch
+
     def lead(self, epoch: int, instance: str) -> None:
         """Take over as the writer of epoch `epoch`: catch up on reactions a follower only folded."""
         self.cluster.epoch = epoch

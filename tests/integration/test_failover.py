@@ -7,10 +7,23 @@ from collections import Counter
 
 import pytest
 
-from schemas import ActorPlaced, ActorSubmitted, Placed, ScheduleRequest, VirtualCluster, VirtualNodesReserved
+from schemas import (
+    ActorPlaced,
+    ActorSubmitted,
+    Placed,
+    SchedulerElected,
+    ScheduleRequest,
+    VirtualCluster,
+    VirtualNodesReserved,
+)
 from services.cli.mesh import Mesh
 from services.client import Client
-from tests.integration.conftest import log_of
+from services.client.errors import UnavailableError
+from services.core.state import replay
+from services.runtime.bus import Bus
+from services.runtime.runner import EXIT_LEASE_LOST
+from services.runtime.settings import Settings
+from tests.integration.conftest import log_of, wait_ready
 from tests.integration.log import read_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -82,3 +95,35 @@ async def test_a_standby_taking_over_mid_stream_admits_and_schedules_virtual_clu
     nodes = await client.nodes()
     assert all(node.available["CPU"] >= 0 for node in nodes)
     assert sum(node.resources["CPU"] - node.available["CPU"] for node in nodes) == 8 * 6
+
+
+async def test_a_leader_deposed_without_noticing_answers_nothing_and_the_next_one_decides(
+    client: Client, mesh: Mesh
+) -> None:
+    """A newer election lands in the log behind the leader's back: its next batch counts for no view, so it is
+    neither answered nor acked; the leader exits, and the next scheduler decides the request exactly once."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.submit(ScheduleRequest("before", {"CPU": 1}))
+    epoch = max(e.epoch for e in await read_events(mesh.nats_url) if isinstance(e, SchedulerElected))
+    usurper = await Bus.connect(Settings(nats_url=mesh.nats_url), "test-usurper")
+    try:
+        await usurper.append([SchedulerElected(epoch=epoch + 1, instance="usurper", event_id="test-usurper")])
+    finally:
+        await usurper.close()
+
+    with pytest.raises(UnavailableError, match="no decision within"):
+        await client.submit(ScheduleRequest("late", {"CPU": 1}), timeout=1.0)
+    deposed = mesh.processes["scheduler"]
+    assert await asyncio.to_thread(deposed.wait, 10) == EXIT_LEASE_LOST
+    assert "a newer scheduler was elected: this batch is left unanswered" in log_of(mesh, "scheduler")
+
+    mesh.start_service("scheduler", instance="next")
+    await wait_ready(client)
+    for _ in range(100):  # the unacked request is delivered again once its ack wait lapses
+        if "late" in await client.placements():
+            break
+        await asyncio.sleep(0.1)
+    assert (await client.placements())["late"] == "n1"
+    view = replay(await read_events(mesh.nats_url))
+    assert view.actors["late"].status == "placed"
+    assert view.nodes["n1"].free == {"CPU": 2.0}  # "before" and "late", each once
