@@ -47,6 +47,7 @@ class LogFollower:
         self._reader: AsyncIterator[LogEntry] | None = None
         self._delivered: tuple[str, int] | None = None
         self._advanced = asyncio.Condition()
+        self._waiters = 0
 
     async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Load the snapshot (ignored when missing, corrupt or of another version), then replay to the log's end."""
@@ -163,14 +164,21 @@ class LogFollower:
                 log.exception("%s: event %d could not be applied", self.name, entry.sequence)
                 await self.bus.dead_letter(self.name, entry.raw, f"{type(error).__name__}: {error}")
         self.sequence = entry.sequence
-        async with self._advanced:
-            self._advanced.notify_all()
+        if self._waiters:  # no lock and no wake-up per event while nobody waits (the common case)
+            async with self._advanced:
+                self._advanced.notify_all()
         return 1
 
     async def wait_for(self, sequence: int, timeout: float = 10.0) -> None:
         """Return once the view has folded the log up to `sequence` (read-your-writes for a command)."""
-        async with self._advanced:
-            await asyncio.wait_for(self._advanced.wait_for(lambda: self.sequence >= sequence), timeout)
+        if self.sequence >= sequence:
+            return
+        self._waiters += 1
+        try:
+            async with self._advanced:
+                await asyncio.wait_for(self._advanced.wait_for(lambda: self.sequence >= sequence), timeout)
+        finally:
+            self._waiters -= 1
 
     async def snapshot(self) -> bool:
         """Save the view as of the current sequence (only if newer than the stored one)."""
