@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 
 import msgspec
 
@@ -157,7 +158,7 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
         if actor.bundle is not None and actor.bundle[0] in view.groups:
             view.groups[actor.bundle[0]].actors.add(actor_id)
     view.records = {actor_id: dict(record) for actor_id, record in snapshot.records.items()}
-    view.ended = dict.fromkeys(snapshot.ended)
+    view.ended = OrderedDict.fromkeys(snapshot.ended)
     view.pending = dict.fromkeys(snapshot.pending)
     return view
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -105,8 +106,9 @@ class ClusterView:
         self.anti_index = DomainIndex()
         self.topologies: set[str] = {NODE_ID, *RECORDED_TOPOLOGY}
         self.records: dict[str, dict[str, str]] = {}
-        self.ended: dict[str, None] = {}
-        """Actors that ended (removed, or failed for good) whose record is still kept, oldest first."""
+        self.ended: OrderedDict[str, None] = OrderedDict()
+        """Actors that ended (removed, or failed for good) whose record is still kept, oldest first (an
+        OrderedDict: dropping the oldest of a plain dict gets slower with every key dropped before it)."""
         self.records_kept = RECORDS_KEPT
         self.prefer_tainted: set[str] = set()
         self.pending: dict[str, None] = {}
@@ -343,11 +345,10 @@ class ClusterView:
         """Keep an ended actor's record for later DataFlow operations, dropping the oldest beyond `records_kept`."""
         if actor_id not in self.records:
             return
-        self.ended.pop(actor_id, None)
         self.ended[actor_id] = None
+        self.ended.move_to_end(actor_id)
         while len(self.ended) > self.records_kept:
-            oldest = next(iter(self.ended))
-            del self.ended[oldest]
+            oldest, _ = self.ended.popitem(last=False)
             del self.records[oldest]
 
     def _release_actor(self, actor_id: str) -> ActorState:
