@@ -35,6 +35,7 @@ from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS
 from services.cli.mesh import Mesh, start_mesh
 from services.client import Client, CorralError
+from services.runtime import collector
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,11 @@ async def drive_phase(
     progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
     meter = CpuMeter(pids)
     meter.start()
-    if drive.rate > 0:
-        recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
-    else:
-        recorder, outcome = await closed_loop(target, conns, drive)
+    with collector.paused(collect_after=True):  # the generator must not stall on its own results
+        if drive.rate > 0:
+            recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
+        else:
+            recorder, outcome = await closed_loop(target, conns, drive)
     return _phase(name, target, drive, recorder, outcome, meter.stop()), outcome
 
 

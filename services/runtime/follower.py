@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import anyio
 
 from schemas import AnyEvent
+from services.runtime import collector
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.snapshots import SnapshotStore
 
@@ -42,6 +44,7 @@ class LogFollower:
         """The event subjects the view folds (empty: all of them); the server sends no others."""
         self._apply, self._dump, self._load, self._ready = apply, dump, load, ready
         self.snapshot_every = snapshot_every
+        self._offset = zlib.crc32(name.encode()) % snapshot_every
         self.sequence = 0
         self._snapshot_sequence = 0
         self._reader: AsyncIterator[LogEntry] | None = None
@@ -89,8 +92,17 @@ class LogFollower:
             except StopAsyncIteration:
                 return
             await self._fold(entry)
-            if self.sequence - self._snapshot_sequence >= self.snapshot_every and self._ready():
+            if self.snapshot_due() and self._ready():
                 await self.snapshot()
+
+    def snapshot_due(self) -> bool:
+        """The log has crossed one of this view's snapshot points since its last snapshot.
+
+        The points are every `snapshot_every` events, shifted by an offset taken from the view's name, so the
+        services of a mesh build their snapshots at different moments instead of all at once.
+        """
+        every, offset = self.snapshot_every, self._offset
+        return (self.sequence + offset) // every > (self._snapshot_sequence + offset) // every
 
     async def log_end(self) -> int:
         """The sequence of the newest event in the log (on the follower's subjects)."""
@@ -183,8 +195,18 @@ class LogFollower:
     async def snapshot(self) -> bool:
         """Save the view as of the current sequence (only if newer than the stored one)."""
         sequence = self.sequence
-        saved = await self.store.save(self.name, sequence, self._dump(sequence))
+        began = time.perf_counter()
+        with collector.paused():
+            blob = self._dump(sequence)
+        built = time.perf_counter() - began
+        saved = await self.store.save(self.name, sequence, blob)
         if saved:
             self._snapshot_sequence = sequence
-            log.info("%s: snapshot saved at sequence %d", self.name, sequence)
+            log.info(
+                "%s: snapshot saved at sequence %d (%.1f MB, built in %.0f ms)",
+                self.name,
+                sequence,
+                len(blob) / 1e6,
+                built * 1000,
+            )
         return saved
