@@ -35,6 +35,7 @@ from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
+from services.core.recording import merge_placement
 from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
 from services.core.state.vtree import ROOT, VClusterState
@@ -114,17 +115,10 @@ class Cluster(VirtualClusterOps):
         self._fold(event)
 
     def _record(self, event: AnyEvent) -> None:
-        """Keep an event for the log; an actor placed right as it was submitted is one event (see `ActorPlaced`)."""
-        last = self._events[-1] if self.has_untaken_events() else None
-        if (
-            isinstance(event, ActorPlaced)
-            and isinstance(last, ActorSubmitted)
-            and last.request.actor_id == event.actor_id
-        ):
-            self._emitted -= 1  # the placement takes the submission's id: ids stay contiguous
-            self._events[-1] = msgspec.structs.replace(
-                event, request=last.request, event_id=last.event_id, causation_id=last.causation_id
-            )
+        """Keep an event for the log; an actor placed as it was submitted is one event (see `merge_placement`)."""
+        untaken = self._taken if self.record else 0
+        if isinstance(event, ActorPlaced) and merge_placement(self._events, untaken, event):
+            self._emitted -= 1
             return
         self._events.append(event)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemas import (
+    ActorPlaced,
     FixedSizeNode,
     FixedSizeNodes,
     In,
@@ -18,8 +19,9 @@ from schemas import (
     Taint,
     VirtualCluster,
 )
-from services.core import Cluster, Pending, Placed
+from services.core import Cluster, Pending, Placed, replay
 from services.core.labels import NODE_ID, VCLUSTER_ID, VNODE_ID, ZONE
+from services.core.state.snapshot import digest
 from tests.core.builders import affinity, make_actor, make_cluster
 from tests.core.vc_builders import admitted, fixed, free_cpu, host_of, parent_of, spec
 
@@ -266,3 +268,19 @@ def test_hard_affinity_to_actors_on_one_node_waits_for_that_node_without_growing
     assert [node.node_id for node in cluster.virtual_cluster("vc1").nodes] == vnodes
     cluster.remove_actor("hog")
     assert host_of(cluster, "vc1", cluster.decision("follower")) == host
+
+
+def test_a_placement_that_grows_a_flexible_node_is_logged_as_the_growth_then_one_placement() -> None:
+    cluster = make_cluster(2, cpu=4)
+    cluster.create_virtual_cluster("vc1", spec(min_cpu=1, max_cpu=6))
+    start = len(cluster.events())
+    cluster.submit(make_actor("fits", vcluster_id="vc1"))  # within the minimum
+    cluster.submit(make_actor("grows", vcluster_id="vc1"))  # borrows one more CPU first
+    logged = cluster.events()[start:]
+    assert [type(event).__name__ for event in logged] == ["ActorPlaced", "VirtualNodeResized", "ActorPlaced"]
+    growth, placed = logged[1], logged[2]
+    assert isinstance(placed, ActorPlaced) and placed.request is not None and placed.actor_id == "grows"
+    assert growth.causation_id == "" and placed.causation_id == growth.event_id  # the command's first event leads
+    events = cluster.events()
+    assert [int(event.event_id) for event in events] == list(range(1, len(events) + 1))
+    assert digest(replay(events)) == digest(cluster.view)
