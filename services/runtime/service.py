@@ -95,5 +95,6 @@ async def service_shell(
                 await follower.fold_to_end(timeout=STOP_FOLD_SECONDS)  # the echo of our own last events
             if follower.sequence and ready():
                 await follower.snapshot()
+            await follower.close()
             await store.close()
             await bus.close()
