@@ -56,6 +56,10 @@ STREAMS = (
 )
 
 
+LOG_STREAMS = (s.EVENTS_STREAM, s.DEAD_LETTERS_STREAM)
+"""The streams every service uses: the event log and the dead letters (the scheduler also has the requests')."""
+
+
 NO_RESPONDERS = "503"
 """The status of a publish no stream answered (JetStream not ready, for one): retried like a timeout."""
 
@@ -184,22 +188,28 @@ class Bus:
                 await asyncio.sleep(0.25)
         raise AssertionError("unreachable")
 
-    async def ensure_streams(self) -> None:
-        """Create the streams and the lease bucket if missing (idempotent; existing ones are left as they are)."""
+    async def ensure_streams(self, names: Sequence[str] = LOG_STREAMS) -> None:
+        """Create the streams named (of `STREAMS`) if missing; idempotent, existing ones are left as they are.
+
+        A service declares only the streams it uses: deploy/nats.conf lets it inspect and create no others.
+        """
         for config in STREAMS:
+            if config.name not in names:
+                continue
             try:
                 await self.js.stream_info(config.name)  # type: ignore[arg-type]
             except nats.js.errors.NotFoundError:
                 with contextlib.suppress(nats.js.errors.BadRequestError):  # another service made it meanwhile
                     await self.js.add_stream(config)
-        try:
-            await self.js.key_value(s.LEASE_BUCKET)
-        except nats.js.errors.BucketNotFoundError:
-            await self.js.create_key_value(bucket=s.LEASE_BUCKET, ttl=self.settings.lease_ttl, history=1)
 
     async def lease_bucket(self) -> KeyValue:
-        """The KV bucket holding leases."""
-        return await self.js.key_value(s.LEASE_BUCKET)
+        """The KV bucket holding leases (created if missing)."""
+        try:
+            return await self.js.key_value(s.LEASE_BUCKET)
+        except nats.js.errors.BucketNotFoundError:
+            with contextlib.suppress(nats.js.errors.BadRequestError):  # another scheduler made it meanwhile
+                return await self.js.create_key_value(bucket=s.LEASE_BUCKET, ttl=self.settings.lease_ttl, history=1)
+            return await self.js.key_value(s.LEASE_BUCKET)
 
     # appending
 

@@ -75,6 +75,7 @@ async def main(settings: Settings) -> None:
     view = SchedulerView(settings.seed, settings.rare_resources)
     writer: Writer | None = None
     async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
+        await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
         writer = Writer(shell, view)
         _freeze_heap()
         lease = Lease(await shell.bus.lease_bucket(), s.SCHEDULER_LEASE_KEY, settings.instance, settings.lease_ttl)

