@@ -115,7 +115,7 @@ SERVERS_ENV = "CORRAL_TEST_SERVERS"
 
 ServerPath = Literal["local", "docker"]
 
-NATS_IMAGE = "nats:2.10"
+NATS_IMAGE = "nats:2.11"
 REDIS_IMAGE = "redis:7"
 NATS_PORT = 4222
 REDIS_PORT = 6379
@@ -246,7 +246,8 @@ class ContainerServer(LocalServer):
 
 
 def nats_container(data_dir: Path, port: int | None = None) -> ContainerServer:
-    """nats-server with JetStream (image nats:2.10) storing inside the container; `data_dir` gets its log."""
+    """nats-server with JetStream (image nats:2.11, as in deploy/compose.yaml) storing inside the container;
+    `data_dir` gets its log."""
     from testcontainers.core.container import DockerContainer  # noqa: PLC0415 (needs an engine)
 
     port = port or free_port()

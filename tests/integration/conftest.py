@@ -1,6 +1,6 @@
 """Fixtures: a mesh per test (nats-server, redis-server, the services) and a connected client.
 
-The servers are real: Docker containers (testcontainers: nats:2.10 with JetStream, redis:7) when a Docker engine
+The servers are real: Docker containers (testcontainers: nats:2.11 with JetStream, redis:7) when a Docker engine
 answers a ping, else the local binaries; CORRAL_TEST_SERVERS=local|docker forces one. Both paths publish on free
 ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests do not care which one ran
 (restarting NATS under the services works on both). Each test gets fresh servers; only the choice is per session.
