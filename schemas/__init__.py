@@ -26,6 +26,7 @@ from schemas.events import (
     VirtualClusterQueued,
     VirtualClusterRequested,
     VirtualNodeResized,
+    VirtualNodeSize,
     VirtualNodesReserved,
 )
 from schemas.requests import (
@@ -123,5 +124,6 @@ __all__ = [
     "VirtualNodeGrant",
     "VirtualNodeInfo",
     "VirtualNodeResized",
+    "VirtualNodeSize",
     "VirtualNodesReserved",
 ]

@@ -67,11 +67,22 @@ class ActorSubmitted(Event, frozen=True, tag=True):
     request: ScheduleRequest
 
 
+class VirtualNodeSize(msgspec.Struct, frozen=True):
+    """A flexible virtual node's new size (what a `VirtualNodeResized` says), carried by the actor event whose
+    placement made the node grow or whose removal made it shrink."""
+
+    vc_id: str
+    vnode_id: str
+    parent_node: str
+    resources: dict[str, float]
+
+
 class ActorPlaced(Event, frozen=True, tag=True):
     """An actor was bound to a node (inside a bundle when `placement_group_id` is set).
 
     `request` is set when the actor was placed as it was submitted: this one event then stands for its
-    `ActorSubmitted` too (the log holds one event instead of two for the commonest decision).
+    `ActorSubmitted` too (the log holds one event instead of two for the commonest decision). `resized` lists
+    the flexible virtual nodes that grew to make room (ancestors first), applied before the placement.
     """
 
     actor_id: str
@@ -79,6 +90,7 @@ class ActorPlaced(Event, frozen=True, tag=True):
     placement_group_id: str = ""
     bundle_index: int = -1
     request: ScheduleRequest | None = None
+    resized: list[VirtualNodeSize] = []
 
 
 class ActorPending(Event, frozen=True, tag=True):
@@ -98,9 +110,11 @@ class ActorFailed(Event, frozen=True, tag=True):
 
 
 class ActorRemoved(Event, frozen=True, tag=True):
-    """An actor or task finished or was removed; its resources are free."""
+    """An actor or task finished or was removed; its resources are free. `resized` lists the flexible virtual
+    nodes that shrank as it left, applied after the removal."""
 
     actor_id: str
+    resized: list[VirtualNodeSize] = []
 
 
 class PlacementGroupSubmitted(Event, frozen=True, tag=True):

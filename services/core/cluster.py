@@ -30,12 +30,12 @@ from schemas import (
     VirtualNodeInfo,
 )
 from schemas.decisions import Pending, Placed
+from services.core import recording
 from services.core.decide_actor import explain_actor, place_actor
 from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
-from services.core.recording import merge_placement
 from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
 from services.core.state.vtree import ROOT, VClusterState
@@ -115,12 +115,8 @@ class Cluster(VirtualClusterOps):
         self._fold(event)
 
     def _record(self, event: AnyEvent) -> None:
-        """Keep an event for the log; an actor placed as it was submitted is one event (see `merge_placement`)."""
-        untaken = self._taken if self.record else 0
-        if isinstance(event, ActorPlaced) and merge_placement(self._events, untaken, event):
-            self._emitted -= 1
-            return
-        self._events.append(event)
+        """Keep an event for the log, merged with the newest ones when it can carry them (see `recording`)."""
+        self._emitted -= recording.record(self._events, self._taken if self.record else 0, event)
 
     def _fold(self, event: AnyEvent) -> None:
         self._view.fold(event)

@@ -6,6 +6,7 @@ import pytest
 
 from schemas import (
     ActorPlaced,
+    ActorRemoved,
     FixedSizeNode,
     FixedSizeNodes,
     In,
@@ -270,17 +271,20 @@ def test_hard_affinity_to_actors_on_one_node_waits_for_that_node_without_growing
     assert host_of(cluster, "vc1", cluster.decision("follower")) == host
 
 
-def test_a_placement_that_grows_a_flexible_node_is_logged_as_the_growth_then_one_placement() -> None:
+def test_growth_and_shrink_ride_on_the_placement_and_the_removal_that_caused_them() -> None:
     cluster = make_cluster(2, cpu=4)
     cluster.create_virtual_cluster("vc1", spec(min_cpu=1, max_cpu=6))
     start = len(cluster.events())
     cluster.submit(make_actor("fits", vcluster_id="vc1"))  # within the minimum
     cluster.submit(make_actor("grows", vcluster_id="vc1"))  # borrows one more CPU first
-    logged = cluster.events()[start:]
-    assert [type(event).__name__ for event in logged] == ["ActorPlaced", "VirtualNodeResized", "ActorPlaced"]
-    growth, placed = logged[1], logged[2]
-    assert isinstance(placed, ActorPlaced) and placed.request is not None and placed.actor_id == "grows"
-    assert growth.causation_id == "" and placed.causation_id == growth.event_id  # the command's first event leads
+    cluster.remove_actor("grows")  # gives it back
+    fits, grows, gone = cluster.events()[start:]
+    assert isinstance(fits, ActorPlaced) and fits.request is not None and fits.resized == []
+    assert isinstance(grows, ActorPlaced) and grows.request is not None
+    assert [size.resources for size in grows.resized] == [{"CPU": 2.0}]  # the node grew from 1 to 2 CPUs
+    assert isinstance(gone, ActorRemoved) and [size.resources for size in gone.resized] == [{"CPU": 1.0}]
     events = cluster.events()
     assert [int(event.event_id) for event in events] == list(range(1, len(events) + 1))
+    assert all(event.causation_id in {"", *(e.event_id for e in events[:index])} for index, event in enumerate(events))
     assert digest(replay(events)) == digest(cluster.view)
+    assert cluster.virtual_cluster("vc1").total_resources == {"CPU": 1.0}

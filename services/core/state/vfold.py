@@ -14,6 +14,7 @@ from schemas import (
     VirtualClusterRequested,
     VirtualNodeGrant,
     VirtualNodeResized,
+    VirtualNodeSize,
     VirtualNodesReserved,
 )
 from services.core.prng import stable_hash
@@ -88,7 +89,7 @@ def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> Non
     parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
 
 
-def on_resized(root: ClusterView, event: VirtualNodeResized) -> None:
+def on_resized(root: ClusterView, event: VirtualNodeResized | VirtualNodeSize) -> None:
     """Grow or shrink a flexible node against its parent node; created on first growth, gone when emptied."""
     vc = root.tree.clusters.get(event.vc_id)
     if vc is None:

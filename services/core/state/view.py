@@ -145,12 +145,18 @@ class ClusterView:
         Actor and placement-group events go to the scope of the virtual cluster the work runs in.
         """
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
-            if isinstance(event, ActorPlaced) and event.request is not None:
-                self._submitted(event.request)  # placed as submitted: the submission first
+            if isinstance(event, ActorPlaced):
+                for size in event.resized:  # the growth that made room comes first
+                    vfold.on_resized(self, size)
+                if event.request is not None:
+                    self._submitted(event.request)  # placed as submitted: the submission next
             if self.tree.clusters and isinstance(event, (*WORK_EVENTS, *GROUP_EVENTS)):
                 self._fold_scoped(event)
             else:
                 self._handlers[type(event)](event)
+            if isinstance(event, ActorRemoved):
+                for size in event.resized:  # then the shrink its leaving allowed
+                    vfold.on_resized(self, size)
         self.version += 1
 
     def _fold_scoped(self, event: AnyEvent) -> None:
