@@ -46,6 +46,7 @@ from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
 from services.cli.args import non_negative_int, positive_int
 from services.core import Cluster
+from services.runtime import collector
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.servers import LocalServer, nats_server, redis_server
@@ -474,7 +475,8 @@ def fold_in_process(blobs: Sequence[bytes], cut: int, settings: Settings) -> InP
         view.apply(decoded[sequence - 1], sequence)
     fold_s = time.perf_counter() - began
     began = time.perf_counter()
-    blob = view.dump(cut)
+    with collector.paused():  # as `LogFollower.snapshot` builds it
+        blob = view.dump(cut)
     dump_s = time.perf_counter() - began
     began = time.perf_counter()
     for sequence in range(cut + 1, len(decoded) + 1):
