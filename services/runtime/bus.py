@@ -353,16 +353,20 @@ class Bus:
 
     def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
         consumer, sequence, delivered = _delivery(msg)
+        event, error = self._event_of(msg, max_bytes)
+        return LogEntry(sequence, event, msg.data, error, consumer=consumer, delivered=delivered)
+
+    def _event_of(self, msg: Msg, max_bytes: int) -> tuple[AnyEvent | None, str]:
+        """The message's event (the stand-in for one of our own), or None and why it is unreadable."""
         stand_in = self._own_stand_in
         if stand_in is not None and msg.subject.startswith(OWN_EVENT_SUBJECTS):
             msg_id = msg.headers.get("Nats-Msg-Id", "") if msg.headers else ""
             if msg_id.startswith(self._own_prefix):
-                return LogEntry(sequence, stand_in, msg.data, consumer=consumer, delivered=delivered)
+                return stand_in, ""
         try:
-            event: AnyEvent = decode(msg.data, AnyEvent, max_bytes=max_bytes)
+            return decode(msg.data, AnyEvent, max_bytes=max_bytes), ""
         except CodecError as error:
-            return LogEntry(sequence, None, msg.data, str(error), consumer=consumer, delivered=delivered)
-        return LogEntry(sequence, event, msg.data, consumer=consumer, delivered=delivered)
+            return None, str(error)
 
     async def read_to(self, last: int) -> list[AnyEvent]:
         """Every readable event from the start of the log up to sequence `last`, in order."""

@@ -64,14 +64,7 @@ class LogFollower:
             except Exception as error:
                 log.warning("%s: snapshot ignored (%s): replaying the whole log", self.name, error)
                 self.sequence = 0
-        target = await self.log_end()
-        self._reader = self._read_from_next()
-        replayed = 0
-        while self.sequence < target:
-            entry = await self._next()
-            replayed += await self._fold(entry)
-            if progress is not None and replayed % 10_000 == 0:
-                progress(self.sequence, target)
+        replayed = await self._fold_to(await self.log_end(), progress)
         seconds = time.perf_counter() - began
         rate = replayed / seconds if seconds > 0 else 0.0
         log.info(
@@ -150,12 +143,19 @@ class LogFollower:
         after `timeout` seconds. For a last snapshot at stop that reflects the service's own latest events."""
         with anyio.move_on_after(timeout):
             target = await self.log_end()
-            if self.sequence >= target:
-                return
-            await self.close()
-            self._reader = self._read_from_next()
-            while self.sequence < target:
-                await self._fold(await self._next())
+            if self.sequence < target:
+                await self._fold_to(target)
+
+    async def _fold_to(self, target: int, progress: Callable[[int, int], None] | None = None) -> int:
+        """Read the log afresh from the next event and fold up to `target`; how many events were folded."""
+        await self.close()
+        self._reader = self._read_from_next()
+        folded = 0
+        while self.sequence < target:
+            folded += await self._fold(await self._next())
+            if progress is not None and folded % 10_000 == 0:
+                progress(self.sequence, target)
+        return folded
 
     async def close(self) -> None:
         """Stop reading the log (before the bus closes, so the subscription ends cleanly)."""

@@ -158,11 +158,11 @@ async def _consume_requests(
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             replies = [await _decide(shell, view, msg) for msg in batch]
             appended_from = await writer.flush()
-        await check_still_elected(shell, view, elected_at, appended_from)
+        await _check_still_elected(shell, view, elected_at, appended_from)
         await _answer(shell, batch, replies)
 
 
-async def check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:
+async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:
     """Raise `ServiceExit` when the log holds an election newer than ours (at `elected_at`) before what we just
     appended (from `appended_from`; 0 when the batch appended nothing).
 

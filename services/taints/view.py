@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from schemas import AnyEvent, NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
+from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
 from schemas import subjects as s
 from schemas.queries import TaintsQuery, TaintsReply
 from services.core.request import UnknownIdError
 from services.runtime.views import FoldedView
 
 NODE_EVENTS = (NodeRegistered, NodeDied, NodeLabelsChanged, TaintsChanged)
+"""The events the taints view folds."""
 SUBJECTS = s.aggregate_subjects(s.NODE, s.TAINT)
 """Where those events are appended: the only subjects the taints service reads (the server filters the rest)."""
 
 
 class TaintsView(FoldedView):
-    """Live nodes and their taints; actor and placement-group events are not needed here and are skipped."""
-
-    def apply(self, event: AnyEvent, sequence: int) -> None:
-        """Fold node and taint events."""
-        if isinstance(event, NODE_EVENTS):
-            super().apply(event, sequence)
+    """Live nodes and their taints, folded from `NODE_EVENTS` (its follower reads only `SUBJECTS`)."""
 
     def resolve(self, node_id: str, node_address: str) -> str:
         """The node id a command means: given directly, or found by its address."""
