@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+from schemas.requests import Amounts, PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
 
-class Command(msgspec.Struct, frozen=True, kw_only=True):
+class Command(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Envelope fields every command carries: a client-chosen id (idempotency key) and a correlation id."""
 
     command_id: str = ""
@@ -22,7 +22,7 @@ class RegisterNode(Command, frozen=True, kw_only=True):
     """Register a node (or resume it: the same id and resources again keeps its actors)."""
 
     node_id: str
-    resources: dict[str, float]
+    resources: Amounts
     labels: dict[str, str] = {}
     taints: list[Taint] = []
     address: str = ""
@@ -47,7 +47,7 @@ class RemoveNode(Command, frozen=True, kw_only=True):
     node_id: str
 
 
-class Heartbeat(msgspec.Struct, frozen=True):
+class Heartbeat(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A node agent is alive (plain publish on `corral.hb.<node>`)."""
 
     node_id: str

@@ -7,7 +7,7 @@ import msgspec
 from schemas.events import Explanation
 
 
-class Placed(msgspec.Struct, frozen=True, tag_field="type", tag="placed"):
+class Placed(msgspec.Struct, frozen=True, tag_field="type", tag="placed", forbid_unknown_fields=True):
     """The work is placed: an actor on `node_id`, a placement group's bundles on `bundle_nodes`."""
 
     id: str
@@ -16,7 +16,7 @@ class Placed(msgspec.Struct, frozen=True, tag_field="type", tag="placed"):
     bundle_index: int = -1
 
 
-class Pending(msgspec.Struct, frozen=True, tag_field="type", tag="pending"):
+class Pending(msgspec.Struct, frozen=True, tag_field="type", tag="pending", forbid_unknown_fields=True):
     """The work waits: `message` in the `0/N nodes are available: ...` form, counts and nodes per reason."""
 
     id: str

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
+from schemas.requests import Amounts, PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster, VirtualNodeGrant
 
 SCHEMA_VERSION = 1
 
 
-class Explanation(msgspec.Struct, frozen=True):
+class Explanation(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Why work is pending: node counts per reason (summing to `total`), the nodes behind each, a group reason."""
 
     total: int
@@ -20,7 +20,7 @@ class Explanation(msgspec.Struct, frozen=True):
     group_reason: str = ""
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True):
     """Envelope fields every event carries."""
 
     event_id: str = ""
@@ -35,7 +35,7 @@ class NodeRegistered(Event, frozen=True, tag=True):
     """A node joined with its resources, full labels (defaults included) and static taints."""
 
     node_id: str
-    resources: dict[str, float]
+    resources: Amounts
     labels: dict[str, str]
     taints: list[Taint] = []
     address: str = ""
@@ -67,14 +67,14 @@ class ActorSubmitted(Event, frozen=True, tag=True):
     request: ScheduleRequest
 
 
-class VirtualNodeSize(msgspec.Struct, frozen=True):
+class VirtualNodeSize(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A flexible virtual node's new size (what a `VirtualNodeResized` says), carried by the actor event whose
     placement made the node grow or whose removal made it shrink."""
 
     vc_id: str
     vnode_id: str
     parent_node: str
-    resources: dict[str, float]
+    resources: Amounts
 
 
 class ActorPlaced(Event, frozen=True, tag=True):
@@ -187,7 +187,7 @@ class VirtualNodeResized(Event, frozen=True, tag=True):
     vc_id: str
     vnode_id: str
     parent_node: str
-    resources: dict[str, float]
+    resources: Amounts
 
 
 class VirtualClusterDestroyRequested(Event, frozen=True, tag=True):

@@ -10,13 +10,13 @@ from schemas.selectors import SelectorSpec
 from schemas.vclusters import Admitted, Queued, VirtualClusterInfo
 
 
-class NodesQuery(msgspec.Struct, frozen=True):
+class NodesQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Live nodes whose labels match `selector` (all nodes when empty)."""
 
     selector: SelectorSpec = {}
 
 
-class NodeInfo(msgspec.Struct, frozen=True):
+class NodeInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One node as a view sees it."""
 
     node_id: str
@@ -30,20 +30,20 @@ class NodeInfo(msgspec.Struct, frozen=True):
     """A virtual node's parent node ("" for a physical node)."""
 
 
-class NodesReply(msgspec.Struct, frozen=True, tag_field="type", tag="nodes"):
+class NodesReply(msgspec.Struct, frozen=True, tag_field="type", tag="nodes", forbid_unknown_fields=True):
     """Nodes, sorted by id."""
 
     nodes: list[NodeInfo]
 
 
-class ActorsQuery(msgspec.Struct, frozen=True):
+class ActorsQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Placed actors of `namespace` whose labels include every `labels` pair (the actor-label index)."""
 
     namespace: str = "default"
     labels: dict[str, str] = {}
 
 
-class ActorInfo(msgspec.Struct, frozen=True):
+class ActorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One live actor: where it runs (or that it waits)."""
 
     actor_id: str
@@ -54,29 +54,29 @@ class ActorInfo(msgspec.Struct, frozen=True):
     restarts: int = 0
 
 
-class ActorsReply(msgspec.Struct, frozen=True, tag_field="type", tag="actors"):
+class ActorsReply(msgspec.Struct, frozen=True, tag_field="type", tag="actors", forbid_unknown_fields=True):
     """Actors, sorted by id."""
 
     actors: list[ActorInfo]
 
 
-class TaintsQuery(msgspec.Struct, frozen=True):
+class TaintsQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Taints of one node (`node_id`) or of every node."""
 
     node_id: str = ""
 
 
-class TaintsReply(msgspec.Struct, frozen=True, tag_field="type", tag="taints"):
+class TaintsReply(msgspec.Struct, frozen=True, tag_field="type", tag="taints", forbid_unknown_fields=True):
     """Node id -> its taints (nodes without taints left out)."""
 
     taints: dict[str, list[Taint]]
 
 
-class StatusQuery(msgspec.Struct, frozen=True):
+class StatusQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The scheduler's whole picture."""
 
 
-class StatusReply(msgspec.Struct, frozen=True, tag_field="type", tag="status"):
+class StatusReply(msgspec.Struct, frozen=True, tag_field="type", tag="status", forbid_unknown_fields=True):
     """Nodes, actors, placement groups (bundle nodes) and pending work in queue order."""
 
     nodes: list[NodeInfo]
@@ -86,18 +86,18 @@ class StatusReply(msgspec.Struct, frozen=True, tag_field="type", tag="status"):
     sequence: int = 0
 
 
-class DecisionQuery(msgspec.Struct, frozen=True):
+class DecisionQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The current decision for an actor (or, with `kind="placement_group"`, a placement group)."""
 
     id: str
     kind: str = "actor"
 
 
-class DigestQuery(msgspec.Struct, frozen=True):
+class DigestQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A service's view digest and the log sequence it reflects (to check that replays converge)."""
 
 
-class DigestReply(msgspec.Struct, frozen=True, tag_field="type", tag="digest"):
+class DigestReply(msgspec.Struct, frozen=True, tag_field="type", tag="digest", forbid_unknown_fields=True):
     """The canonical hash of a view as of `sequence`."""
 
     digest: str
@@ -107,13 +107,13 @@ class DigestReply(msgspec.Struct, frozen=True, tag_field="type", tag="digest"):
 # vclusters service: `corral.q.vclusters.<what>`, answered once its view has folded the log up to the question
 
 
-class VirtualClusterQuery(msgspec.Struct, frozen=True):
+class VirtualClusterQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One virtual cluster: where it stands and what it holds."""
 
     vc_id: str
 
 
-class VirtualClusterReply(msgspec.Struct, frozen=True, tag_field="type", tag="vcluster"):
+class VirtualClusterReply(msgspec.Struct, frozen=True, tag_field="type", tag="vcluster", forbid_unknown_fields=True):
     """A cluster's info, its admission, whether the scheduler has decided it yet, and its subtree.
 
     `decided` is false while the scheduler has neither admitted nor queued it (just requested); `subtree` is
@@ -127,24 +127,24 @@ class VirtualClusterReply(msgspec.Struct, frozen=True, tag_field="type", tag="vc
     sequence: int = 0
 
 
-class VirtualClustersQuery(msgspec.Struct, frozen=True):
+class VirtualClustersQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Every virtual cluster."""
 
 
-class VirtualClustersReply(msgspec.Struct, frozen=True, tag_field="type", tag="vclusters"):
+class VirtualClustersReply(msgspec.Struct, frozen=True, tag_field="type", tag="vclusters", forbid_unknown_fields=True):
     """Every virtual cluster, parents before children."""
 
     clusters: list[VirtualClusterInfo]
     sequence: int = 0
 
 
-class ScopedWorkQuery(msgspec.Struct, frozen=True):
+class ScopedWorkQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The work living in one virtual cluster (not its children)."""
 
     vc_id: str
 
 
-class ScopedWorkReply(msgspec.Struct, frozen=True, tag_field="type", tag="scoped_work"):
+class ScopedWorkReply(msgspec.Struct, frozen=True, tag_field="type", tag="scoped_work", forbid_unknown_fields=True):
     """A cluster's actors, placements (on its virtual nodes), placement groups and pending work in queue order."""
 
     vc_id: str
@@ -155,7 +155,7 @@ class ScopedWorkReply(msgspec.Struct, frozen=True, tag_field="type", tag="scoped
     sequence: int = 0
 
 
-class ScopedNodesQuery(msgspec.Struct, frozen=True):
+class ScopedNodesQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The virtual nodes of one cluster whose labels match `selector` (all when empty); answered as NodesReply."""
 
     vc_id: str

@@ -11,14 +11,14 @@ from schemas.decisions import Pending, Placed
 RejectionKind = Literal["invalid", "not_found", "conflict", "unavailable"]
 
 
-class Accepted(msgspec.Struct, frozen=True, tag_field="type", tag="accepted"):
+class Accepted(msgspec.Struct, frozen=True, tag_field="type", tag="accepted", forbid_unknown_fields=True):
     """The command was applied; `sequence` is the stream sequence of its last event (0: nothing had to change)."""
 
     sequence: int = 0
     message: str = ""
 
 
-class Rejected(msgspec.Struct, frozen=True, tag_field="type", tag="rejected"):
+class Rejected(msgspec.Struct, frozen=True, tag_field="type", tag="rejected", forbid_unknown_fields=True):
     """The command changed nothing: `error` names the field, the value and the rule."""
 
     error: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 import msgspec
 
@@ -16,8 +16,14 @@ TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 RunAfterPolicy = Literal["", "Require", "Prefer"]
 
+Amount = Annotated[float, msgspec.Meta(ge=0)]
+"""An amount of a resource: a finite number >= 0 (JSON has no NaN or infinity; a number past a float's range is
+refused)."""
+Amounts = dict[str, Amount]
+"""Resource names and amounts: `{"CPU": 4, "GPU": 1}`."""
 
-class Taint(msgspec.Struct, frozen=True):
+
+class Taint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A node taint: work that does not tolerate `key` (with this value) keeps off the node, per `effect`."""
 
     key: str
@@ -34,7 +40,7 @@ class ActorAffinityOperator(enum.StrEnum):
     DOES_NOT_EXIST = "DOES_NOT_EXIST"
 
 
-class ActorAffinityMatchExpression(msgspec.Struct, frozen=True):
+class ActorAffinityMatchExpression(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Be with (IN, EXISTS) or away from (NOT_IN, DOES_NOT_EXIST) actors whose labels match, per topology domain."""
 
     key: str
@@ -44,28 +50,28 @@ class ActorAffinityMatchExpression(msgspec.Struct, frozen=True):
     topology_key: str = NODE_ID_LABEL
 
 
-class ActorAffinitySchedulingStrategy(msgspec.Struct, frozen=True, tag="actor_affinity"):
+class ActorAffinitySchedulingStrategy(msgspec.Struct, frozen=True, tag="actor_affinity", forbid_unknown_fields=True):
     """Actor affinity and anti-affinity; expressions are ANDed, or ORed with `is_or_semantics`."""
 
     match_expressions: list[ActorAffinityMatchExpression]
     is_or_semantics: bool = False
 
 
-class NodeLabelSchedulingStrategy(msgspec.Struct, frozen=True, tag="node_label"):
+class NodeLabelSchedulingStrategy(msgspec.Struct, frozen=True, tag="node_label", forbid_unknown_fields=True):
     """Node labels: `hard` filters nodes, `soft` prefers them (and is ignored when nothing matches)."""
 
     hard: SelectorSpec = {}
     soft: SelectorSpec = {}
 
 
-class NodeAffinitySchedulingStrategy(msgspec.Struct, frozen=True, tag="node_affinity"):
+class NodeAffinitySchedulingStrategy(msgspec.Struct, frozen=True, tag="node_affinity", forbid_unknown_fields=True):
     """Run on `node_id`: hard means that node or pending, soft means prefer it."""
 
     node_id: str
     soft: bool = False
 
 
-class PlacementGroupSchedulingStrategy(msgspec.Struct, frozen=True, tag="placement_group"):
+class PlacementGroupSchedulingStrategy(msgspec.Struct, frozen=True, tag="placement_group", forbid_unknown_fields=True):
     """Run inside a placement group's bundle (`bundle_index=-1`: any bundle with room)."""
 
     placement_group_id: str
@@ -83,14 +89,14 @@ SchedulingStrategy = (
 """None, "DEFAULT", "SPREAD", or one of the strategy Structs."""
 
 
-class Prefer(msgspec.Struct, frozen=True):
+class Prefer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A DataFlow preference: the node label `name` equal to the earlier operation's adds `weight`."""
 
     name: str
     weight: int = 100
 
 
-class RunAfter(msgspec.Struct, frozen=True):
+class RunAfter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """DataFlow affinity inheritance: run after `operation_id`, near where it was placed (proposal 003)."""
 
     operation_id: str
@@ -108,15 +114,15 @@ class FallbackOption(TypedDict):
 class BundleFallbackOption(TypedDict, total=False):
     """One `fallback_strategy` option of a placement group."""
 
-    bundles: list[dict[str, float]]
+    bundles: list[Amounts]
     bundle_label_selector: list[SelectorSpec]
 
 
-class ScheduleRequest(msgspec.Struct, frozen=True):
+class ScheduleRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Place one actor or task."""
 
     actor_id: str
-    resources: dict[str, float] = {}
+    resources: Amounts = {}
     namespace: str = "default"
     labels: dict[str, str] = {}
     label_selector: SelectorSpec = {}
@@ -130,11 +136,11 @@ class ScheduleRequest(msgspec.Struct, frozen=True):
     """The virtual cluster it runs in (None: the root cluster)."""
 
 
-class PlacementGroupRequest(msgspec.Struct, frozen=True):
+class PlacementGroupRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Reserve a gang of resource bundles, all or none."""
 
     pg_id: str
-    bundles: list[dict[str, float]]
+    bundles: list[Amounts]
     strategy: PlacementStrategy = "PACK"
     bundle_label_selector: list[SelectorSpec] = []
     tolerations: SelectorSpec = {}

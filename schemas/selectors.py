@@ -9,7 +9,7 @@ import msgspec
 MatchOp = Literal["in", "not_in", "exists", "does_not_exist"]
 
 
-class LabelMatch(msgspec.Struct, frozen=True, tag="match"):
+class LabelMatch(msgspec.Struct, frozen=True, tag="match", forbid_unknown_fields=True):
     """One label condition in structured form; the string grammar (`in(a,b)`, `!v`, ...) parses to the same thing."""
 
     op: MatchOp

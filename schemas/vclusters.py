@@ -6,6 +6,7 @@ from typing import Literal
 
 import msgspec
 
+from schemas.requests import Amounts
 from schemas.selectors import SelectorSpec
 
 VNodePolicy = Literal["PACK", "SPREAD", "STRICT_SPREAD"]
@@ -15,7 +16,7 @@ VClusterStatus = Literal["admitted", "queued", "degraded"]
 class FixedSizeNode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One fixed-size virtual node: its resources and the labels it adds to those of the parent node."""
 
-    resources: dict[str, float]
+    resources: Amounts
     labels: dict[str, str] = {}
 
 
@@ -34,31 +35,31 @@ class VirtualCluster(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     decide which tainted parent nodes virtual nodes may be carved from.
     """
 
-    flexible_resource_min: dict[str, float] = {}
-    flexible_resource_max: dict[str, float] = {}
+    flexible_resource_min: Amounts = {}
+    flexible_resource_max: Amounts = {}
     fixed_size_nodes: list[FixedSizeNodes] = []
     tolerations: SelectorSpec = {}
 
 
-class VirtualNodeGrant(msgspec.Struct, frozen=True):
+class VirtualNodeGrant(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One virtual node reserved out of `parent_node`: fixed-size (`slot` = its index in the spec) or flexible."""
 
     vnode_id: str
     parent_node: str
-    resources: dict[str, float]
+    resources: Amounts
     labels: dict[str, str] = {}
     slot: int = -1
     """Index of the fixed-size node in the spec (groups flattened in order); -1 for the flexible node."""
 
 
-class Admitted(msgspec.Struct, frozen=True, tag_field="type", tag="admitted"):
+class Admitted(msgspec.Struct, frozen=True, tag_field="type", tag="admitted", forbid_unknown_fields=True):
     """The virtual cluster's minimum is reserved: these virtual nodes exist."""
 
     vc_id: str
     vnode_ids: list[str]
 
 
-class Queued(msgspec.Struct, frozen=True, tag_field="type", tag="queued"):
+class Queued(msgspec.Struct, frozen=True, tag_field="type", tag="queued", forbid_unknown_fields=True):
     """The virtual cluster waits in its parent's admission queue (`position` 1 is the head)."""
 
     vc_id: str
@@ -66,7 +67,7 @@ class Queued(msgspec.Struct, frozen=True, tag_field="type", tag="queued"):
     position: int
 
 
-class Destroyed(msgspec.Struct, frozen=True, tag_field="type", tag="destroyed"):
+class Destroyed(msgspec.Struct, frozen=True, tag_field="type", tag="destroyed", forbid_unknown_fields=True):
     """The virtual cluster (and its children) are gone; `stopped` lists the work that was stopped."""
 
     vc_id: str
@@ -74,7 +75,7 @@ class Destroyed(msgspec.Struct, frozen=True, tag_field="type", tag="destroyed"):
     stopped: list[str] = []
 
 
-class VirtualNodeInfo(msgspec.Struct, frozen=True):
+class VirtualNodeInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One virtual node as its cluster sees it."""
 
     node_id: str
@@ -86,7 +87,7 @@ class VirtualNodeInfo(msgspec.Struct, frozen=True):
     flexible: bool = False
 
 
-class VirtualClusterInfo(msgspec.Struct, frozen=True):
+class VirtualClusterInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A virtual cluster: its spec, state, resources, nodes and place in the tree (`parent` None is the root)."""
 
     spec: VirtualCluster

@@ -167,3 +167,12 @@ def test_a_scheduler_request_and_a_query_reply_validate_against_their_groups() -
     validator("commands.json").validate(as_json(SubmitActor(request=request)))
     node = NodeInfo("n1", "", {"CPU": 8}, {"CPU": 8}, {"corral.io/node-id": "n1"}, [])
     validator("queries.json").validate(as_json(NodesReply([node])))
+
+
+def test_unknown_fields_and_negative_amounts_do_not_validate() -> None:
+    commands = validator("commands.json")
+    request = as_json(SubmitActor(request=ScheduleRequest("a1", {"CPU": 1})))
+    commands.validate(request)
+    assert not commands.is_valid({**request, "request": {**request["request"], "resourcez": {"CPU": 1}}})
+    assert not commands.is_valid({**request, "request": {**request["request"], "resources": {"CPU": -1}}})
+    assert load("commands.json")["$defs"]["ScheduleRequest"]["additionalProperties"] is False

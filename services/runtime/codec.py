@@ -1,15 +1,32 @@
-"""Encode and decode wire messages (JSON, so clients in any language can speak) with clear errors."""
+"""Encode and decode wire messages (JSON, so clients in any language can speak) with clear errors.
+
+`decode` is the one place a message from the bus is read: it bounds the size and the nesting depth before
+decoding, and turns any failure of decoding or validating it into a `CodecError`, so one malformed message
+is refused (or set aside) and never stops the process that read it.
+"""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import msgspec
 
 T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
+
+MAX_BYTES = 1_048_576
+"""The largest message `decode` reads unless told otherwise (NATS's default payload limit)."""
+
+MAX_DEPTH = 48
+"""How deeply arrays and objects may nest in a message; the deepest the wire contract builds is about 8."""
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
 
 
 class CodecError(ValueError):
@@ -35,14 +52,40 @@ def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
 
 
 def _name(kind: Any) -> str:
+    """A type's name; a union of many is named by its count, not a line of every member."""
+    members = get_args(kind) if get_origin(kind) in (Union, UnionType) else ()
+    if len(members) > 3:
+        return f"one of {len(members)} message types"
+    if members:
+        return " | ".join(_name(member) for member in members)
     name = getattr(kind, "__name__", None)
     return str(kind) if name is None else str(name)
 
 
-def decode(data: bytes, kind: Any, *, max_bytes: int = 1_048_576) -> Any:
-    """`data` as `kind`, or a `CodecError` naming the type, the offending path and the rule."""
+def _nests_too_deep(data: bytes, max_depth: int) -> bool:
+    """Whether the arrays and objects of `data` nest deeper than `max_depth` (or their brackets do not pair up).
+
+    `decode` asks only when the message holds more brackets in all than the limit (almost none does): the
+    brackets outside strings are then paired off innermost first, one level per pass, all in C.
+    """
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    for _ in range(max_depth):
+        if not brackets:
+            return False
+        brackets = _INNERMOST.sub(b"", brackets)
+    return bool(brackets)
+
+
+def decode(data: bytes, kind: Any, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """`data` as `kind`, or a `CodecError` naming the type, the offending path and the rule.
+
+    Whatever goes wrong reading one message (invalid UTF-8, a recursion, a bug in a type's hook) is a
+    `CodecError`: the same verdict for the same bytes in every process.
+    """
     if len(data) > max_bytes:
         raise CodecError(f"{_name(kind)}: message of {len(data)} bytes is over the {max_bytes}-byte limit")
+    if data.count(b"{") + data.count(b"[") > max_depth and _nests_too_deep(data, max_depth):
+        raise CodecError(f"{_name(kind)}: arrays and objects nest deeper than the {max_depth}-level limit")
     decoder = _decoder(kind)
     try:
         return decoder.decode(data)
@@ -50,3 +93,7 @@ def decode(data: bytes, kind: Any, *, max_bytes: int = 1_048_576) -> Any:
         raise CodecError(f"{_name(kind)}: {error}") from None
     except msgspec.DecodeError as error:
         raise CodecError(f"{_name(kind)}: not valid JSON ({error})") from None
+    except UnicodeDecodeError as error:
+        raise CodecError(f"{_name(kind)}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    except Exception as error:  # one message must never stop its reader
+        raise CodecError(f"{_name(kind)}: unreadable ({type(error).__name__}: {error})") from None

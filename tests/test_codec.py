@@ -1,0 +1,56 @@
+"""The codec bounds every message before decoding it and turns any failure into a `CodecError`."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import AnyEvent, NodeRegistered
+from schemas.commands import RegisterNode
+from services.runtime.codec import MAX_DEPTH, CodecError, decode, encode
+
+DEEP = b'{"a":' * 1000 + b"1" + b"}" * 1000
+"""A 6 KB object nested 1,000 levels: past the interpreter's recursion limit."""
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (DEEP, "nest deeper than the 48-level limit"),
+        (b"[" * 5000, "nest deeper"),
+        (b'{"type": "NodeRegistered", "node_id": "\xed\xb3\xbf", "resources": {}}', "not valid UTF-8"),
+        (b'{"type": "NodeRegistered", "node_id": "n", "resources": {"\xff": 1}}', "not valid UTF-8"),
+        (b"\x00garbage", "not valid JSON"),
+        (b'{"type": "NodeRegistered", "node_id": "n", "resources": {"CPU": "x"}}', "$.resources"),
+        (b'{"type": "NodeRegistered", "node_id": "n", "resources": {}, "resourcez": 1}', "unknown field `resourcez`"),
+        (b'{"type": "NodeRegistered", "node_id": "n", "resources": {"CPU": 1e999}}', "out of range"),
+        (b'{"type": "NodeRegistered", "node_id": "n", "resources": {"CPU": -1}}', ">= 0"),
+    ],
+)
+def test_a_malformed_event_is_a_codec_error(data: bytes, says: str) -> None:
+    with pytest.raises(CodecError, match=r"one of \d+ message types") as raised:
+        decode(data, AnyEvent)
+    assert says in str(raised.value)
+
+
+def test_the_size_limit_is_checked_before_decoding() -> None:
+    with pytest.raises(CodecError, match="message of 2000 bytes is over the 1000-byte limit"):
+        decode(b" " * 2000, RegisterNode, max_bytes=1000)
+
+
+def test_depth_up_to_the_limit_is_read_and_brackets_inside_strings_do_not_count() -> None:
+    at_limit = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+    nested: list[object] = []
+    for _ in range(MAX_DEPTH - 1):
+        nested = [nested]
+    assert decode(at_limit, list) == nested
+    with pytest.raises(CodecError, match="nest deeper"):
+        decode(b"[" + at_limit + b"]", list)
+    quoted = '{"[[[[": "' + "{[" * 500 + '\\"' + '"}'
+    assert decode(quoted.encode(), dict) == {"[[[[": "{[" * 500 + '"'}
+
+
+def test_a_wide_message_with_many_brackets_is_read() -> None:
+    labels = {f"k{i}": "{[" for i in range(50)}
+    node = NodeRegistered(node_id="n1", resources={"CPU": 1.0}, labels=labels, event_id="e1")
+    wide = encode([node] * 200)
+    assert decode(wide, list[AnyEvent]) == [node] * 200
