@@ -98,10 +98,12 @@ class DigestQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class DigestReply(msgspec.Struct, frozen=True, tag_field="type", tag="digest", forbid_unknown_fields=True):
-    """The canonical hash of a view as of `sequence`."""
+    """The canonical hash of a view as of `sequence`; `skipped`: events the answering process did not fold
+    (unreadable or unfoldable: see the dead letters), replays included."""
 
     digest: str
     sequence: int
+    skipped: int = 0
 
 
 # vclusters service: `corral.q.vclusters.<what>`, answered once its view has folded the log up to the question

@@ -135,6 +135,18 @@ def dead_letter_subject(service: str) -> str:
     return f"{PREFIX}.dlq.{service}"
 
 
+def event_dead_letter_subject(service: str) -> str:
+    """`corral.dlq.<service>.events`: where a service puts an event of the log it skipped."""
+    return f"{dead_letter_subject(service)}.events"
+
+
+DEAD_LETTER_REASON = "Corral-Reason"
+"""Header of a dead letter: why it was set aside."""
+DEAD_LETTER_SUBJECT = "Corral-Subject"
+"""Header of a dead letter: the subject the message came on."""
+DEAD_LETTER_SEQUENCE = "Corral-Sequence"
+"""Header of an event's dead letter: its sequence in the event log."""
+
 HEARTBEATS = f"{PREFIX}.hb.*"
 
 # commands

@@ -22,11 +22,18 @@ class FakeLog:
     def __init__(self, on_subjects: set[int] | None = None) -> None:
         self.settings = type("S", (), {"max_message_bytes": 1 << 20})()
         self.reads: list[int] = []
+        self.dead_letters: list[tuple[str, str, int]] = []
         self.on_subjects = on_subjects or set(range(1, 7))
         """The sequences whose events are on the follower's subjects."""
 
     async def last_sequence(self, subjects: Sequence[str] = ()) -> int:
         return max(self.on_subjects)
+
+    async def last_dead_event(self, _service: str) -> int:
+        return max((sequence for _, _, sequence in self.dead_letters), default=0)
+
+    async def dead_letter(self, service: str, _data: bytes, reason: str, _subject: str, sequence: int) -> None:
+        self.dead_letters.append((service, reason, sequence))
 
     def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
         return [(sequence, f"c{read}", number) for number, sequence in enumerate(sequences, 1)]
@@ -65,18 +72,21 @@ class NoSnapshots:
         return None
 
 
-async def follow(bus: Any) -> list[int]:
-    """Start a follower on `bus`; the sequences it folded."""
+async def follow(bus: Any, unfoldable: frozenset[int] = frozenset()) -> list[int]:
+    """Start a follower on `bus`; the sequences it folded (those in `unfoldable` raise half-way through)."""
     folded: list[int] = []
 
     def apply(event: AnyEvent, sequence: int) -> None:
         assert isinstance(event, NodeDied) and event.node_id == f"n{sequence}"
+        if sequence in unfoldable:
+            raise KeyError(event.node_id)
         folded.append(sequence)
 
     store: Any = NoSnapshots()
     follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b: 0, snapshot_every=1000)
     await follower.start()
     await follower.close()
+    assert follower.skipped == len(unfoldable)
     return folded
 
 
@@ -99,6 +109,14 @@ async def test_a_follower_of_some_subjects_folds_their_events_without_reading_ag
     bus = FakeLog(on_subjects={2, 5, 6})
     assert await follow(bus) == [2, 5, 6]
     assert bus.reads == [1]
+
+
+@pytest.mark.anyio
+async def test_an_unfoldable_event_is_skipped_counted_and_dead_lettered_once_across_replays() -> None:
+    bus = FakeLog()
+    assert await follow(bus, frozenset({3})) == [1, 2, 4, 5, 6]
+    assert await follow(bus, frozenset({3})) == [1, 2, 4, 5, 6]  # a replay skips it again, the same way
+    assert bus.dead_letters == [("test", "could not be folded (KeyError: 'n3')", 3)]
 
 
 @pytest.fixture

@@ -250,14 +250,22 @@ ROUTES = [
         s.DEAD_LETTERS_SUBJECTS,
         "dead letters",
         [],
-        note="the raw bytes a service could not decode or apply; headers Corral-Reason and Corral-Subject say why",
+        note="the raw bytes a service could not decode or apply; headers Corral-Reason, Corral-Subject and (for "
+        "an event of the log) Corral-Sequence say why and where from",
     ),
     Route(
         "dead_letter_subject(service)",
         pattern(s.dead_letter_subject, token="service"),
         "dead letters",
         [],
-        note="one subject per service",
+        note="one subject per service: requests it refused as unreadable",
+    ),
+    Route(
+        "event_dead_letter_subject(service)",
+        pattern(s.event_dead_letter_subject, token="service"),
+        "dead letters",
+        [],
+        note="events of the log a service skipped (unreadable or unfoldable), one per service and sequence",
     ),
 ]
 """Every subject constant and pattern; `{name}` marks a token (an id, made safe by `subjects.token`)."""
@@ -271,6 +279,9 @@ OTHER_CONSTANTS = {
     "LEASE_BUCKET": "NATS KV bucket holding the scheduler lease",
     "SCHEDULER_LEASE_KEY": "the lease's key in LEASE_BUCKET",
     "REPLY_HEADER": "header of a durable request naming the inbox its RequestReply goes to",
+    "DEAD_LETTER_REASON": "header of a dead letter: why it was set aside",
+    "DEAD_LETTER_SUBJECT": "header of a dead letter: the subject it came on",
+    "DEAD_LETTER_SEQUENCE": "header of an event's dead letter: its sequence in the event log",
     "NODE": "event aggregate token",
     "TAINT": "event aggregate token",
     "ACTOR": "event aggregate token",

@@ -98,13 +98,13 @@ class _Batch:
 
 
 class LogEntry:
-    """One message of the event log: its stream sequence and the decoded event (None when unreadable).
+    """One message of the event log: its stream sequence, subject and decoded event (None when unreadable).
 
     `consumer` and `delivered` say which consumer delivered it and as its how-manieth message: a reader that
     skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on.
     """
 
-    __slots__ = ("consumer", "delivered", "error", "event", "raw", "sequence")
+    __slots__ = ("consumer", "delivered", "error", "event", "raw", "sequence", "subject")
 
     def __init__(
         self,
@@ -115,9 +115,10 @@ class LogEntry:
         *,
         consumer: str = "",
         delivered: int = 0,
+        subject: str = "",
     ) -> None:
         self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
-        self.consumer, self.delivered = consumer, delivered
+        self.consumer, self.delivered, self.subject = consumer, delivered, subject
 
 
 OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
@@ -291,13 +292,31 @@ class Bus:
         if not batch.left:
             batch.done.set_result(None)
 
-    async def dead_letter(self, service: str, data: bytes, reason: str, subject: str = "") -> None:
-        """Keep an unreadable or unappliable message on `corral.dlq.<service>` with the reason in headers."""
-        headers = {"Corral-Reason": reason[:1000], "Corral-Subject": subject}
+    async def dead_letter(self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0) -> None:
+        """Keep an unreadable or unappliable message on `corral.dlq.<service>` with the reason in headers.
+
+        An event of the log (its `sequence` given) goes to `corral.dlq.<service>.events`, stored once per
+        service and sequence however many of the service's processes skip it at once.
+        """
+        headers = {s.DEAD_LETTER_REASON: reason[:1000], s.DEAD_LETTER_SUBJECT: subject}
+        where = s.dead_letter_subject(service)
+        if sequence:
+            headers[s.DEAD_LETTER_SEQUENCE] = str(sequence)
+            headers["Nats-Msg-Id"] = f"{service}-event-{sequence}"
+            where = s.event_dead_letter_subject(service)
         try:
-            await self.js.publish(s.dead_letter_subject(service), data, headers=headers)
+            await self.js.publish(where, data, headers=headers)
         except (TimeoutError, nats.errors.Error) as error:
             log.error("dead letter from %s lost (%s): %s", service, error, reason)
+
+    async def last_dead_event(self, service: str) -> int:
+        """The sequence of the newest event `service` sent to dead letters (0 when none)."""
+        try:
+            msg = await self.js.get_last_msg(s.DEAD_LETTERS_STREAM, s.event_dead_letter_subject(service))
+        except nats.js.errors.NotFoundError:
+            return 0
+        text = (msg.headers or {}).get(s.DEAD_LETTER_SEQUENCE, "0")
+        return int(text) if text.isdigit() else 0
 
     # reading the log
 
@@ -354,7 +373,7 @@ class Bus:
     def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
         consumer, sequence, delivered = _delivery(msg)
         event, error = self._event_of(msg, max_bytes)
-        return LogEntry(sequence, event, msg.data, error, consumer=consumer, delivered=delivered)
+        return LogEntry(sequence, event, msg.data, error, consumer=consumer, delivered=delivered, subject=msg.subject)
 
     def _event_of(self, msg: Msg, max_bytes: int) -> tuple[AnyEvent | None, str]:
         """The message's event (the stand-in for one of our own), or None and why it is unreadable."""

@@ -28,8 +28,15 @@ class ConflictError(ValueError):
     """A command contradicts the current state (rejected with kind `conflict`)."""
 
 
-def rejection(error: ValueError) -> Rejected:
-    """The reply for a refused command: the error text, and its kind."""
+def rejection(error: Exception) -> Rejected:
+    """The reply for a refused command or query: the error text, and its kind.
+
+    An error that is not a `ValueError` is a bug met on this one message: it is logged with its trace, and the
+    reply says the service failed (the process goes on serving everyone else).
+    """
+    if not isinstance(error, ValueError):
+        log.error("failed on one message", exc_info=error)
+        return Rejected(f"the service failed on this message ({type(error).__name__}: {error})", "unavailable")
     if isinstance(error, UnknownIdError):
         return Rejected(str(error), "not_found")
     return Rejected(str(error), "conflict" if isinstance(error, ConflictError) else "invalid")
@@ -68,7 +75,7 @@ class CommandDesk:
                     return Rejected("the view did not catch up with the log in time; retry", "unavailable")
             try:
                 outcome = handle()
-            except ValueError as error:
+            except Exception as error:  # a bad command, or a bug met on it: refused, never fatal
                 return rejection(error)
             if isinstance(outcome, str):
                 return Accepted(0, outcome)

@@ -46,6 +46,9 @@ class LogFollower:
         self.snapshot_every = snapshot_every
         self._offset = zlib.crc32(name.encode()) % snapshot_every
         self.sequence = 0
+        self.skipped = 0
+        """Events this process skipped (unreadable, or failed to fold), replays included."""
+        self._dead_lettered_to = 0
         self._snapshot_sequence = 0
         self._reader: AsyncIterator[LogEntry] | None = None
         self._delivered: tuple[str, int] | None = None
@@ -55,6 +58,7 @@ class LogFollower:
     async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Load the snapshot (ignored when missing, corrupt or of another version), then replay to the log's end."""
         began = time.perf_counter()
+        self._dead_lettered_to = await self.bus.last_dead_event(self.name)
         found = await self.store.load(self.name)
         if found is not None:
             stored_at, blob = found
@@ -167,19 +171,38 @@ class LogFollower:
         if entry.sequence <= self.sequence:
             return 0  # delivered again after a reconnect: already folded
         if entry.event is None:
-            log.error("%s: event %d unreadable, sent to dead letters: %s", self.name, entry.sequence, entry.error)
-            await self.bus.dead_letter(self.name, entry.raw, entry.error)
+            await self._skip(entry, entry.error)
         else:
             try:
                 self._apply(entry.event, entry.sequence)
             except Exception as error:
-                log.exception("%s: event %d could not be applied", self.name, entry.sequence)
-                await self.bus.dead_letter(self.name, entry.raw, f"{type(error).__name__}: {error}")
+                await self._skip(entry, f"could not be folded ({type(error).__name__}: {error})", error)
         self.sequence = entry.sequence
         if self._waiters:  # no lock and no wake-up per event while nobody waits (the common case)
             async with self._advanced:
                 self._advanced.notify_all()
         return 1
+
+    async def _skip(self, entry: LogEntry, reason: str, error: Exception | None = None) -> None:
+        """Count an event the view does not fold, and send it to dead letters unless an earlier run did.
+
+        Whether an event is skipped depends on its bytes and the view alone, so every process of the service,
+        and every replay, skips the same events and builds the same view.
+        """
+        self.skipped += 1
+        if entry.sequence <= self._dead_lettered_to:
+            log.info("%s: event %d skipped again (in dead letters already): %s", self.name, entry.sequence, reason)
+            return
+        log.error(
+            "%s: event %d on %s skipped, sent to dead letters: %s",
+            self.name,
+            entry.sequence,
+            entry.subject,
+            reason,
+            exc_info=error,
+        )
+        await self.bus.dead_letter(self.name, entry.raw, reason, entry.subject, entry.sequence)
+        self._dead_lettered_to = entry.sequence
 
     async def wait_for(self, sequence: int, timeout: float = 10.0) -> None:
         """Return once the view has folded the log up to `sequence` (read-your-writes for a command)."""

@@ -32,7 +32,7 @@ def query_handler(
                 return encode(Rejected("the view did not catch up with the log in time; retry", "unavailable"))
         try:
             return encode(answer(query))
-        except ValueError as error:
+        except Exception as error:  # a bad query, or a bug met on it: refused, never fatal
             return encode(rejection(error))
 
     return serve

@@ -83,7 +83,7 @@ async def service_shell(
     try:
         await bus.ensure_streams()
         await follower.start()
-        digest = query_handler(DigestQuery, lambda _q: DigestReply(view.digest(), follower.sequence))
+        digest = query_handler(DigestQuery, lambda _q: DigestReply(view.digest(), follower.sequence, follower.skipped))
         shell.subscriptions.append(await bus.serve(digest_subject(name), digest))
         log.info("%s: serving", name)
         yield shell

@@ -156,10 +156,10 @@ async def _consume_requests(
         async with writer.lock:
             if view.deposed():
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
-            replies = [await _decide(shell, view, msg) for msg in batch]
+            decided = [await _decide(shell, view, msg) for msg in batch]
             appended_from = await writer.flush()
         await _check_still_elected(shell, view, elected_at, appended_from)
-        await _answer(shell, batch, replies)
+        await _answer(shell, batch, decided)
 
 
 async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:
@@ -180,24 +180,40 @@ async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: in
         raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 
 
-async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> RequestReply:
+Decided = tuple[RequestReply, bool]
+"""A request's reply, and whether the request is poison: unreadable, or one the scheduler failed on."""
+
+
+async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
     try:
         request = decode(msg.data, SchedulerRequest, max_bytes=shell.bus.settings.max_message_bytes)
     except CodecError as error:
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
-        return Rejected(str(error))
+        return Rejected(str(error)), True
     try:
-        return handle(view, request)
+        return handle(view, request), False
     except Exception as error:  # a bug must not stop the scheduler for everyone: put the request aside, go on
         log.exception("request on %s failed", msg.subject)
         await shell.bus.dead_letter("scheduler", msg.data, f"{type(error).__name__}: {error}", msg.subject)
-        return Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
+        return Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable"), True
 
 
-async def _answer(shell: Shell, batch: Sequence[Msg], replies: Sequence[RequestReply]) -> None:
-    for msg, reply in zip(batch, replies, strict=True):
+async def _answer(shell: Shell, batch: Sequence[Msg], decided: Sequence[Decided]) -> None:
+    """Send each reply to its request's inbox; ack a decided request, terminate a poison one (never redelivered)."""
+    for msg, (reply, poison) in zip(batch, decided, strict=True):
         inbox = (msg.headers or {}).get(s.REPLY_HEADER)
         if inbox:
-            await shell.bus.nc.publish(inbox, encode(reply))
-        await msg.ack()
+            await _reply(shell, msg.subject, inbox, reply)
+        await (msg.term() if poison else msg.ack())
+
+
+async def _reply(shell: Shell, subject: str, inbox: str, reply: RequestReply) -> None:
+    """Publish a reply to a request's inbox: never to a Corral or JetStream subject, nor to a malformed one."""
+    if inbox.startswith((f"{s.PREFIX}.", "$")):
+        log.warning("request on %s names %r as its reply inbox: not answered", subject, inbox[:200])
+        return
+    try:
+        await shell.bus.nc.publish(inbox, encode(reply))
+    except nats.errors.BadSubjectError:
+        log.warning("request on %s names a malformed reply inbox %r: not answered", subject, inbox[:200])
