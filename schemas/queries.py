@@ -162,3 +162,18 @@ class ScopedNodesQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     vc_id: str
     selector: SelectorSpec = {}
+
+
+# dead letters: read from the CORRAL_DEAD_LETTERS stream by the client (no service answers)
+
+
+class DeadLetter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A message a service set aside: when, which service, the subject it came on, its sequence in the event log
+    (0 for a request), why, and its bytes as text (cut at 1,000 characters)."""
+
+    time: str
+    service: str
+    subject: str
+    sequence: int
+    reason: str
+    data: str

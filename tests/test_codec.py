@@ -54,3 +54,8 @@ def test_a_wide_message_with_many_brackets_is_read() -> None:
     node = NodeRegistered(node_id="n1", resources={"CPU": 1.0}, labels=labels, event_id="e1")
     wide = encode([node] * 200)
     assert decode(wide, list[AnyEvent]) == [node] * 200
+
+
+def test_a_key_with_invalid_utf8_beside_a_wrong_type_is_a_codec_error() -> None:
+    with pytest.raises(CodecError, match="RegisterNode"):
+        decode(b'{"\xed\xb3\xbf": 1, "node_id": 5}', RegisterNode)

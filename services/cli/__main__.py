@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from services.cli import bench_core, demo, node, ops, schema, sim, status, up, vc
+from services.cli import bench_core, deadletters, demo, node, ops, schema, sim, status, up, vc
 from services.cli.common import CliError, UsageError, not_answering
 from services.client import CorralError, RejectedError, UnavailableError
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_parsers(commands)
     ops.add_parsers(commands)
     status.add_parsers(commands)
+    deadletters.add_parsers(commands)
     vc.add_parsers(commands)
     schema.add_parsers(commands)
 

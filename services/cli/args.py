@@ -56,6 +56,17 @@ def resources(text: str) -> dict[str, float]:
     return parsed
 
 
+def amount(text: str) -> float:
+    """A resource amount: a finite number >= 0 (`nan`, `inf` and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number >= 0")
+    return value
+
+
 def labels(text: str) -> dict[str, str]:
     """`k=v,k2=v2` as a dict, in Kubernetes label syntax (user labels: no `corral.io/` prefix)."""
     try:

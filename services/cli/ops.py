@@ -13,6 +13,7 @@ import msgspec
 from schemas import Placed, ScheduleRequest
 from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
+from services.runtime.codec import CodecError, decode
 
 STRATEGIES = ("DEFAULT", "SPREAD")
 
@@ -119,7 +120,7 @@ def _add_submit(commands: Any) -> None:
         "when given, replaces its actor_id.",
     )
     submit.add_argument("actor_id", metavar="ACTOR_ID", nargs="?", help="the actor's id (required without --json)")
-    submit.add_argument("--cpu", type=float, metavar="N", help="CPUs the actor needs (default: 1)")
+    submit.add_argument("--cpu", type=types.amount, metavar="N", help="CPUs the actor needs (default: 1)")
     submit.add_argument(
         "--resources", type=types.resources, metavar="NAME=N,...", help="other resources, for example GPU=1"
     )
@@ -165,11 +166,9 @@ def read_request(source: str, actor_id: str | None) -> ScheduleRequest:
     except OSError as error:
         raise CliError(f"--json {source}: cannot read it ({error.strerror or error})") from None
     try:
-        request = msgspec.json.decode(data, type=ScheduleRequest)
-    except msgspec.ValidationError as error:
-        raise CliError(f"--json {source}: not a ScheduleRequest: {error}") from None
-    except msgspec.DecodeError as error:
-        raise CliError(f"--json {source}: not valid JSON ({error})") from None
+        request: ScheduleRequest = decode(data, ScheduleRequest)
+    except CodecError as error:
+        raise CliError(f"--json {source}: not a ScheduleRequest: {error.reason}") from None
     return msgspec.structs.replace(request, actor_id=actor_id) if actor_id else request
 
 
@@ -188,11 +187,8 @@ def build_request(args: argparse.Namespace) -> ScheduleRequest:
     if not args.actor_id:
         raise UsageError("ACTOR_ID is required (or give the whole request with --json)")
     resources = dict(args.resources or {})
-    if args.cpu is not None:
-        if "CPU" in resources:
-            raise UsageError(f"--cpu {args.cpu:g} and --resources CPU={resources['CPU']:g}: give CPU once")
-        if args.cpu < 0:
-            raise UsageError(f"--cpu {args.cpu:g}: must be 0 or more")
+    if args.cpu is not None and "CPU" in resources:
+        raise UsageError(f"--cpu {args.cpu:g} and --resources CPU={resources['CPU']:g}: give CPU once")
     resources.setdefault("CPU", 1.0 if args.cpu is None else args.cpu)
     try:
         selector = types.merge("--selector", args.selector or [])

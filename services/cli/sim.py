@@ -62,7 +62,7 @@ def add_parsers(commands: Any) -> None:
         "service declares them dead after the heartbeat timeout.",
     )
     sim.add_argument("--nodes", type=types.positive_int, required=True, metavar="N", help="how many nodes")
-    sim.add_argument("--cpu", type=float, default=8.0, metavar="N", help="CPUs per node (default: %(default)g)")
+    sim.add_argument("--cpu", type=types.amount, default=8.0, metavar="N", help="CPUs per node (default: %(default)g)")
     sim.add_argument(
         "--gpu-every",
         type=types.non_negative_int,
@@ -70,7 +70,9 @@ def add_parsers(commands: Any) -> None:
         metavar="K",
         help="every K-th node has GPUs; 0 for none (default: %(default)s)",
     )
-    sim.add_argument("--gpus", type=float, default=4.0, metavar="N", help="GPUs per GPU node (default: %(default)g)")
+    sim.add_argument(
+        "--gpus", type=types.amount, default=4.0, metavar="N", help="GPUs per GPU node (default: %(default)g)"
+    )
     sim.add_argument("--zones", type=types.positive_int, default=3, metavar="K", help="zones z0..z(K-1) (default: 3)")
     sim.add_argument("--prefix", default="sim-", help="node id prefix (default: %(default)s)")
     add_connection_arguments(sim, service="labels service")

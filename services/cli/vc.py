@@ -15,6 +15,7 @@ from schemas import Admitted, Destroyed, Queued, VirtualCluster, VirtualClusterI
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
 from services.cli.table import format_table
 from services.core.labels import SYSTEM_PREFIX
+from services.runtime.codec import CodecError, decode
 
 NONE = "<none>"
 
@@ -114,11 +115,10 @@ def read_spec(text: str) -> VirtualCluster:
     else:
         data = text.encode()
     try:
-        return msgspec.json.decode(data, type=VirtualCluster)
-    except msgspec.ValidationError as error:
-        raise CliError(f"{source}: not a VirtualCluster spec: {error}") from None
-    except msgspec.DecodeError as error:
-        raise CliError(f"{source}: not valid JSON ({error})") from None
+        spec: VirtualCluster = decode(data, VirtualCluster)
+    except CodecError as error:
+        raise CliError(f"{source}: not a VirtualCluster spec: {error.reason}") from None
+    return spec
 
 
 def add_parsers(commands: Any) -> None:

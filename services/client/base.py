@@ -7,11 +7,13 @@ import uuid
 from types import TracebackType
 from typing import Any, Self
 
+import msgspec
 import nats.errors
 
 from schemas import subjects as s
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
-from services.client.errors import UnavailableError, raise_for
+from services.client.errors import RejectedError, UnavailableError, raise_for
+from services.core.amounts import check_amounts
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
@@ -56,7 +58,7 @@ class Connection:
 
     async def _ask(self, subject: str, message: object, kind: Any, timeout: float | None = None) -> Any:
         try:
-            reply = await self.bus.nc.request(subject, encode(message), timeout=timeout or self.timeout)
+            reply = await self.bus.nc.request(subject, outgoing(message), timeout=timeout or self.timeout)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as error:
             service = subject.split(".")[2]
             raise UnavailableError(f"the {service} service did not answer on {subject} ({error!r})") from None
@@ -76,7 +78,7 @@ class Connection:
         msg_id = request.command_id or uuid.uuid4().hex
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
-            await self.bus.js.publish(subject, encode(request), headers=headers, timeout=timeout or self.timeout)
+            await self.bus.js.publish(subject, outgoing(request), headers=headers, timeout=timeout or self.timeout)
             message = await replies.next_msg(timeout=timeout or self.timeout)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
@@ -87,3 +89,14 @@ class Connection:
         if isinstance(reply, Rejected):
             raise_for(reply)
         return reply
+
+
+def outgoing(message: object) -> bytes:
+    """A message as bytes once its numbers are checked: a `RejectedError` naming the field, the value and the rule
+    for one that is not finite or is out of bounds (nothing is sent)."""
+    if isinstance(message, msgspec.Struct):
+        try:
+            check_amounts(message)
+        except ValueError as error:
+            raise RejectedError(Rejected(str(error))) from None
+    return encode(message)

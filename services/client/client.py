@@ -7,8 +7,9 @@ import contextlib
 import logging
 from typing import Any
 
-import msgspec
 import nats.errors
+import nats.js.errors
+from nats.js import api
 
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
 from schemas import subjects as s
@@ -29,6 +30,7 @@ from schemas.queries import (
     ActorInfo,
     ActorsQuery,
     ActorsReply,
+    DeadLetter,
     DecisionQuery,
     NodeInfo,
     NodesQuery,
@@ -82,10 +84,10 @@ class Client(VirtualClusterCalls):
     ) -> Accepted:
         """Register a node (defaults: hostname, zone, region, ...); heartbeats go out while connected."""
         taint_list = [Taint(k, v) for k, v in taints.items()] if isinstance(taints, dict) else list(taints or [])
-        fields = {"node_id": node_id, "resources": resources, "labels": labels or {}, "address": address}
-        given = {key: value for key, value in defaults.items() if value is not None}
-        command = msgspec.convert({**fields, **given}, RegisterNode)
-        command = msgspec.structs.replace(command, taints=taint_list)
+        given: dict[str, Any] = {key: value for key, value in defaults.items() if value is not None}
+        command = RegisterNode(
+            node_id=node_id, resources=resources, labels=labels or {}, address=address, taints=taint_list, **given
+        )
         accepted = await self._command(s.REGISTER_NODE, command)
         self._nodes[node_id] = command
         if heartbeat and node_id not in self._heartbeats:
@@ -250,6 +252,19 @@ class Client(VirtualClusterCalls):
         answer: TaintsReply = await self._ask(s.TAINTS_QUERY, TaintsQuery(node_id), TaintsReply)
         return answer.taints
 
+    async def dead_letters(self, service: str = "", limit: int = 100) -> list[DeadLetter]:
+        """The newest `limit` messages the services set aside (of `service` only, when given), oldest first."""
+        newest = (await self.bus.js.stream_info(s.DEAD_LETTERS_STREAM)).state
+        found: list[DeadLetter] = []
+        sequence = newest.last_seq or 0
+        while sequence >= max(1, newest.first_seq or 1) and len(found) < limit:
+            with contextlib.suppress(nats.js.errors.NotFoundError):  # removed by age meanwhile
+                letter = dead_letter(await self.bus.js.get_msg(s.DEAD_LETTERS_STREAM, sequence))
+                if not service or letter.service == service:
+                    found.append(letter)
+            sequence -= 1
+        return found[::-1]
+
     # jobs
 
     def job(
@@ -267,3 +282,17 @@ class Client(VirtualClusterCalls):
         has no minimum and no maximum: it borrows whatever its parent has free.
         """
         return Job(self, virtual_cluster or VirtualCluster(), vc_id, parent, priority, timeout)
+
+
+def dead_letter(msg: api.RawStreamMsg) -> DeadLetter:
+    """A message of the dead-letters stream, as the client reports it."""
+    headers = msg.headers or {}
+    sequence = headers.get(s.DEAD_LETTER_SEQUENCE, "0")
+    return DeadLetter(
+        time=msg.time.isoformat(timespec="seconds") if msg.time else "",
+        service="".join((msg.subject or "").split(".")[2:3]),  # corral.dlq.<service>[.events]
+        subject=headers.get(s.DEAD_LETTER_SUBJECT, ""),
+        sequence=int(sequence) if sequence.isdigit() else 0,
+        reason=headers.get(s.DEAD_LETTER_REASON, ""),
+        data=(msg.data or b"")[:1000].decode(errors="replace"),
+    )

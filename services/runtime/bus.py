@@ -315,6 +315,9 @@ class Bus:
             msg = await self.js.get_last_msg(s.DEAD_LETTERS_STREAM, s.event_dead_letter_subject(service))
         except nats.js.errors.NotFoundError:
             return 0
+        except (TimeoutError, nats.errors.Error) as error:  # a skipped event may then be dead-lettered twice
+            log.warning("%s: dead letters not readable (%s)", service, error)
+            return 0
         text = (msg.headers or {}).get(s.DEAD_LETTER_SEQUENCE, "0")
         return int(text) if text.isdigit() else 0
 

@@ -83,12 +83,12 @@ async def main(settings: Settings) -> None:
             group.start_soon(shell.follower.run)
             epoch = await lease.acquire()
             log.info("scheduler %s won the lease: epoch %d", settings.instance, epoch)
-            elected_at = await _take_over(shell, view, writer, epoch, settings.instance)
+            await _take_over(shell, view, writer, epoch, settings.instance)
             group.start_soon(_hold, lease)
             group.start_soon(writer.flush_reactions)
             await _serve_queries(shell, view)
             try:
-                await _consume_requests(shell, view, writer, settings, elected_at)
+                await _consume_requests(shell, view, writer, settings)
             finally:
                 with anyio.CancelScope(shield=True):
                     await lease.release()
@@ -136,9 +136,7 @@ async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
         shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
 
 
-async def _consume_requests(
-    shell: Shell, view: SchedulerView, writer: Writer, settings: Settings, elected_at: int
-) -> None:
+async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, settings: Settings) -> None:
     """Decide batch after batch; answer and ack a batch only once its events are stored and still count."""
     config = api.ConsumerConfig(
         durable_name=s.REQUESTS_CONSUMER,
@@ -158,25 +156,25 @@ async def _consume_requests(
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             decided = [await _decide(shell, view, msg) for msg in batch]
             appended_from = await writer.flush()
-        await _check_still_elected(shell, view, elected_at, appended_from)
+        await _check_still_elected(shell, view, appended_from)
         await _answer(shell, batch, decided)
 
 
-async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:
-    """Raise `ServiceExit` when the log holds an election newer than ours (at `elected_at`) before what we just
+async def _check_still_elected(shell: Shell, view: SchedulerView, appended_from: int) -> None:
+    """Raise `ServiceExit` when the log holds an election newer than ours before what we just
     appended (from `appended_from`; 0 when the batch appended nothing).
 
     Every fold ignores what we appended after a newer election, so the batch must be neither answered nor acked:
     its requests are delivered again to the new leader, which decides them. This closes the window in which a
     leader that lost its lease, but has not noticed yet, would tell a client about a placement no view will hold.
-    The view has usually folded the log up to the batch already; a batch with nothing appended asks the log.
+    The view has usually folded the log up to the batch already; a batch with nothing appended folds up to the
+    newest message on the elections subject (an unreadable one there is skipped by the fold, and deposes no one).
     """
     if appended_from:
         await shell.follower.wait_for(appended_from - 1)
-        deposed = view.deposed()
     else:
-        deposed = await shell.bus.last_sequence(subjects=(s.ELECTIONS,)) != elected_at
-    if deposed:
+        await shell.follower.wait_for(await shell.bus.last_sequence(subjects=(s.ELECTIONS,)))
+    if view.deposed():
         raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 
 
