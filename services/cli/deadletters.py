@@ -26,7 +26,9 @@ def add_parsers(commands: Any) -> None:
         "(one per service and sequence). Columns: time, service, subject, sequence in the event log (- for a "
         "request), reason.",
     )
-    letters.add_argument("--service", metavar="NAME", default="", help="only this service's (labels, scheduler...)")
+    letters.add_argument(
+        "--service", dest="of_service", metavar="NAME", default="", help="only this service's (labels, scheduler...)"
+    )
     letters.add_argument(
         "--limit", type=types.positive_int, default=100, metavar="N", help="the newest N (default: %(default)s)"
     )
@@ -58,7 +60,7 @@ def run_dead_letters(args: argparse.Namespace) -> int:
 
     async def main() -> list[DeadLetter]:
         async with connected(args) as client:
-            return await client.dead_letters(args.service, args.limit)
+            return await client.dead_letters(args.of_service, args.limit)
 
     letters = asyncio.run(main())
     say(json_text(letters) if args.output == "json" else render(letters))
