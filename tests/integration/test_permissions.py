@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from schemas import FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
+from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.client import Client
 from services.runtime.servers import LocalServer, find_binary, free_port, redis_server
@@ -93,6 +94,11 @@ async def test_every_service_works_with_only_its_own_permissions(secured_mesh: M
         await client.remove_actor("a")
         status = await client.status()
         assert {actor.actor_id for actor in status.actors} == {"b", "c"}
+        await client.bus.js.publish(s.SCHEDULE, b"\x00garbage")  # set aside by the scheduler, listed by the client
+        await client.submit(ScheduleRequest("d", {"CPU": 0}))
+        assert [(letter.service, letter.subject) for letter in await client.dead_letters()] == [
+            ("scheduler", s.SCHEDULE)
+        ]
     for name in SERVICES:
         assert "Permissions Violation" not in log_of(secured_mesh, name), f"{name} was refused a subject"
     assert all(process.poll() is None for process in secured_mesh.processes.values())
