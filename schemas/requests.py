@@ -21,6 +21,8 @@ Amount = Annotated[float, msgspec.Meta(ge=0)]
 refused)."""
 Amounts = dict[str, Amount]
 """Resource names and amounts: `{"CPU": 4, "GPU": 1}`."""
+AtLeastMinusOne = Annotated[int, msgspec.Meta(ge=-1)]
+"""A count or index where -1 means "any" or "forever"."""
 
 
 class Taint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -75,7 +77,7 @@ class PlacementGroupSchedulingStrategy(msgspec.Struct, frozen=True, tag="placeme
     """Run inside a placement group's bundle (`bundle_index=-1`: any bundle with room)."""
 
     placement_group_id: str
-    bundle_index: int = -1
+    bundle_index: AtLeastMinusOne = -1
 
 
 SchedulingStrategy = (
@@ -93,7 +95,7 @@ class Prefer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A DataFlow preference: the node label `name` equal to the earlier operation's adds `weight`."""
 
     name: str
-    weight: int = 100
+    weight: Annotated[int, msgspec.Meta(ge=0)] = 100
 
 
 class RunAfter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -130,7 +132,7 @@ class ScheduleRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     scheduling_strategy: SchedulingStrategy = None
     tolerations: SelectorSpec = {}
     run_after: RunAfter | None = None
-    max_restarts: int = 0
+    max_restarts: AtLeastMinusOne = 0
     priority: int = 0
     vcluster_id: str | None = None
     """The virtual cluster it runs in (None: the root cluster)."""

@@ -72,7 +72,8 @@ def _check_number(value: Any, info: mi.FloatType | mi.IntType, path: str) -> Non
         or (info.lt is not None and value >= info.lt)
     )
     if outside or not math.isfinite(value):
-        raise rule_error(path, value, "must be a finite number" + _bounds(info))
+        kind = "an integer" if isinstance(info, mi.IntType) else "a finite number"
+        raise rule_error(path, value, f"must be {kind}{_bounds(info)}")
 
 
 def _bounds(info: mi.FloatType | mi.IntType) -> str:
