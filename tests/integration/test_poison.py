@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+import nats.errors
 import pytest
 
 from schemas import Placed, ScheduleRequest
@@ -104,8 +105,8 @@ async def poison_everything(client: Client) -> list[Rejected]:
         for name, payload in POISON.items():
             try:
                 reply = await nc.request(subject, payload, timeout=5)
-            except Exception as e:
-                raise AssertionError(f"{name} on {subject}") from e
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as error:
+                raise AssertionError(f"no answer to {name} on {subject}: did the service die?") from error
             answer = decode(reply.data, Rejected)
             assert answer.error, f"{name} on {subject}: empty rejection"
             rejections.append(answer)
