@@ -28,6 +28,9 @@ class FakeLog:
     async def last_sequence(self, subjects: Sequence[str] = ()) -> int:
         return max(self.on_subjects)
 
+    async def log_identity(self) -> tuple[str, int]:
+        return "fake", 6
+
     def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
         return [(sequence, f"c{read}", number) for number, sequence in enumerate(sequences, 1)]
 
@@ -74,7 +77,7 @@ async def follow(bus: Any) -> list[int]:
         folded.append(sequence)
 
     store: Any = NoSnapshots()
-    follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b: 0, snapshot_every=1000)
+    follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b, _s: None, snapshot_every=1000)
     await follower.start()
     await follower.close()
     return folded
