@@ -62,14 +62,14 @@ vc_ops = st.one_of(
         st.just("create"),
         st.integers(0, 50),
         st.lists(st.sampled_from([1.0, 2.0]), max_size=2).map(tuple),
-        st.sampled_from([None, 2.0, 4.0, 8.0]),
+        st.sampled_from([None, 2.0, 4.0, 8.0, 8.0]),
     ),
     st.builds(VcOp, st.just("destroy"), st.integers(0, 50)),
     st.builds(VcOp, st.just("revive"), st.integers(0, 50)),
     st.builds(VcOp, st.just("submit"), st.integers(0, 50), request=custom_affinity_requests()),
     st.builds(VcOp, st.just("submit"), st.integers(0, 50), request=st.just(make_actor("placeholder", 1))),
 )
-any_op = st.one_of(ops(), st.builds(Op, st.just("submit"), request=custom_affinity_requests()), vc_ops)
+any_op = st.one_of(ops(), st.builds(Op, st.just("submit"), request=custom_affinity_requests()), vc_ops, vc_ops)
 racked_nodes = node_specs.map(
     lambda node: dataclasses.replace(node, labels={**node.labels, "row": "r0" if node.zone else "r1"})
 )
@@ -104,7 +104,8 @@ def run(cluster: Cluster, workload: Mix, op: Op | VcOp, step: int) -> None:
     try:
         if op.kind == "create":
             parent = live[op.pick % len(live)] if live and op.pick % 3 == 0 else None
-            cluster.create_virtual_cluster(f"vc{step}", spec(fixed(*op.cpus), max_cpu=op.max_cpu), parent)
+            groups = [fixed(*op.cpus)] if op.cpus else []
+            cluster.create_virtual_cluster(f"vc{step}", spec(*groups, max_cpu=op.max_cpu), parent)
         elif op.kind == "destroy" and live:
             cluster.destroy_virtual_cluster(live[op.pick % len(live)], force=op.pick % 2 == 0)
         elif op.kind == "submit" and live and op.request is not None:
