@@ -316,8 +316,8 @@ class Bus:
         """The event log's identity, the creation time of its stream (a store lost and made again gives a new
         one), and the sequence of its newest event."""
         info = await self.js.stream_info(s.EVENTS_STREAM)
-        created = info.created.isoformat() if info.created is not None else "unknown"
-        return f"{s.EVENTS_STREAM}@{created}", int(info.state.last_seq)
+        created = info.created.isoformat() if info.created is not None else "at an unknown time"
+        return created, int(info.state.last_seq)
 
     async def read_log(
         self, start: int, *, subjects: Sequence[str] = (), max_bytes: int = 1_048_576

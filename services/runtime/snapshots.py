@@ -18,7 +18,7 @@ from schemas.snapshots import SNAPSHOT_VERSION
 
 log = logging.getLogger("corral.snapshots")
 
-_FIELDS = ["sequence", "blob", "log", "service", "version", "refused"]
+_FIELDS = ["sequence", "blob", "log", "service", "version"]
 
 _SAVE_IF_NEWER = """
 local stored = redis.call('HMGET', KEYS[1], 'sequence', 'log', 'service', 'version', 'refused')
@@ -59,7 +59,7 @@ class StoredSnapshot:
         if self.service != service:
             return f"written by {self.service or 'an unnamed service'}, not by {service}"
         if self.log != log_id:
-            return f"folded from another log (created {self.log or 'unknown'}); this log was created {log_id}"
+            return f"folded from the log created {self.log or 'at an unknown time'}; this log was created {log_id}"
         if not self.sequence.isdigit():
             return f"sequence {self.sequence!r} is not a sequence number"
         if int(self.sequence) > log_end:
@@ -91,7 +91,7 @@ class SnapshotStore:
         except (RedisError, OSError) as error:
             log.warning("snapshot store unreachable (%s): replaying the whole log", error)
             return None
-        sequence, blob, log_id, service, version, _refused = found
+        sequence, blob, log_id, service, version = found
         if sequence is None or blob is None:
             log.info("no snapshot of %s: replaying the whole log", view)
             return None

@@ -84,7 +84,7 @@ async def test_with_the_event_store_lost_every_service_refuses_its_old_snapshot_
     assert (await service_digest(client, "labels")).digest == expected
     for name in SERVICES:
         assert len(refusals(mesh, name)) == 1, f"{name}: {refusals(mesh, name)}"
-        assert "folded from another log" in refusals(mesh, name)[0]
+        assert "folded from the log created" in refusals(mesh, name)[0]
 
 
 async def test_a_snapshot_of_another_service_is_refused_and_replaced_by_the_services_own(
