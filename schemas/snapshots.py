@@ -9,7 +9,7 @@ from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
 SNAPSHOT_VERSION = 4
-"""Bumped whenever the records change shape; a snapshot of another version is ignored."""
+"""Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
 class NodeRecord(msgspec.Struct, frozen=True):
