@@ -125,18 +125,24 @@ def test_the_deciders_digest_equals_a_replay_from_the_log_and_from_its_own_snaps
 ) -> None:
     cluster = new_cluster(Workload(workload.seed, workload.nodes, []))
     log: list[AnyEvent] = cluster.take_events()
-    blob, at = encode(dump(cluster.view, len(log))), len(log)
+    blob, at, next_step = encode(dump(cluster.view, len(log))), len(log), 0
     for step, op in enumerate(workload.ops):
         run(cluster, workload, op, step)
         log += cluster.take_events()
         if step == snapshot_step:
-            blob, at = encode(dump(cluster.view, len(log))), len(log)
+            blob, at, next_step = encode(dump(cluster.view, len(log))), len(log), step + 1
     live = digest(cluster.view)
     assert digest(replay(log, workload.seed)) == live, "a full replay differs from the decider"
     resumed = restore(decode(blob))
     for event in log[at:]:
         resumed.fold(event)
     assert digest(resumed) == live, "the decider's snapshot plus the tail differs from the decider"
+    successor = Cluster.from_view(restore(decode(blob)))  # a decider that takes over from the snapshot
+    taken_over = log[:at]
+    for step, op in enumerate(workload.ops[next_step:], next_step):
+        run(successor, workload, op, step)
+        taken_over += successor.take_events()
+    assert digest(successor.view) == digest(replay(taken_over, workload.seed)), "a successor differs from a replay"
 
 
 def in_vc(actor_id: str, cpu: float, **kwargs: Any) -> ScheduleRequest:
