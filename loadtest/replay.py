@@ -485,12 +485,12 @@ def fold_in_process(blobs: Sequence[bytes], cut: int, settings: Settings) -> InP
     return InProcess(decode_s, fold_s, dump_s, blob, view.digest(), len(view.cluster.view.actors))
 
 
-async def save_snapshot(redis_url: str, cut: int, folded: InProcess) -> SnapshotFigures:
+async def save_snapshot(redis_url: str, cut: int, folded: InProcess, log_id: str) -> SnapshotFigures:
     """Save the snapshot as `LogFollower.snapshot` does, read it back and restore it, timing each step."""
     store = SnapshotStore(redis_url)
     try:
         began = time.perf_counter()
-        if not await store.save(SERVICE, cut, folded.blob):
+        if not await store.save(SERVICE, cut, folded.blob, log_id):
             raise RuntimeError(f"the snapshot at sequence {cut:,} was not saved to {redis_url}")
         save_s = time.perf_counter() - began
         began = time.perf_counter()
@@ -498,10 +498,10 @@ async def save_snapshot(redis_url: str, cut: int, folded: InProcess) -> Snapshot
         load_s = time.perf_counter() - began
     finally:
         await store.close()
-    if found is None or found[0] != cut:
+    if found is None or found.sequence != str(cut):
         raise RuntimeError(f"the snapshot at sequence {cut:,} did not come back from {redis_url}")
     began = time.perf_counter()
-    load_view(found[1])
+    load_view(found.blob, cut)
     restore_s = time.perf_counter() - began
     return SnapshotFigures(
         sequence=cut,
@@ -553,7 +553,7 @@ async def measure(config: ReplayConfig, nats_url: str, redis_url: str) -> Replay
 
         _progress(config, "decoding and folding in process (no I/O)")
         folded = fold_in_process(blobs, cut, settings)
-        snapshot = await save_snapshot(redis_url, cut, folded)
+        snapshot = await save_snapshot(redis_url, cut, folded, (await bus.log_identity())[0])
         _progress(config, f"snapshot of {snapshot['bytes']:,} bytes saved at sequence {cut:,}")
 
         _progress(config, f"cold start with the snapshot: {config.tail:,} events of tail")

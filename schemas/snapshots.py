@@ -8,8 +8,8 @@ from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 3
-"""Bumped whenever the records change shape; a snapshot of another version is ignored."""
+SNAPSHOT_VERSION = 4
+"""Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
 class NodeRecord(msgspec.Struct, frozen=True):
@@ -91,6 +91,5 @@ class ViewSnapshot(msgspec.Struct, frozen=True):
     ended: list[str]
     """Ended actors whose record is kept, oldest first (the next to drop)."""
     pending: list[str]
-    topologies: list[str]
     vclusters: list[VClusterRecord] = []
     vcluster_arrivals: int = 0

@@ -35,6 +35,9 @@ class FakeLog:
     async def dead_letter(self, service: str, _data: bytes, reason: str, _subject: str, sequence: int) -> None:
         self.dead_letters.append((service, reason, sequence))
 
+    async def log_identity(self) -> tuple[str, int]:
+        return "fake", 6
+
     def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
         return [(sequence, f"c{read}", number) for number, sequence in enumerate(sequences, 1)]
 
@@ -83,7 +86,7 @@ async def follow(bus: Any, unfoldable: frozenset[int] = frozenset()) -> list[int
         folded.append(sequence)
 
     store: Any = NoSnapshots()
-    follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b: 0, snapshot_every=1000)
+    follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b, _s: None, snapshot_every=1000)
     await follower.start()
     await follower.close()
     assert follower.skipped == len(unfoldable)

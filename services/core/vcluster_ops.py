@@ -238,8 +238,8 @@ class VirtualClusterOps:
             try:
                 placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
             finally:
-                for vnode_id in standins:
-                    scope.drop_node(vnode_id)
+                for vnode_id in standins:  # a tombstone of the same id (its host died and came back) stays
+                    scope.remove_live_node(vnode_id)
         if placed is None:
             return None
         node_id, bundle_index = placed[0].node_id, placed[1]

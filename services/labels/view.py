@@ -26,11 +26,10 @@ class LabelsView(FoldedView):
         elif isinstance(event, NodeDied):
             self.last_seen.pop(event.node_id, None)
 
-    def load(self, blob: bytes) -> int:
+    def load(self, blob: bytes, sequence: int) -> None:
         """Replace the view from snapshot bytes; every node gets a fresh grace period."""
-        sequence = super().load(blob)
+        super().load(blob, sequence)
         self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
-        return sequence
 
     def heard_from(self, node_id: str) -> None:
         """A heartbeat (or a resuming registration) from a live node."""

@@ -334,6 +334,13 @@ class Bus:
                 newest = max(newest, (await self.js.get_last_msg(stream, subject)).seq or 0)
         return newest
 
+    async def log_identity(self) -> tuple[str, int]:
+        """The event log's identity, the creation time of its stream (a store lost and made again gives a new
+        one), and the sequence of its newest event."""
+        info = await self.js.stream_info(s.EVENTS_STREAM)
+        created = info.created.isoformat() if info.created is not None else "at an unknown time"
+        return created, int(info.state.last_seq)
+
     async def read_log(
         self, start: int, *, subjects: Sequence[str] = (), max_bytes: int = 1_048_576
     ) -> AsyncIterator[LogEntry]:

@@ -13,7 +13,7 @@ import anyio
 from schemas import AnyEvent
 from services.runtime import collector
 from services.runtime.bus import Bus, LogEntry
-from services.runtime.snapshots import SnapshotStore
+from services.runtime.snapshots import SnapshotStore, StoredSnapshot
 
 log = logging.getLogger("corral.follower")
 
@@ -21,9 +21,9 @@ log = logging.getLogger("corral.follower")
 class LogFollower:
     """Folds every event of the log (or of its `subjects`) once, in order, into a view through `apply(event, sequence)`.
 
-    `dump(sequence)` encodes the view; `load(blob)` replaces the view from a blob and returns the sequence
-    it reflects (raising on a corrupt or old-version blob). `ready()` says whether the view may be snapshotted
-    now (a scheduler with unconfirmed events of its own may not).
+    `dump(sequence)` encodes the view; `load(blob, sequence)` replaces the view from a blob of the view at
+    `sequence` (raising, the view untouched, on a corrupt or old-version blob or one of another sequence).
+    `ready()` says whether the view may be snapshotted now (a scheduler with unconfirmed events of its own may not).
     """
 
     def __init__(
@@ -33,7 +33,7 @@ class LogFollower:
         name: str,
         apply: Callable[[AnyEvent, int], None],
         dump: Callable[[int], bytes],
-        load: Callable[[bytes], int],
+        load: Callable[[bytes, int], None],
         *,
         snapshot_every: int,
         ready: Callable[[], bool] = lambda: True,
@@ -50,24 +50,22 @@ class LogFollower:
         """Events this process skipped (unreadable, or failed to fold), replays included."""
         self._dead_lettered_to = 0
         self._snapshot_sequence = 0
+        self.log_id = ""
+        """The identity of the log folded (see `Bus.log_identity`), recorded with every snapshot."""
         self._reader: AsyncIterator[LogEntry] | None = None
         self._delivered: tuple[str, int] | None = None
         self._advanced = asyncio.Condition()
         self._waiters = 0
 
     async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Load the snapshot (ignored when missing, corrupt or of another version), then replay to the log's end."""
+        """Load the snapshot (refused when it does not fit this log and service, see `_restore`), then replay to
+        the log's end."""
         began = time.perf_counter()
         self._dead_lettered_to = await self.bus.last_dead_event(self.name)
+        self.log_id, log_end = await self.bus.log_identity()
         found = await self.store.load(self.name)
         if found is not None:
-            stored_at, blob = found
-            try:
-                self.sequence = self._snapshot_sequence = self._load(blob)
-                log.info("%s: snapshot at sequence %d loaded", self.name, stored_at)
-            except Exception as error:
-                log.warning("%s: snapshot ignored (%s): replaying the whole log", self.name, error)
-                self.sequence = 0
+            self.sequence = self._snapshot_sequence = await self._restore(found, log_end)
         replayed = await self._fold_to(await self.log_end(), progress)
         seconds = time.perf_counter() - began
         rate = replayed / seconds if seconds > 0 else 0.0
@@ -79,6 +77,23 @@ class LogFollower:
             seconds,
             rate,
         )
+
+    async def _restore(self, found: StoredSnapshot, log_end: int) -> int:
+        """Load a stored snapshot and return its sequence; 0 (the view untouched) when it is refused: written by
+        another service or version, folded from another log, past the log's end, unreadable, or its blob is not
+        the view at the sequence its record says. A refused snapshot is marked so that the next save replaces it."""
+        reason = found.refusal(self.name, self.log_id, log_end)
+        if reason is None:
+            try:
+                self._load(found.blob, int(found.sequence))
+            except Exception as error:
+                reason = f"{type(error).__name__}: {error}"
+        if reason is not None:
+            log.warning("%s: snapshot refused (%s): replaying the whole log", self.name, reason)
+            await self.store.refuse(self.name, found, reason)
+            return 0
+        log.info("%s: snapshot at sequence %s loaded", self.name, found.sequence)
+        return int(found.sequence)
 
     async def run(self) -> None:
         """Fold new events as they are appended, until the log subscription ends."""
@@ -222,8 +237,12 @@ class LogFollower:
         with collector.paused():
             blob = self._dump(sequence)
         built = time.perf_counter() - began
-        saved = await self.store.save(self.name, sequence, blob)
-        if saved:
+        saved = await self.store.save(self.name, sequence, blob, self.log_id)
+        if not saved:
+            log.info(
+                "%s: snapshot at sequence %d not saved (Redis down, or a later one is stored)", self.name, sequence
+            )
+        else:
             self._snapshot_sequence = sequence
             log.info(
                 "%s: snapshot saved at sequence %d (%.1f MB, built in %.0f ms)",

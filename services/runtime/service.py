@@ -34,8 +34,8 @@ class View(Protocol):
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes as of `sequence`."""
 
-    def load(self, blob: bytes) -> int:
-        """Replace the view from snapshot bytes; returns the sequence they reflect."""
+    def load(self, blob: bytes, sequence: int) -> None:
+        """Replace the view from snapshot bytes of the view at `sequence` (raising, the view untouched, if not)."""
 
     def digest(self) -> str:
         """The canonical hash of the view."""

@@ -1,20 +1,74 @@
-"""The snapshot store: one blob per view in Redis with the stream sequence it reflects, kept only if newer."""
+"""The snapshot store: one record per view in Redis, the view's blob with where it came from.
+
+A record holds the blob, the stream sequence it reflects, the identity of the log it was folded from (the event
+stream's creation time: a store lost and made again is a new log), the service that wrote it and the snapshot
+version. A newer snapshot of the same log, service and version is never replaced by an older one (standby
+schedulers share a key); a record of anything else, or one a service refused, is replaced by the next save.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import redis.asyncio as redis
 from redis.exceptions import RedisError
 
+from schemas.snapshots import SNAPSHOT_VERSION
+
 log = logging.getLogger("corral.snapshots")
 
+_FIELDS = ["sequence", "blob", "log", "service", "version"]
+
 _SAVE_IF_NEWER = """
-local current = redis.call('HGET', KEYS[1], 'sequence')
-if current and tonumber(current) >= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'sequence', ARGV[1], 'blob', ARGV[2])
+local stored = redis.call('HMGET', KEYS[1], 'sequence', 'log', 'service', 'version', 'refused')
+local sequence = tonumber(stored[1])
+if sequence and not stored[5] and stored[2] == ARGV[3] and stored[3] == ARGV[4] and stored[4] == ARGV[5]
+   and sequence >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'sequence', ARGV[1], 'blob', ARGV[2],
+           'log', ARGV[3], 'service', ARGV[4], 'version', ARGV[5])
 return 1
 """
+
+_REFUSE = """
+if redis.call('HGET', KEYS[1], 'sequence') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'refused', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """A record as Redis holds it (fields a record lacks are empty)."""
+
+    sequence: str
+    blob: bytes
+    log: str
+    service: str
+    version: str
+
+    def refusal(self, service: str, log_id: str, log_end: int) -> str | None:
+        """Why `service`, reading the log `log_id` that ends at `log_end`, must not load this (None: it may)."""
+        if self.version != str(SNAPSHOT_VERSION):
+            return f"snapshot version {self.version or 'none'}: this build reads version {SNAPSHOT_VERSION}"
+        if self.service != service:
+            return f"written by {self.service or 'an unnamed service'}, not by {service}"
+        if self.log != log_id:
+            return f"folded from the log created {self.log or 'at an unknown time'}; this log was created {log_id}"
+        if not self.sequence.isdigit():
+            return f"sequence {self.sequence!r} is not a sequence number"
+        if int(self.sequence) > log_end:
+            return f"claims sequence {self.sequence}, past the log's end at {log_end}"
+        return None
+
+
+def _text(value: bytes | str | None) -> str:
+    return "" if value is None else value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 class SnapshotStore:
@@ -23,29 +77,40 @@ class SnapshotStore:
     def __init__(self, url: str, timeout: float = 2.0) -> None:
         self._redis = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self._save = self._redis.register_script(_SAVE_IF_NEWER)
+        self._refuse = self._redis.register_script(_REFUSE)
 
     @staticmethod
     def key(view: str) -> str:
         """The Redis key of a view's snapshot."""
         return f"corral:snapshot:{view}"
 
-    async def load(self, view: str) -> tuple[int, bytes] | None:
-        """The stored (sequence, blob), or None when there is none or Redis cannot be reached."""
+    async def load(self, view: str) -> StoredSnapshot | None:
+        """The stored record, or None when there is none or Redis cannot be reached."""
         try:
-            found = await self._redis.hmget(self.key(view), ["sequence", "blob"])
+            found = await self._redis.hmget(self.key(view), _FIELDS)
         except (RedisError, OSError) as error:
             log.warning("snapshot store unreachable (%s): replaying the whole log", error)
             return None
-        sequence, blob = found
+        sequence, blob, log_id, service, version = found
         if sequence is None or blob is None:
             log.info("no snapshot of %s: replaying the whole log", view)
             return None
-        return int(sequence), blob if isinstance(blob, bytes) else blob.encode()
+        blob = blob if isinstance(blob, bytes) else blob.encode()
+        return StoredSnapshot(_text(sequence), blob, _text(log_id), _text(service), _text(version))
 
-    async def save(self, view: str, sequence: int, blob: bytes) -> bool:
-        """Store the blob if `sequence` is newer than the stored one; False when older or Redis is down."""
+    async def refuse(self, view: str, stored: StoredSnapshot, reason: str) -> None:
+        """Mark a record as refused (unless replaced meanwhile), so that the next save replaces it."""
         try:
-            return bool(await self._save(keys=[self.key(view)], args=[sequence, blob]))
+            await self._refuse(keys=[self.key(view)], args=[stored.sequence, reason])
+        except (RedisError, OSError) as error:
+            log.warning("snapshot of %s not marked refused: %s", view, error)
+
+    async def save(self, view: str, sequence: int, blob: bytes, log_id: str) -> bool:
+        """Store the blob unless a snapshot of the same log, view and version at `sequence` or later is stored;
+        False when it is, or Redis is down."""
+        try:
+            args: list[bytes | str | int] = [sequence, blob, log_id, view, SNAPSHOT_VERSION]
+            return bool(await self._save(keys=[self.key(view)], args=args))
         except (RedisError, OSError) as error:
             log.warning("snapshot of %s at %d not saved: %s", view, sequence, error)
             return False

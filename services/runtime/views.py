@@ -14,19 +14,26 @@ class SnapshotVersionError(ValueError):
     """A snapshot written by another version of the records."""
 
 
+class SnapshotSequenceError(ValueError):
+    """A snapshot blob of another sequence than its record says."""
+
+
 def dump_view(view: ClusterView, sequence: int) -> bytes:
     """The view, as of `sequence`, as snapshot bytes."""
     return encode(dump(view, sequence))
 
 
-def load_view(blob: bytes) -> tuple[ClusterView, int]:
-    """The view in a snapshot and the sequence it reflects; raises on corrupt or other-version blobs."""
+def load_view(blob: bytes, sequence: int) -> ClusterView:
+    """The view in a snapshot of the view at `sequence`; raises on corrupt or other-version blobs, and on one
+    that reflects another sequence (its record and its content disagree)."""
     snapshot = decode(blob)
     if snapshot.snapshot_version != SNAPSHOT_VERSION:
         raise SnapshotVersionError(
             f"snapshot version {snapshot.snapshot_version}: this build reads version {SNAPSHOT_VERSION}"
         )
-    return restore(snapshot), snapshot.sequence
+    if snapshot.sequence != sequence:
+        raise SnapshotSequenceError(f"the blob reflects sequence {snapshot.sequence}, its record says {sequence}")
+    return restore(snapshot)
 
 
 def node_info(node: NodeState, parent_node: str = "") -> NodeInfo:
@@ -74,10 +81,9 @@ class FoldedView:
         """The canonical hash of the view."""
         return digest(self.cluster)
 
-    def load(self, blob: bytes) -> int:
-        """Replace the view from snapshot bytes; returns the sequence they reflect."""
-        self.cluster, sequence = load_view(blob)
-        return sequence
+    def load(self, blob: bytes, sequence: int) -> None:
+        """Replace the view from snapshot bytes of the view at `sequence`."""
+        self.cluster = load_view(blob, sequence)
 
 
 class FollowedCluster:
@@ -105,8 +111,7 @@ class FollowedCluster:
         """The canonical hash of the view."""
         return digest(self.cluster.view)
 
-    def load(self, blob: bytes) -> int:
-        """Replace the view from snapshot bytes; returns the sequence they reflect."""
-        view, self.sequence = load_view(blob)
-        self.cluster = Cluster.from_view(view, self.rare_resources, record=False)
-        return self.sequence
+    def load(self, blob: bytes, sequence: int) -> None:
+        """Replace the view from snapshot bytes of the view at `sequence`."""
+        self.cluster = Cluster.from_view(load_view(blob, sequence), self.rare_resources, record=False)
+        self.sequence = sequence

@@ -93,8 +93,8 @@ async def test_with_redis_unreachable_a_service_still_starts(client: Client, mes
 
 
 @pytest.mark.parametrize("blob", [b"\x93garbage", b"old"], ids=["a corrupt snapshot", "an old-version snapshot"])
-async def test_an_unreadable_snapshot_is_ignored(client: Client, mesh: Mesh, blob: bytes) -> None:
-    """A snapshot that does not decode, or of another version, is ignored with a log line and a full replay."""
+async def test_an_unreadable_snapshot_is_refused(client: Client, mesh: Mesh, blob: bytes) -> None:
+    """A snapshot blob that does not decode, or of another version, is refused with a log line and a full replay."""
     await workload(client, "")
     mesh.stop_service("scheduler")
     store = SnapshotStore(f"redis://127.0.0.1:{mesh.redis.port}/0")
@@ -102,14 +102,14 @@ async def test_an_unreadable_snapshot_is_ignored(client: Client, mesh: Mesh, blo
         found = await store.load("scheduler")
         assert found is not None
         current = b"\xb0snapshot_version" + bytes([SNAPSHOT_VERSION])
-        blob = found[1].replace(current, b"\xb0snapshot_version\x63")
-        assert blob != found[1]
+        blob = found.blob.replace(current, b"\xb0snapshot_version\x63")
+        assert blob != found.blob
     async with redis.Redis(port=mesh.redis.port) as raw:
-        await raw.hset(SnapshotStore.key("scheduler"), mapping={"sequence": 10**9, "blob": blob})
+        await raw.hset(SnapshotStore.key("scheduler"), "blob", blob)
     await store.close()
     mesh.start_service("scheduler")
     await wait_ready(client)
-    assert "snapshot ignored" in log_of(mesh, "scheduler")
+    assert "snapshot refused" in log_of(mesh, "scheduler")
     assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
 
 

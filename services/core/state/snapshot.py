@@ -54,7 +54,6 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         records=dict(sorted(view.records.items())),
         ended=list(view.ended),
         pending=sorted(view.pending),
-        topologies=sorted(view.topologies),
         vclusters=[_vcluster_record(vc) for vc in _by_arrival(view)] if not view.scope_id else [],
         vcluster_arrivals=view.tree.arrivals if not view.scope_id else 0,
     )
@@ -122,7 +121,6 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
 def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> ClusterView:
     view = ClusterView(snapshot.seed, tree=tree, scope_id=scope_id)
     view.version, view.epoch, view.arrivals = snapshot.version, snapshot.epoch, snapshot.arrivals
-    view.topologies = set(snapshot.topologies)
     for record in snapshot.nodes:
         node = NodeState(record.node_id, stable_hash(view.seed, record.node_id), record.total, record.labels)
         node.address, node.free = record.address, dict(record.free)

@@ -105,6 +105,8 @@ class ClusterView:
         self.actor_index = DomainIndex()
         self.anti_index = DomainIndex()
         self.topologies: set[str] = {NODE_ID, *RECORDED_TOPOLOGY}
+        """The topology keys `actor_index` counts by: widened by decisions (`track_topology`), so a cache that
+        is neither snapshotted nor digested (a replay widens it again when a decision first needs a key)."""
         self.records: dict[str, dict[str, str]] = {}
         self.ended: OrderedDict[str, None] = OrderedDict()
         """Actors that ended (removed, or failed for good) whose record is still kept, oldest first (an
@@ -232,23 +234,25 @@ class ClusterView:
         self.ring.add(node.hash_key, node.node_id)
         self.labels.add(node)
 
-    def _on_node_died(self, event: NodeDied) -> None:
-        node = self.nodes.pop(event.node_id, None)
-        if node is None:
-            return
-        self.prefer_tainted.discard(node.node_id)
-        self.ring.remove(node.hash_key, node.node_id)
-        self.labels.remove(node)
-        self.dead[node.node_id] = node
-        vfold.carry_down(self, event)
-
-    def drop_node(self, node_id: str) -> None:
-        """Forget a node (a released virtual node) without a tombstone."""
+    def remove_live_node(self, node_id: str) -> NodeState | None:
+        """Stop offering a live node as a candidate (the undoing of `add_live_node`; tombstones stay)."""
         node = self.nodes.pop(node_id, None)
         if node is not None:
             self.prefer_tainted.discard(node_id)
             self.ring.remove(node.hash_key, node_id)
             self.labels.remove(node)
+        return node
+
+    def _on_node_died(self, event: NodeDied) -> None:
+        node = self.remove_live_node(event.node_id)
+        if node is None:
+            return
+        self.dead[node.node_id] = node
+        vfold.carry_down(self, event)
+
+    def drop_node(self, node_id: str) -> None:
+        """Forget a node (a released virtual node) without a tombstone."""
+        self.remove_live_node(node_id)
         self.dead.pop(node_id, None)
 
     def bury(self, node_id: str) -> None:
