@@ -21,6 +21,7 @@ from services.client import Client
 from services.client.errors import UnavailableError
 from services.core.state import replay
 from services.runtime.bus import Bus
+from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
 from tests.integration.conftest import log_of, wait_ready
@@ -107,7 +108,9 @@ async def test_a_leader_deposed_without_noticing_answers_nothing_and_the_next_on
     epoch = max(e.epoch for e in await read_events(mesh.nats_url) if isinstance(e, SchedulerElected))
     usurper = await Bus.connect(Settings(nats_url=mesh.nats_url), "test-usurper")
     try:
-        await usurper.append([SchedulerElected(epoch=epoch + 1, instance="usurper", event_id="test-usurper")])
+        elected = new_election(epoch + 1, "usurper")
+        await record_election(usurper.js, elected)  # as a lease winner does: this election is genuine
+        await usurper.append([elected])
     finally:
         await usurper.close()
 
