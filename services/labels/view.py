@@ -29,8 +29,12 @@ class LabelsView(FoldedView):
     def load(self, blob: bytes) -> int:
         """Replace the view from snapshot bytes; every node gets a fresh grace period."""
         sequence = super().load(blob)
-        self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
+        self.grace_all()
         return sequence
+
+    def grace_all(self) -> None:
+        """Every live node gets a fresh grace period (after the service could not hear heartbeats for a while)."""
+        self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
 
     def heard_from(self, node_id: str) -> None:
         """A heartbeat (or a resuming registration) from a live node."""
