@@ -32,7 +32,7 @@ class Lease:
 
     async def acquire(self) -> int:
         """Take the lease as soon as it is free; returns the epoch (the KV revision, always increasing)."""
-        announced = False
+        announced = unreachable = False
         while True:
             try:
                 self.revision = await self.kv.create(self.key, self.value)
@@ -42,7 +42,9 @@ class Lease:
                     log.info("%s: lease %s is held; standing by", self.instance, self.key)
                     announced = True
             except (TimeoutError, nats.errors.Error) as error:
-                log.warning("%s: lease %s not reachable (%s)", self.instance, self.key, error)
+                if not unreachable:
+                    log.warning("%s: lease %s not reachable (%s); retrying", self.instance, self.key, error)
+                    unreachable = True
             await asyncio.sleep(self.ttl / 4)
 
     async def hold(self, rewon: Callable[[int], None]) -> None:
@@ -54,6 +56,7 @@ class Lease:
         """
         loop = asyncio.get_running_loop()
         renewed_at = loop.time()
+        warned = False
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
@@ -64,11 +67,13 @@ class Lease:
                 except nats.js.errors.KeyWrongLastSequenceError:
                     if await self._taken_again():
                         rewon(self.revision)
-                renewed_at = loop.time()
+                renewed_at, warned = loop.time(), False
             except (TimeoutError, nats.errors.Error) as error:
                 late = loop.time() - renewed_at
-                if late >= self.ttl:
-                    log.warning("%s: lease %s not renewed for %.1fs (%s)", self.instance, self.key, late, error)
+                if late >= self.ttl and not warned:
+                    why = str(error) or type(error).__name__
+                    log.warning("%s: lease %s not renewed for %.1fs (%s); retrying", self.instance, self.key, late, why)
+                    warned = True
 
     async def _taken_again(self) -> bool:
         """After a renewal found the key changed: adopt our own late write, or take the lapsed key anew (True);

@@ -143,3 +143,25 @@ async def test_an_outage_longer_than_the_heartbeat_timeout_kills_no_node(client:
     assert "it is dead" not in log_of(mesh, "labels")
     assert await client.placements() == before
     await assert_nothing_lost_or_doubled(client, mesh, before)
+
+
+async def test_a_leader_alone_wins_its_lapsed_lease_again_after_an_outage_longer_than_its_ttl(
+    client: Client, mesh: Mesh
+) -> None:
+    """With no standby to take the lapsed lease, the leader takes it again under a new epoch, is elected again
+    in the log, and goes on deciding in the same process."""
+    before = await placed_actors(client, 2, 8, "")
+    leader = mesh.processes["scheduler"]
+
+    mesh.nats.stop()
+    await asyncio.sleep(3 * LEASE_TTL)
+    mesh.nats.start()
+    await wait_ready(client)
+    assert await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20) == Placed("after", "n0")
+
+    assert leader.poll() is None
+    assert "had lapsed; taken again at epoch" in log_of(mesh, "scheduler")
+    elections = [e for e in await read_events(mesh.nats_url) if isinstance(e, SchedulerElected)]
+    assert [e.instance for e in elections] == ["scheduler", "scheduler"]
+    assert elections[0].epoch < elections[1].epoch
+    await assert_nothing_lost_or_doubled(client, mesh, before)
