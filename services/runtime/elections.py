@@ -18,6 +18,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
 from schemas import SchedulerElected
 from schemas import subjects as s
@@ -47,15 +48,33 @@ def _subject(epoch: int) -> str:
 async def record_election(js: JetStreamContext, elected: SchedulerElected) -> None:
     """Write the record of `elected` (creating the bucket if missing); call before appending the event.
 
-    Raises `KeyWrongLastSequenceError` when the epoch already has a record (the epoch was not won here).
+    Retries while NATS does not answer; raises `KeyWrongLastSequenceError` when the epoch holds another record.
     """
+    record = ElectionRecord(elected.instance, elected.event_id)
+    while True:
+        try:
+            kv = await _bucket(js)
+            try:
+                await kv.create(str(elected.epoch), msgspec.json.encode(record))
+            except nats.js.errors.KeyWrongLastSequenceError:
+                found = await kv.get(str(elected.epoch))
+                if msgspec.json.decode(found.value or b"", type=ElectionRecord) != record:
+                    raise
+            return  # written now, or by an earlier try whose answer was lost
+        except nats.js.errors.KeyWrongLastSequenceError:
+            raise
+        except (TimeoutError, nats.errors.Error) as error:
+            log.warning("election %d not recorded yet (%s); retrying", elected.epoch, error or type(error).__name__)
+            await asyncio.sleep(RETRY_SECONDS)
+
+
+async def _bucket(js: JetStreamContext) -> KeyValue:
     try:
-        kv = await js.key_value(s.ELECTIONS_BUCKET)
+        return await js.key_value(s.ELECTIONS_BUCKET)
     except nats.js.errors.BucketNotFoundError:
         with contextlib.suppress(nats.js.errors.BadRequestError):  # another scheduler made it meanwhile
             await js.create_key_value(bucket=s.ELECTIONS_BUCKET, history=1)
-        kv = await js.key_value(s.ELECTIONS_BUCKET)
-    await kv.create(str(elected.epoch), msgspec.json.encode(ElectionRecord(elected.instance, elected.event_id)))
+        return await js.key_value(s.ELECTIONS_BUCKET)
 
 
 class ElectionCheck:
@@ -81,7 +100,7 @@ class ElectionCheck:
                 return msgspec.json.decode(raw.data or b"", type=ElectionRecord)
             except nats.js.errors.NotFoundError:
                 return None
-            except msgspec.ValidationError:
+            except msgspec.DecodeError:
                 return None
             except (TimeoutError, nats.errors.Error) as error:
                 if not warned:
