@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
+import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import subjects as s
@@ -62,7 +63,7 @@ class Liveness:
     """
 
     def __init__(self, shell: Shell, desk: CommandDesk, handlers: LabelsHandlers, timeout: float) -> None:
-        self.shell, self.desk, self.handlers, self.timeout = shell, desk, handlers, timeout
+        self.desk, self.handlers, self.timeout = desk, handlers, timeout
         self.view = handlers.view
         self.connected = True
         shell.bus.connection_listeners.append(self.connection_changed)
@@ -84,8 +85,12 @@ class Liveness:
             if not self.connected or stalled:
                 self.view.grace_all()
                 continue
-            for node_id in self.view.overdue(self.timeout):
-                await self.desk.execute(lambda node_id=node_id: self._expire(node_id))  # type: ignore[misc]
+            try:
+                for node_id in self.view.overdue(self.timeout):
+                    await self.desk.execute(lambda node_id=node_id: self._expire(node_id))  # type: ignore[misc]
+            except (TimeoutError, nats.errors.Error) as error:  # the bus went away meanwhile
+                log.warning("node liveness: %s; every node gets a fresh grace period", error or type(error).__name__)
+                self.view.grace_all()
 
     def _expire(self, node_id: str) -> Outcome:
         """Run after the desk folded the log to its end: the node may have been heard from meanwhile."""
