@@ -27,6 +27,16 @@ FORGERIES = (
 """The election from the issue, and one naming the live leader (whose instance name is `scheduler`)."""
 
 
+def kill_nats(mesh: Mesh) -> None:
+    """nats-server killed (SIGKILL) when it is a local process, else stopped; its store stays for the restart."""
+    process = mesh.nats.process
+    if process is None:
+        mesh.nats.stop()
+        return
+    process.kill()
+    process.wait()
+
+
 async def dead_letter_reasons(nats_url: str, service: str) -> list[str]:
     """The reasons of every dead letter a service kept so far."""
     nc = await nats.connect(nats_url)
@@ -111,7 +121,7 @@ async def test_a_nats_outage_with_a_leader_and_a_standby_loses_and_doubles_nothi
     before = await placed_actors(client, 4, 30, "")
     schedulers = {key: mesh.processes[key] for key in ("scheduler", "standby")}
 
-    mesh.nats.stop()
+    kill_nats(mesh)
     await asyncio.sleep(outage)
     mesh.nats.start()
     await wait_ready(client)
