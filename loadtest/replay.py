@@ -49,6 +49,7 @@ from services.core import Cluster
 from services.runtime import collector
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
+from services.runtime.elections import record_election
 from services.runtime.servers import LocalServer, nats_server, redis_server
 from services.runtime.service import service_shell
 from services.runtime.settings import Settings
@@ -518,6 +519,9 @@ async def write_log(bus: Bus, events: Sequence[AnyEvent], config: ReplayConfig) 
     await bus.ensure_streams()
     if await bus.last_sequence() != 0:
         raise RuntimeError(f"the event stream at {bus.settings.nats_url} is not empty")
+    for event in events:
+        if isinstance(event, SchedulerElected):
+            await record_election(bus.js, event)  # as the lease winner does, or every reader would skip it
     cpu = time.process_time()
     append_s = await append_all(bus, events, lambda n: _progress(config, f"  appended {n:,} events"))
     cpu_s = time.process_time() - cpu

@@ -48,6 +48,9 @@ LEASE_BUCKET = "corral_leases"
 """NATS KV bucket holding the scheduler lease (a key with a TTL)."""
 SCHEDULER_LEASE_KEY = "scheduler"
 
+ELECTIONS_BUCKET = "corral_elections"
+"""NATS KV bucket without a TTL: one record per real election (key: the epoch), written before its event."""
+
 REPLY_HEADER = "Corral-Reply-To"
 """Header on a durable request naming the inbox the decision is sent to."""
 

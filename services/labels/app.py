@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
+import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import subjects as s
@@ -15,7 +16,7 @@ from schemas.queries import ActorsQuery, NodesQuery
 from services.labels.handlers import LabelsHandlers
 from services.labels.view import LabelsView
 from services.runtime.codec import CodecError, decode
-from services.runtime.commands import CommandDesk
+from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.queries import query_handler
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
@@ -41,7 +42,7 @@ async def main(settings: Settings) -> None:
         shell.subscriptions.append(await _listen_heartbeats(shell, view))
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
-            group.start_soon(_expire_silent_nodes, desk, handlers, view, settings.heartbeat_timeout)
+            group.start_soon(Liveness(shell, desk, handlers, settings.heartbeat_timeout).run)
 
 
 async def _listen_heartbeats(shell: Shell, view: LabelsView) -> object:
@@ -54,9 +55,46 @@ async def _listen_heartbeats(shell: Shell, view: LabelsView) -> object:
     return await shell.bus.nc.subscribe(s.HEARTBEATS, queue="labels", cb=on_heartbeat)
 
 
-async def _expire_silent_nodes(desk: CommandDesk, handlers: LabelsHandlers, view: LabelsView, timeout: float) -> None:
-    while True:
-        await anyio.sleep(timeout / 4)
-        for node_id in view.overdue(timeout):
-            log.warning("node %s missed heartbeats for %.1fs: it is dead", node_id, timeout)
-            await desk.execute(lambda node_id=node_id: handlers.expire(node_id))  # type: ignore[misc]
+class Liveness:
+    """Declares dead the nodes not heard from for `timeout`, but only while this service could have heard them.
+
+    A disconnection from NATS, or a stall of this process (a long replay after a reconnect, say) longer than a
+    quarter of the timeout, gives every node a fresh grace period: an outage of the bus never kills healthy nodes.
+    """
+
+    def __init__(self, shell: Shell, desk: CommandDesk, handlers: LabelsHandlers, timeout: float) -> None:
+        self.desk, self.handlers, self.timeout = desk, handlers, timeout
+        self.view = handlers.view
+        self.connected = True
+        shell.bus.connection_listeners.append(self.connection_changed)
+
+    def connection_changed(self, connected: bool) -> None:
+        """From the bus: NATS lost or back; either way, nobody could be heard meanwhile."""
+        self.connected = connected
+        self.view.grace_all()
+
+    async def run(self) -> None:
+        """Every quarter of the timeout, declare the silent nodes dead (after catching up with the log)."""
+        tick = self.timeout / 4
+        clock = self.view.clock
+        last = clock()
+        while True:
+            await anyio.sleep(tick)
+            now = clock()
+            stalled, last = now - last > 2 * tick, now
+            if not self.connected or stalled:
+                self.view.grace_all()
+                continue
+            try:
+                for node_id in self.view.overdue(self.timeout):
+                    await self.desk.execute(lambda node_id=node_id: self._expire(node_id))  # type: ignore[misc]
+            except (TimeoutError, nats.errors.Error) as error:  # the bus went away meanwhile
+                log.warning("node liveness: %s; every node gets a fresh grace period", error or type(error).__name__)
+                self.view.grace_all()
+
+    def _expire(self, node_id: str) -> Outcome:
+        """Run after the desk folded the log to its end: the node may have been heard from meanwhile."""
+        if not self.connected or node_id not in self.view.overdue(self.timeout):
+            return f"node {node_id} was heard from"
+        log.warning("node %s missed heartbeats for %.1fs: it is dead", node_id, self.timeout)
+        return self.handlers.expire(node_id)

@@ -29,6 +29,10 @@ class LabelsView(FoldedView):
     def load(self, blob: bytes, sequence: int) -> None:
         """Replace the view from snapshot bytes; every node gets a fresh grace period."""
         super().load(blob, sequence)
+        self.grace_all()
+
+    def grace_all(self) -> None:
+        """Every live node gets a fresh grace period (after the service could not hear heartbeats for a while)."""
         self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
 
     def heard_from(self, node_id: str) -> None:

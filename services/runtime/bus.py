@@ -18,11 +18,12 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
-from schemas import AnyEvent
+from schemas import AnyEvent, SchedulerElected
 from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.runtime import telemetry
 from services.runtime.codec import CodecError, decode, encode
+from services.runtime.elections import ElectionCheck
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
@@ -133,6 +134,10 @@ class Bus:
         self.js: JetStreamContext = nc.jetstream(timeout=5.0, publish_async_max_pending=8192)
         self.settings = settings
         self.closing = False
+        self.elections = ElectionCheck(self.js, settings.instance)
+        """Checks each `SchedulerElected` read from the log against the election records."""
+        self.connection_listeners: list[Callable[[bool], None]] = []
+        """Called with False when the connection to NATS is lost and with True when it is back."""
         self._own_prefix = ""
         self._own_stand_in: AnyEvent | None = None
         self._acks_inbox = ""
@@ -159,12 +164,18 @@ class Bus:
         async def on_error(error: Exception) -> None:
             log.warning("%s: NATS error: %s", name, error)
 
+        def tell(connected: bool) -> None:
+            for listener in made[0].connection_listeners if made else ():
+                listener(connected)
+
         async def on_disconnected() -> None:
             if not (made and made[0].closing):
                 log.warning("%s: disconnected from NATS; reconnecting", name)
+                tell(False)
 
         async def on_reconnected() -> None:
             log.info("%s: reconnected to NATS", name)
+            tell(True)
             if on_reconnect is not None:
                 await on_reconnect()
 
@@ -371,12 +382,18 @@ class Bus:
                     msg = queue.get_nowait()
                     queue.task_done()
                     sub._pending_size -= len(msg.data)
-                    yield self._entry(msg, max_bytes)
+                    entry = self._entry(msg, max_bytes)
+                    if isinstance(entry.event, SchedulerElected):
+                        await self._check_election(entry)
+                    yield entry
                 try:
                     msg = await anext(messages)
                 except StopAsyncIteration:
                     return
-                yield self._entry(msg, max_bytes)
+                entry = self._entry(msg, max_bytes)
+                if isinstance(entry.event, SchedulerElected):
+                    await self._check_election(entry)
+                yield entry
         finally:
             await sub.unsubscribe()
 
@@ -384,6 +401,13 @@ class Bus:
         consumer, sequence, delivered = _delivery(msg)
         event, error = self._event_of(msg, max_bytes)
         return LogEntry(sequence, event, msg.data, error, consumer=consumer, delivered=delivered, subject=msg.subject)
+
+    async def _check_election(self, entry: LogEntry) -> None:
+        """Make an election no lease produced unreadable, so every reader skips it alike."""
+        assert isinstance(entry.event, SchedulerElected)
+        reason = await self.elections.why_not(entry.event)
+        if reason:
+            entry.event, entry.error = None, reason
 
     def _event_of(self, msg: Msg, max_bytes: int) -> tuple[AnyEvent | None, str]:
         """The message's event (the stand-in for one of our own), or None and why it is unreadable."""
@@ -444,9 +468,10 @@ class Bus:
         if self.nc.is_closed:
             return
         self.closing = True
-        with contextlib.suppress(TimeoutError, nats.errors.Error):
+        with contextlib.suppress(TimeoutError, nats.errors.Error, OSError):
             await asyncio.wait_for(self.nc.flush(), timeout=1.0)
-        await self.nc.close()
+        with contextlib.suppress(nats.errors.Error, OSError):  # the connection may be down (a reset socket)
+            await self.nc.close()
 
 
 class PullConsumer:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections.abc import Callable
 
 import nats.errors
 import nats.js.errors
@@ -13,41 +15,84 @@ log = logging.getLogger("corral.lease")
 
 
 class LeaseLost(Exception):  # noqa: N818 - a state, like TimeoutError
-    """The lease could not be renewed in time: another instance may hold it now."""
+    """Another instance holds the lease now."""
 
 
 class Lease:
-    """`acquire` waits until the key is free and takes it; `hold` renews it every third of the TTL."""
+    """`acquire` waits until the key is free and takes it; `hold` renews it every third of the TTL.
+
+    The value names the instance plus a token of this process, so a renewal whose answer was lost is recognised
+    as ours afterwards and never mistaken for another holder.
+    """
 
     def __init__(self, kv: KeyValue, key: str, instance: str, ttl: float) -> None:
         self.kv, self.key, self.instance, self.ttl = kv, key, instance, ttl
+        self.value = f"{instance} {uuid.uuid4().hex}".encode()
         self.revision = 0
 
     async def acquire(self) -> int:
         """Take the lease as soon as it is free; returns the epoch (the KV revision, always increasing)."""
-        announced = False
+        announced = unreachable = False
         while True:
             try:
-                self.revision = await self.kv.create(self.key, self.instance.encode())
+                self.revision = await self.kv.create(self.key, self.value)
                 return self.revision
             except nats.js.errors.KeyWrongLastSequenceError:
                 if not announced:
                     log.info("%s: lease %s is held; standing by", self.instance, self.key)
                     announced = True
             except (TimeoutError, nats.errors.Error) as error:
-                log.warning("%s: lease %s not reachable (%s)", self.instance, self.key, error)
+                if not unreachable:
+                    log.warning("%s: lease %s not reachable (%s); retrying", self.instance, self.key, error)
+                    unreachable = True
             await asyncio.sleep(self.ttl / 4)
 
-    async def hold(self) -> None:
-        """Renew until cancelled; raises `LeaseLost` when a renewal fails or comes too late."""
+    async def hold(self, rewon: Callable[[int], None]) -> None:
+        """Renew until cancelled; raises `LeaseLost` only once another instance holds the key.
+
+        While NATS does not answer, renewal goes on trying: the key is ours as long as its revision is the one we
+        wrote last, however long the outage lasted. When the key lapsed meanwhile and is free, it is taken again
+        and `rewon(epoch)` is told the new epoch (the holder must be elected again under it).
+        """
+        loop = asyncio.get_running_loop()
+        renewed_at = loop.time()
+        warned = False
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
-                self.revision = await asyncio.wait_for(
-                    self.kv.update(self.key, self.instance.encode(), last=self.revision), timeout=self.ttl / 3
-                )
-            except (TimeoutError, nats.errors.Error, nats.js.errors.Error) as error:
-                raise LeaseLost(f"lease {self.key} not renewed: {error or type(error).__name__}") from error
+                try:
+                    self.revision = await asyncio.wait_for(
+                        self.kv.update(self.key, self.value, last=self.revision), timeout=self.ttl / 3
+                    )
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    if await self._taken_again():
+                        rewon(self.revision)
+                renewed_at, warned = loop.time(), False
+            except (TimeoutError, nats.errors.Error) as error:
+                late = loop.time() - renewed_at
+                if late >= self.ttl and not warned:
+                    why = str(error) or type(error).__name__
+                    log.warning("%s: lease %s not renewed for %.1fs (%s); retrying", self.instance, self.key, late, why)
+                    warned = True
+
+    async def _taken_again(self) -> bool:
+        """After a renewal found the key changed: adopt our own late write, or take the lapsed key anew (True);
+        raises `LeaseLost` when another instance holds it."""
+        try:
+            entry = await self.kv.get(self.key)
+        except nats.js.errors.KeyNotFoundError:
+            entry = None
+        if entry is not None and entry.value == self.value and entry.revision is not None:
+            self.revision = entry.revision  # a renewal of ours whose answer was lost
+            return False
+        if entry is not None:
+            raise LeaseLost(f"lease {self.key} is held by {(entry.value or b'').decode(errors='replace')}")
+        try:
+            self.revision = await self.kv.create(self.key, self.value)
+        except nats.js.errors.KeyWrongLastSequenceError as error:
+            raise LeaseLost(f"lease {self.key} lapsed and another instance took it") from error
+        log.warning("%s: lease %s had lapsed; taken again at epoch %d", self.instance, self.key, self.revision)
+        return True
 
     async def release(self) -> None:
         """Give the lease up now so a standby takes over without waiting for the TTL."""

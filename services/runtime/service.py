@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -89,12 +89,26 @@ async def service_shell(
         yield shell
     finally:
         with anyio.CancelScope(shield=True):
-            for subscription in shell.subscriptions:
-                await subscription.unsubscribe()
-            if follower.sequence and not ready():
-                await follower.fold_to_end(timeout=STOP_FOLD_SECONDS)  # the echo of our own last events
-            if follower.sequence and ready():
-                await follower.snapshot()
-            await follower.close()
-            await store.close()
-            await bus.close()
+            await _quietly(_let_go(shell, ready), f"{name}: stopping")
+            await _quietly(follower.close(), f"{name}: closing the log reader")
+            await _quietly(store.close(), f"{name}: closing Redis")
+            await _quietly(bus.close(), f"{name}: closing NATS")
+
+
+async def _let_go(shell: Shell, ready: Callable[[], bool]) -> None:
+    """Unsubscribe, and save a last snapshot when the view may be saved."""
+    for subscription in shell.subscriptions:
+        await subscription.unsubscribe()
+    follower = shell.follower
+    if follower.sequence and not ready():
+        await follower.fold_to_end(timeout=STOP_FOLD_SECONDS)  # the echo of our own last events
+    if follower.sequence and ready():
+        await follower.snapshot()
+
+
+async def _quietly(step: Awaitable[object], what: str) -> None:
+    """Run one clean-up step; a failure (the bus may be down) is logged, never raised over the service's own end."""
+    try:
+        await step
+    except Exception as error:
+        log.warning("%s failed: %s", what, error or type(error).__name__)

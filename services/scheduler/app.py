@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 import nats.errors
 from nats.aio.msg import Msg
 from nats.js import api
 
-from schemas import SchedulerElected
 from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
 from services.runtime.codec import CodecError, decode, encode
+from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
@@ -71,7 +71,7 @@ class Writer:
 
 
 async def main(settings: Settings) -> None:
-    """Follow the log as a standby; lead when the lease is won; exit if it is lost."""
+    """Follow the log as a standby; lead when the lease is won; exit once another instance leads."""
     view = SchedulerView(settings.seed, settings.rare_resources)
     writer: Writer | None = None
     async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
@@ -79,35 +79,66 @@ async def main(settings: Settings) -> None:
         writer = Writer(shell, view)
         _freeze_heap()
         lease = Lease(await shell.bus.lease_bucket(), s.SCHEDULER_LEASE_KEY, settings.instance, settings.lease_ttl)
+        leader = Leader(shell, view, writer, settings.instance)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             epoch = await lease.acquire()
             log.info("scheduler %s won the lease: epoch %d", settings.instance, epoch)
-            await _take_over(shell, view, writer, epoch, settings.instance)
-            group.start_soon(_hold, lease)
+            group.start_soon(_hold, lease, leader.epochs.put_nowait)  # renewed from now on, while taking over too
+            await leader.take_over(epoch)
+            group.start_soon(leader.take_over_again)
             group.start_soon(writer.flush_reactions)
             await _serve_queries(shell, view)
             try:
-                await _consume_requests(shell, view, writer, settings)
+                await _consume_requests(shell, view, writer, settings, leader)
             finally:
                 with anyio.CancelScope(shield=True):
                     await lease.release()
 
 
-async def _take_over(shell: Shell, view: SchedulerView, writer: Writer, epoch: int, instance: str) -> int:
-    """Append the election, fold up to it and lead; the election's sequence."""
-    elected = SchedulerElected(epoch=epoch, instance=instance, event_id=f"scheduler-elected-{epoch}")
-    async with writer.lock:
-        (sequence,) = await shell.bus.append([elected])
-    await shell.follower.wait_for(sequence)
-    async with writer.lock:
-        view.lead(epoch, instance)
-        assert view.own_echo is not None
-        shell.bus.skip_own_events(view.cluster.event_prefix, view.own_echo)
-        view.on_decided = writer.dirty.set
-        await writer.flush()
-    log.info("scheduler %s leads from sequence %d", instance, sequence)
-    return sequence
+class Leader:
+    """Leads under the epochs the lease gives: the first one won, and any won again after the key lapsed."""
+
+    def __init__(self, shell: Shell, view: SchedulerView, writer: Writer, instance: str) -> None:
+        self.shell, self.view, self.writer, self.instance = shell, view, writer, instance
+        self.epochs: asyncio.Queue[int] = asyncio.Queue()
+        self.elected_at = 0
+        """The sequence of this instance's latest election in the log."""
+
+    async def take_over_again(self) -> None:
+        """Be elected again under each epoch the lease was taken again with (after an outage)."""
+        while True:
+            await self.take_over(await self.epochs.get())
+
+    async def take_over(self, epoch: int) -> None:
+        """Record and append the election of `epoch`, fold up to it (the view leads from that event on) and flush
+        the reactions it caught up on. All under the writer lock, and with every event of an earlier epoch of ours
+        already in the log and folded, so no decision is lost or doubled across epochs."""
+        shell, view, writer = self.shell, self.view, self.writer
+        async with writer.lock:
+            if view.leading:
+                await self._settle()
+            elected = new_election(epoch, self.instance)
+            await record_election(shell.bus.js, elected)
+            view.awaited_election = elected.event_id
+            (sequence,) = await shell.bus.append([elected])
+            await shell.follower.wait_for(sequence)
+            assert view.own_echo is not None and view.cluster.epoch == epoch
+            shell.bus.skip_own_events(view.cluster.event_prefix, view.own_echo)
+            view.on_decided = writer.dirty.set
+            await writer.flush()
+            self.elected_at = sequence
+        log.info("scheduler %s leads from sequence %d (epoch %d)", self.instance, sequence, epoch)
+
+    async def _settle(self) -> None:
+        """Append what is decided and fold the log to its end; exit when another election came in between."""
+        if self.writer.unconfirmed:
+            raise ServiceExit(EXIT_LEASE_LOST, "an append was never confirmed: restarting from the log")
+        await self.writer.flush()
+        await self.shell.follower.wait_for(self.writer.confirmed)
+        await self.shell.caught_up()
+        if self.view.deposed():
+            raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 
 
 def _freeze_heap() -> None:
@@ -120,9 +151,9 @@ def _freeze_heap() -> None:
     gc.freeze()
 
 
-async def _hold(lease: Lease) -> None:
+async def _hold(lease: Lease, rewon: Callable[[int], None]) -> None:
     try:
-        await lease.hold()
+        await lease.hold(rewon)
     except LeaseLost as lost:
         raise ServiceExit(EXIT_LEASE_LOST, f"{lost}; restarting from the log as a standby") from lost
 
@@ -136,7 +167,9 @@ async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
         shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
 
 
-async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, settings: Settings) -> None:
+async def _consume_requests(
+    shell: Shell, view: SchedulerView, writer: Writer, settings: Settings, leader: Leader
+) -> None:
     """Decide batch after batch; answer and ack a batch only once its events are stored and still count."""
     config = api.ConsumerConfig(
         durable_name=s.REQUESTS_CONSUMER,
@@ -156,12 +189,12 @@ async def _consume_requests(shell: Shell, view: SchedulerView, writer: Writer, s
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             decided = [await _decide(shell, view, msg) for msg in batch]
             appended_from = await writer.flush()
-        await _check_still_elected(shell, view, appended_from)
+        await _check_still_elected(shell, view, leader.elected_at, appended_from)
         await _answer(shell, batch, decided)
 
 
-async def _check_still_elected(shell: Shell, view: SchedulerView, appended_from: int) -> None:
-    """Raise `ServiceExit` when the log holds an election newer than ours before what we just
+async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:
+    """Raise `ServiceExit` when the log holds an election newer than ours (at `elected_at`) before what we just
     appended (from `appended_from`; 0 when the batch appended nothing).
 
     Every fold ignores what we appended after a newer election, so the batch must be neither answered nor acked:
@@ -173,7 +206,10 @@ async def _check_still_elected(shell: Shell, view: SchedulerView, appended_from:
     if appended_from:
         await shell.follower.wait_for(appended_from - 1)
     else:
-        await shell.follower.wait_for(await shell.bus.last_sequence(subjects=(s.ELECTIONS,)))
+        newest = await shell.bus.last_sequence(subjects=(s.ELECTIONS,))
+        if newest == elected_at:
+            return
+        await shell.follower.wait_for(newest)  # the reader skips an election no lease produced
     if view.deposed():
         raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from schemas import ActorPlaced, AnyEvent, Pending, Placed
+from schemas import ActorPlaced, AnyEvent, Pending, Placed, SchedulerElected
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
 from services.core.state.view import SCHEDULER_EVENTS
 from services.runtime.views import FollowedCluster, actor_info, node_info
@@ -19,6 +19,8 @@ class SchedulerView(FollowedCluster):
         self.on_decided: Callable[[], None] = lambda: None
         self.own_echo: AnyEvent | None = None
         """While leading: what the log reader hands back, undecoded, for an event this leader wrote."""
+        self.awaited_election = ""
+        """The event id of this instance's election on its way to the log: folding it makes this view lead."""
 
     def apply(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log (the leader's own events were applied when it decided them)."""
@@ -28,6 +30,9 @@ class SchedulerView(FollowedCluster):
         if self.leading and isinstance(event, SCHEDULER_EVENTS) and event.epoch == self.cluster.epoch:
             return
         self.cluster.observe(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
+        if isinstance(event, SchedulerElected) and event.event_id == self.awaited_election:
+            self.awaited_election = ""
+            self.lead(event.epoch, event.instance)  # in the same step as the fold: never deposed in between
         if self.leading and self.cluster.has_untaken_events():
             self.on_decided()
 

@@ -11,16 +11,17 @@ from schemas import (
     ActorPlaced,
     ActorSubmitted,
     Placed,
-    SchedulerElected,
     ScheduleRequest,
     VirtualCluster,
     VirtualNodesReserved,
 )
+from schemas import subjects as s
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.client.errors import UnavailableError
 from services.core.state import replay
 from services.runtime.bus import Bus
+from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
 from tests.integration.conftest import log_of, wait_ready
@@ -104,10 +105,15 @@ async def test_a_leader_deposed_without_noticing_answers_nothing_and_the_next_on
     neither answered nor acked; the leader exits, and the next scheduler decides the request exactly once."""
     await client.register_node("n1", {"CPU": 4})
     await client.submit(ScheduleRequest("before", {"CPU": 1}))
-    epoch = max(e.epoch for e in await read_events(mesh.nats_url) if isinstance(e, SchedulerElected))
     usurper = await Bus.connect(Settings(nats_url=mesh.nats_url), "test-usurper")
     try:
-        await usurper.append([SchedulerElected(epoch=epoch + 1, instance="usurper", event_id="test-usurper")])
+        # A real lease write makes a real epoch; the value stays the leader's, so only the log can tell it.
+        lease = await usurper.lease_bucket()
+        held = await lease.get(s.SCHEDULER_LEASE_KEY)
+        epoch = await lease.update(s.SCHEDULER_LEASE_KEY, held.value or b"", last=held.revision)
+        elected = new_election(epoch, "usurper")
+        await record_election(usurper.js, elected)  # as a lease winner does: this election is genuine
+        await usurper.append([elected])
     finally:
         await usurper.close()
 

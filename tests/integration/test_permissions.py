@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from schemas import FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
@@ -21,6 +23,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats.conf"
 USERS = (*SERVICES, "agent", "client")
+SCHEDULER_SUBJECTS = (
+    "corral.evt.actor.a1",
+    "corral.evt.pg.g1",
+    s.ELECTIONS,
+    "corral.evt.vnode.t1",
+    f"$KV.{s.LEASE_BUCKET}.{s.SCHEDULER_LEASE_KEY}",
+    f"$KV.{s.ELECTIONS_BUCKET}.999999999",
+)
+"""What only the scheduler may publish: its events, the election subject, its lease and the election records."""
 
 
 def password(user: str) -> str:
@@ -107,3 +118,40 @@ async def test_every_service_works_with_only_its_own_permissions(secured_mesh: M
 def test_the_test_passwords_are_not_the_deployed_defaults() -> None:
     """The secured mesh sets its own passwords, so it proves nats.conf reads them from the environment."""
     assert all(os.environ.get(f"CORRAL_{user.upper()}_PASSWORD") != password(user) for user in USERS)
+
+
+async def refused_publishes(port: int, user: str, subjects: tuple[str, ...]) -> set[str]:
+    """The subjects among `subjects` that nats-server refused `user` to publish to."""
+    errors: list[str] = []
+
+    async def on_error(error: Exception) -> None:
+        errors.append(str(error).lower())  # nats-py lower-cases the server's -ERR line
+
+    nc = await nats.connect(url(port, user), error_cb=on_error)
+    try:
+        for subject in subjects:
+            await nc.publish(subject, b'{"type":"SchedulerElected","epoch":999999999,"instance":"scheduler"}')
+        await nc.flush()
+        for _ in range(50):  # the server's -ERR lines come back asynchronously
+            refused = {subject for subject in subjects if any(f'"{subject.lower()}"' in error for error in errors)}
+            if refused == set(subjects):
+                break
+            await asyncio.sleep(0.1)
+        return refused
+    finally:
+        await nc.close()
+
+
+async def test_only_the_scheduler_may_publish_its_events_its_lease_and_the_election_records(
+    secured_mesh: Mesh,
+) -> None:
+    """Every other user's publish to the scheduler's subjects is refused by the server; the scheduler leads."""
+    port = secured_mesh.nats.port
+    async with Client(url(port, "client")) as client:
+        await client.wait_ready()
+        for user in USERS:
+            if user != "scheduler":
+                assert await refused_publishes(port, user, SCHEDULER_SUBJECTS) == set(SCHEDULER_SUBJECTS), user
+        await client.register_node("n1", {"CPU": 1})
+        assert await client.submit(ScheduleRequest("a", {"CPU": 1})) == Placed("a", "n1")
+    assert "Permissions Violation" not in log_of(secured_mesh, "scheduler")
