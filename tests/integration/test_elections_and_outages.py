@@ -38,12 +38,14 @@ def kill_nats(mesh: Mesh) -> None:
 
 
 async def dead_letter_reasons(nats_url: str, service: str) -> list[str]:
-    """The reasons of every dead letter a service kept so far."""
+    """The reasons of every event a service set aside so far."""
     nc = await nats.connect(nats_url)
     try:
         js = nc.jetstream()
         reasons: list[str] = []
-        sub = await js.subscribe(s.dead_letter_subject(service), stream=s.DEAD_LETTERS_STREAM, ordered_consumer=True)
+        sub = await js.subscribe(
+            s.event_dead_letter_subject(service), stream=s.DEAD_LETTERS_STREAM, ordered_consumer=True
+        )
         while True:
             try:
                 msg = await sub.next_msg(timeout=0.5)
