@@ -142,11 +142,14 @@ def test_pending_lists_actors_and_groups_with_fresh_explanations() -> None:
     waiting(cluster.submit(make_actor("big", 8)))
     waiting(cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}] * 4, "STRICT_SPREAD")))
     before = {p.id: p for p in cluster.pending()}
-    assert before["big"].message == "0/3 nodes are available: 3 node(s) Insufficient CPU."
+    assert before["big"].message == (
+        "no node could ever host it (needs CPU 8; the largest node has 4); "
+        "0/3 nodes are available: 3 node(s) Insufficient CPU."
+    )
     assert before["pg"].group_reason == "STRICT_SPREAD needs 4 distinct nodes but only 3 can take a bundle"
     cluster.add_node("small", {"CPU": 2})
     after = {p.id: p for p in cluster.pending()}
-    assert after["big"].message == "0/4 nodes are available: 4 node(s) Insufficient CPU."
+    assert after["big"].message.endswith("0/4 nodes are available: 4 node(s) Insufficient CPU.")
     assert after["big"].nodes_by_reason == {"Insufficient CPU": ["n0", "n1", "n2", "small"]}
     assert set(after) == {"big"}, "the group became placeable on four nodes and left the queue"
     assert len(set(cluster.placement_groups()["pg"])) == 4
