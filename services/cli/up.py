@@ -15,6 +15,7 @@ from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_sign
 from services.cli.mesh import Mesh, start_mesh
 from services.client import Client, CorralError
 from services.runtime.servers import ServerError
+from services.runtime.settings import Settings
 
 DEFAULT_NATS_PORT = 4222
 DEFAULT_DATA_DIR = ".corral"
@@ -112,6 +113,7 @@ async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     """`corral up`."""
+    Settings.from_env()  # a bad CORRAL_* variable stops it here, before any server starts
     for flag, port in (("--nats-port", args.nats_port), ("--redis-port", args.redis_port)):
         if port is not None and port_in_use(port):
             raise CliError(f"{flag} {port}: something already listens there (another `corral up`?); pick another port")

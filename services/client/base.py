@@ -12,7 +12,7 @@ import nats.errors
 from schemas import subjects as s
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
 from services.client.errors import UnavailableError, raise_for
-from services.runtime.bus import Bus
+from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
 
@@ -36,8 +36,12 @@ class Connection:
         await self.close()
 
     async def connect(self) -> None:
-        """Open the connection (retried while the server starts)."""
-        self._bus = await Bus.connect(self.settings, self.name, on_reconnect=self._reconnected)
+        """Open the connection, retried while the server starts: `UnavailableError` after `timeout` seconds."""
+        try:
+            reconnected = self._reconnected
+            self._bus = await Bus.connect(self.settings, self.name, on_reconnect=reconnected, timeout=self.timeout)
+        except BusUnreachable as error:
+            raise UnavailableError(str(error)) from None
 
     async def _reconnected(self) -> None:
         """Runs after NATS reconnects (subclasses re-announce what they own)."""
