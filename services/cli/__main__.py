@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from services.cli import bench_core, demo, node, ops, schema, sim, status, up, vc
 from services.cli.common import CliError, UsageError, not_answering
-from services.client import CorralError, RejectedError, UnavailableError
+from services.client import CorralError, RejectedError, TooLargeError, UnavailableError
 from services.runtime.settings import SettingsError
 
 
@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except UnavailableError as error:
         print(f"{prog}: error: {not_answering(args, str(error))}", file=sys.stderr)
+        return 1
+    except TooLargeError as error:  # never sent, so nobody refused it
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 1
     except RejectedError as error:
         print(f"{prog}: error: the {getattr(args, 'service', 'mesh')} refused it: {error}", file=sys.stderr)

@@ -25,6 +25,10 @@ class ConflictError(RejectedError):
     """The command contradicts what is live (an id resubmitted with another request); the message names both."""
 
 
+class TooLargeError(RejectedError):
+    """A request over the bus's payload limit: it was not sent; the message names its size and the limit."""
+
+
 class UnavailableError(CorralError):
     """No service answered in time (is `corral up` running, and is CORRAL_NATS_URL right?)."""
 

@@ -17,7 +17,7 @@ from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import CodecError, decode
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
@@ -129,8 +129,8 @@ async def _hold(lease: Lease) -> None:
 
 async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
     routes = {
-        s.STATUS_QUERY: query_handler(StatusQuery, view.status),
-        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision),
+        s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
+        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
     }
     for subject, handler in routes.items():
         shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
@@ -199,5 +199,5 @@ async def _answer(shell: Shell, batch: Sequence[Msg], replies: Sequence[RequestR
     for msg, reply in zip(batch, replies, strict=True):
         inbox = (msg.headers or {}).get(s.REPLY_HEADER)
         if inbox:
-            await shell.bus.nc.publish(inbox, encode(reply))
+            await shell.bus.nc.publish(inbox, shell.pager.fit(reply))
         await msg.ack()
