@@ -151,7 +151,7 @@ def _trimmed(pending: Pending, room: int) -> Pending:
     """The Pending with each reason's node ids cut to the same share, so it fits `room` bytes (counts are kept)."""
     listed = sum(len(ids) for ids in pending.nodes_by_reason.values())
     fixed = len(encode(msgspec.structs.replace(pending, nodes_by_reason={})))
-    per_id = max(1, (len(encode(pending)) - fixed) // max(1, listed))
+    per_id = -(-(len(encode(pending)) - fixed) // max(1, listed)) + 1  # rounded up, with room to spare
     keep = max(0, (room - fixed) // per_id // max(1, len(pending.nodes_by_reason)) - 1)
     shortened = {reason: ids[:keep] for reason, ids in pending.nodes_by_reason.items()}
     return msgspec.structs.replace(pending, nodes_by_reason=shortened)
