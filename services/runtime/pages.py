@@ -23,7 +23,8 @@ HEADROOM = 16 * 1024
 """Bytes of the payload limit left for headers (trace context) and the envelope's own fields."""
 
 KEPT_LISTINGS = 8
-"""Listings a service keeps for their later pages; the oldest is dropped first."""
+"""Listings under way a service keeps for their later pages; the oldest is dropped first (a listing read to its
+end is dropped at once)."""
 
 CURSOR_WIDTH = 64
 """Room kept in every page for its `next` cursor."""
@@ -118,6 +119,8 @@ class Pager:
         end = position + count
         sections = {name: dict(taken[name]) if is_dict else taken[name] for name, _, is_dict in listing.sections}
         cursor = f"{listing_id}.{listing.sequence}.{end}" if end < listing.total else ""
+        if not cursor:
+            del self._listings[listing_id]  # read to its end: only listings under way are kept
         return msgspec.structs.replace(listing.reply, **sections, next=cursor)
 
     def fit(self, value: msgspec.Struct) -> bytes:
