@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import Pending
+from schemas import ActorPlaced, AnyEvent, NodeRegistered, Pending, ScheduleRequest
 from schemas.queries import ActorInfo, NodeInfo, StatusQuery, StatusReply
 from services.client.base import joined
 from services.core.request import ConflictError, RequestError
 from services.runtime.codec import decode, encode
 from services.runtime.pages import Pager
+from services.scheduler.view import SchedulerView
 
 LIMIT = 1_048_576
 
@@ -47,14 +48,26 @@ class _Service:
 
 
 def test_two_hundred_thousand_actors_list_completely_in_pages_under_the_limit() -> None:
-    whole = _status(200_000)
+    view = SchedulerView(seed=0, rare_resources=())
+    events: list[AnyEvent] = [
+        NodeRegistered(node_id=f"node-{i:03d}", resources={"CPU": 2000.0}, labels={}) for i in range(100)
+    ]
+    events += [
+        ActorPlaced(actor_id=f"actor-{i:06d}", node_id=f"node-{i % 100:03d}", request=ScheduleRequest(f"actor-{i:06d}"))
+        for i in range(200_000)
+    ]
+    for sequence, event in enumerate(events, start=1):
+        view.apply(event, sequence)
+    whole = view.status(StatusQuery())
+    assert len(whole.actors) == 200_000
     assert len(encode(whole)) > 10 * LIMIT
     service = _Service(whole)
+    service.sequence = whole.sequence
     pages = service.list_all()
     assert len(pages) > 10
     assert joined(pages) == whole
     assert service.calls == 1, "the listing is computed once, for its first page"
-    assert {page.sequence for page in pages} == {7}
+    assert {page.sequence for page in pages} == {len(events)}
 
 
 def test_the_pages_of_a_listing_come_from_one_point_in_the_log_while_the_view_moves_on() -> None:
