@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from schemas.decisions import Pending
@@ -10,7 +12,27 @@ from schemas.selectors import SelectorSpec
 from schemas.vclusters import Admitted, Queued, VirtualClusterInfo
 
 
-class NodesQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class PageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A list query, answered in pages that each fit the bus's payload limit.
+
+    Every page of one listing comes from the same point in the log (its `sequence`): the service keeps the answer
+    it computed for the first page while the listing goes on, and a cursor it no longer holds (the listing is too
+    old, or another instance answered) is refused as a conflict once the log has moved on: list again.
+    """
+
+    cursor: str = ""
+    """The previous page's `next` ("" for the first page)."""
+    limit: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """At most this many items of each list in the whole answer (0: all of them)."""
+
+
+class PageReply(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of a list answer; `next` is the cursor of the page after it ("" on the last page)."""
+
+    next: str = ""
+
+
+class NodesQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """Live nodes whose labels match `selector` (all nodes when empty)."""
 
     selector: SelectorSpec = {}
@@ -30,13 +52,13 @@ class NodeInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A virtual node's parent node ("" for a physical node)."""
 
 
-class NodesReply(msgspec.Struct, frozen=True, tag_field="type", tag="nodes", forbid_unknown_fields=True):
+class NodesReply(PageReply, frozen=True, tag_field="type", tag="nodes", forbid_unknown_fields=True):
     """Nodes, sorted by id."""
 
     nodes: list[NodeInfo]
 
 
-class ActorsQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ActorsQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """Placed actors of `namespace` whose labels include every `labels` pair (the actor-label index)."""
 
     namespace: str = "default"
@@ -54,29 +76,29 @@ class ActorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     restarts: int = 0
 
 
-class ActorsReply(msgspec.Struct, frozen=True, tag_field="type", tag="actors", forbid_unknown_fields=True):
+class ActorsReply(PageReply, frozen=True, tag_field="type", tag="actors", forbid_unknown_fields=True):
     """Actors, sorted by id."""
 
     actors: list[ActorInfo]
 
 
-class TaintsQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class TaintsQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """Taints of one node (`node_id`) or of every node."""
 
     node_id: str = ""
 
 
-class TaintsReply(msgspec.Struct, frozen=True, tag_field="type", tag="taints", forbid_unknown_fields=True):
+class TaintsReply(PageReply, frozen=True, tag_field="type", tag="taints", forbid_unknown_fields=True):
     """Node id -> its taints (nodes without taints left out)."""
 
     taints: dict[str, list[Taint]]
 
 
-class StatusQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class StatusQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """The scheduler's whole picture."""
 
 
-class StatusReply(msgspec.Struct, frozen=True, tag_field="type", tag="status", forbid_unknown_fields=True):
+class StatusReply(PageReply, frozen=True, tag_field="type", tag="status", forbid_unknown_fields=True):
     """Nodes, actors, placement groups (bundle nodes) and pending work in queue order."""
 
     nodes: list[NodeInfo]
@@ -129,24 +151,24 @@ class VirtualClusterReply(msgspec.Struct, frozen=True, tag_field="type", tag="vc
     sequence: int = 0
 
 
-class VirtualClustersQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class VirtualClustersQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """Every virtual cluster."""
 
 
-class VirtualClustersReply(msgspec.Struct, frozen=True, tag_field="type", tag="vclusters", forbid_unknown_fields=True):
+class VirtualClustersReply(PageReply, frozen=True, tag_field="type", tag="vclusters", forbid_unknown_fields=True):
     """Every virtual cluster, parents before children."""
 
     clusters: list[VirtualClusterInfo]
     sequence: int = 0
 
 
-class ScopedWorkQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ScopedWorkQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """The work living in one virtual cluster (not its children)."""
 
     vc_id: str
 
 
-class ScopedWorkReply(msgspec.Struct, frozen=True, tag_field="type", tag="scoped_work", forbid_unknown_fields=True):
+class ScopedWorkReply(PageReply, frozen=True, tag_field="type", tag="scoped_work", forbid_unknown_fields=True):
     """A cluster's actors, placements (on its virtual nodes), placement groups and pending work in queue order."""
 
     vc_id: str
@@ -157,7 +179,7 @@ class ScopedWorkReply(msgspec.Struct, frozen=True, tag_field="type", tag="scoped
     sequence: int = 0
 
 
-class ScopedNodesQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ScopedNodesQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     """The virtual nodes of one cluster whose labels match `selector` (all when empty); answered as NodesReply."""
 
     vc_id: str

@@ -1,6 +1,7 @@
 """Entry point of the `corral` command (`python -m services.cli`): parse the command line and dispatch.
 
-Exit status: 0 done, 1 the command was refused or failed (the reason is on stderr), 2 bad usage.
+Exit status: 0 done, 1 the command was refused or failed (the reason is on stderr), 2 bad usage (a bad `CORRAL_*`
+variable too).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Sequence
 
 from services.cli import bench_core, deadletters, demo, node, ops, schema, sim, status, up, vc
 from services.cli.common import CliError, UsageError, not_answering
-from services.client import CorralError, RejectedError, UnavailableError
+from services.client import CorralError, RejectedError, TooLargeError, UnavailableError
+from services.runtime.settings import SettingsError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,8 +62,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
     except UsageError as error:
         args.parser.error(str(error))  # exits with status 2
+    except SettingsError as error:  # a bad CORRAL_* variable: bad usage, one line
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
     except UnavailableError as error:
         print(f"{prog}: error: {not_answering(args, str(error))}", file=sys.stderr)
+        return 1
+    except TooLargeError as error:  # never sent, so nobody refused it
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 1
     except RejectedError as error:
         print(f"{prog}: error: the {getattr(args, 'service', 'mesh')} refused it: {error}", file=sys.stderr)

@@ -17,7 +17,6 @@ import nats.errors
 
 from services.cli import args as types
 from services.client import Client
-from services.runtime.settings import SettingsError
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_URL_ENV = "CORRAL_NATS_URL"
@@ -74,16 +73,11 @@ async def connected(args: argparse.Namespace, *, name: str = "", quiet: bool = T
     failure once, in its own error; long-running agents pass `quiet=False` to see reconnects as they happen.
     """
     logging.getLogger("corral.bus").setLevel(logging.ERROR if quiet else logging.NOTSET)
+    client = Client(args.nats_url, name=name or f"corral-{args.command}", timeout=args.timeout)
     try:
-        client = Client(args.nats_url, name=name or f"corral-{args.command}", timeout=args.timeout)
-    except SettingsError as error:
-        raise CliError(str(error)) from None
-    try:
-        async with asyncio.timeout(args.timeout):
-            await client.connect()
-    except (TimeoutError, nats.errors.Error, OSError) as error:
-        detail = f"no NATS server at {args.nats_url}" if isinstance(error, TimeoutError) else str(error)
-        raise not_answering(args, detail) from None
+        await client.connect()  # UnavailableError after args.timeout: reported by main as one line
+    except (nats.errors.Error, OSError) as error:
+        raise not_answering(args, str(error)) from None
     try:
         yield client
     finally:

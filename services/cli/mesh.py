@@ -90,14 +90,18 @@ def start_mesh(
     services: tuple[str, ...] = SERVICES,
     settings: dict[str, str] | None = None,
     servers: Callable[[Path], tuple[LocalServer, LocalServer]] | None = None,
+    durable: bool = False,
 ) -> Mesh:
     """Start nats-server and redis-server on free (or given) ports, then the services.
 
-    `servers` makes the NATS and Redis servers from the data folder instead (containers, in tests).
+    Redis is throwaway unless `durable` (then its append-only file in the data folder keeps the snapshots across
+    restarts, as `corral up` wants). `servers` makes the NATS and Redis servers from the data folder instead
+    (containers, in tests).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     if servers is None:
-        nats, redis = nats_server(data_dir / "nats", nats_port), redis_server(data_dir / "redis", redis_port)
+        nats = nats_server(data_dir / "nats", nats_port)
+        redis = redis_server(data_dir / "redis", redis_port, durable=durable)
     else:
         nats, redis = servers(data_dir)
     mesh = Mesh(data_dir, nats, redis)

@@ -9,7 +9,7 @@ from typing import Any
 
 from schemas import Pending, Placed
 from schemas.queries import ActorInfo, NodeInfo, StatusReply
-from services.cli.args import format_taint
+from services.cli.args import format_taint, positive_int
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
 from services.cli.table import format_table
 from services.client import RejectedError
@@ -137,6 +137,12 @@ def add_parsers(commands: Any) -> None:
     status.add_argument(
         "--vc", metavar="ID", help="only this virtual cluster: its virtual nodes, its actors and its pending work"
     )
+    status.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="at most N of each: nodes, actors, placement groups, pending work (default: all, read page by page)",
+    )
     add_connection_arguments(status, service="scheduler")
     status.set_defaults(run=run_status, parser=status)
 
@@ -159,9 +165,9 @@ def run_status(args: argparse.Namespace) -> int:
     async def main() -> StatusReply:
         async with connected(args) as client:
             if not args.vc:
-                return await client.status()
-            nodes = await client.nodes(vcluster_id=args.vc)
-            work = await client.virtual_cluster_work(args.vc)
+                return await client.status(args.limit)
+            nodes = await client.nodes(vcluster_id=args.vc, limit=args.limit)
+            work = await client.virtual_cluster_work(args.vc, args.limit)
             return StatusReply(nodes, work.actors, work.placement_groups, work.pending, work.sequence)
 
     status = asyncio.run(main())

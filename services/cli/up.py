@@ -12,9 +12,11 @@ from typing import Any
 
 from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
+from services.cli.datadir import data_dir_lock
 from services.cli.mesh import Mesh, start_mesh
 from services.client import Client, CorralError
 from services.runtime.servers import ServerError
+from services.runtime.settings import Settings
 
 DEFAULT_NATS_PORT = 4222
 DEFAULT_DATA_DIR = ".corral"
@@ -27,8 +29,9 @@ def add_parsers(commands: Any) -> None:
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
         "services on this machine, wait until every service answers (dots on stderr), print where NATS listens, then "
-        "run until SIGINT or SIGTERM and stop everything. The event log and logs live in --data-dir, so a restart "
-        "keeps the cluster's history.",
+        "run until SIGINT or SIGTERM and stop everything. The event log, Redis's snapshots (append-only file) and "
+        "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
+        "`corral up` at a time may use a data directory.",
     )
     up.add_argument(
         "--nats-port",
@@ -111,29 +114,35 @@ async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    """`corral up`."""
-    for flag, port in (("--nats-port", args.nats_port), ("--redis-port", args.redis_port)):
-        if port is not None and port_in_use(port):
-            raise CliError(f"{flag} {port}: something already listens there (another `corral up`?); pick another port")
+    """`corral up`: one per data directory (a second one on the same directory is refused at once)."""
+    Settings.from_env()  # a bad CORRAL_* variable stops it here, before any server starts
     data_dir = Path(args.data_dir)
-
-    async def main() -> None:
-        with stop_signals() as stop:
-            try:
-                mesh = start_mesh(data_dir, nats_port=args.nats_port, redis_port=args.redis_port)
-            except (ServerError, OSError) as error:
-                raise CliError(f"the mesh did not start: {error}") from None
-            try:
-                if not await wait_until_ready(mesh, args.timeout, stop):
-                    return
-                say(f"Corral is up: NATS at {mesh.nats_url}")
-                say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
-                print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
-                await watch(mesh, stop)
-            finally:
-                progress("stopping Corral...")
-                await asyncio.to_thread(mesh.stop)
-                progress(" stopped\n")
-
-    asyncio.run(main())
+    with data_dir_lock(data_dir):
+        for flag, port in (("--nats-port", args.nats_port), ("--redis-port", args.redis_port)):
+            if port is not None and port_in_use(port):
+                raise CliError(
+                    f"{flag} {port}: something already listens there (another `corral up`?); pick another port"
+                )
+        asyncio.run(_run(data_dir, args))
     return 0
+
+
+async def _run(data_dir: Path, args: argparse.Namespace) -> None:
+    """Start the mesh, wait until it answers, run until stopped, stop it."""
+
+    with stop_signals() as stop:
+        try:
+            mesh = start_mesh(data_dir, nats_port=args.nats_port, redis_port=args.redis_port, durable=True)
+        except (ServerError, OSError) as error:
+            raise CliError(f"the mesh did not start: {error}") from None
+        try:
+            if not await wait_until_ready(mesh, args.timeout, stop):
+                return
+            say(f"Corral is up: NATS at {mesh.nats_url}")
+            say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
+            print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
+            await watch(mesh, stop)
+        finally:
+            progress("stopping Corral...")
+            await asyncio.to_thread(mesh.stop)
+            progress(" stopped\n")

@@ -12,11 +12,26 @@ import nats.errors
 
 from schemas import subjects as s
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
-from services.client.errors import RejectedError, UnavailableError, raise_for
+from services.client.errors import ConflictError, RejectedError, TooLargeError, UnavailableError, raise_for
 from services.core.amounts import check_amounts
-from services.runtime.bus import Bus
+from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
+
+LIST_ATTEMPTS = 3
+"""How many times a paged listing starts again when the service no longer holds it (the log moved on)."""
+
+
+def joined(pages: list[Any]) -> Any:
+    """One answer from its pages: lists concatenated, dicts merged, the other fields as the first page has them."""
+    merged: dict[str, Any] = {}
+    for name in pages[0].__struct_fields__:
+        first = getattr(pages[0], name)
+        if isinstance(first, list):
+            merged[name] = [item for page in pages for item in getattr(page, name)]
+        elif isinstance(first, dict):
+            merged[name] = {key: value for page in pages for key, value in getattr(page, name).items()}
+    return msgspec.structs.replace(pages[0], **merged, next="")
 
 
 class Connection:
@@ -38,8 +53,12 @@ class Connection:
         await self.close()
 
     async def connect(self) -> None:
-        """Open the connection (retried while the server starts)."""
-        self._bus = await Bus.connect(self.settings, self.name, on_reconnect=self._reconnected)
+        """Open the connection, retried while the server starts: `UnavailableError` after `timeout` seconds."""
+        try:
+            reconnected = self._reconnected
+            self._bus = await Bus.connect(self.settings, self.name, on_reconnect=reconnected, timeout=self.timeout)
+        except BusUnreachable as error:
+            raise UnavailableError(str(error)) from None
 
     async def _reconnected(self) -> None:
         """Runs after NATS reconnects (subclasses re-announce what they own)."""
@@ -56,9 +75,19 @@ class Connection:
             raise RuntimeError("the client is not connected: use `async with Client(...)` or `await connect()`")
         return self._bus
 
+    def _payload(self, subject: str, message: object) -> bytes:
+        """`message` checked and encoded (see `outgoing`), or `TooLargeError` when it is over the server's payload
+        limit (nothing is sent)."""
+        data = outgoing(message)
+        limit = self.bus.nc.max_payload
+        if len(data) > limit:
+            text = f"{subject}: the request is {len(data)} bytes, over the bus's payload limit of {limit} bytes"
+            raise TooLargeError(Rejected(text))
+        return data
+
     async def _ask(self, subject: str, message: object, kind: Any, timeout: float | None = None) -> Any:
         try:
-            reply = await self.bus.nc.request(subject, outgoing(message), timeout=timeout or self.timeout)
+            reply = await self.bus.nc.request(subject, self._payload(subject, message), timeout=timeout or self.timeout)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as error:
             service = subject.split(".")[2]
             raise UnavailableError(f"the {service} service did not answer on {subject} ({error!r})") from None
@@ -66,6 +95,25 @@ class Connection:
         if isinstance(answer, Rejected):
             raise_for(answer)
         return answer
+
+    async def _list(self, subject: str, query: Any, kind: Any, limit: int | None = None) -> Any:
+        """A list query read page after page, as one answer (each list at most `limit` long when given).
+
+        Every page comes from the same point in the log; when the service no longer holds the listing (it is old,
+        or another instance answered after the log moved on), the listing starts again, a few times at most.
+        """
+        query = msgspec.structs.replace(query, cursor="", limit=limit or 0)
+        for attempt in range(LIST_ATTEMPTS):
+            pages = [await self._ask(subject, query, kind)]
+            try:
+                while pages[-1].next:
+                    pages.append(await self._ask(subject, msgspec.structs.replace(query, cursor=pages[-1].next), kind))
+            except ConflictError:
+                if attempt == LIST_ATTEMPTS - 1:
+                    raise
+                continue
+            return joined(pages)
+        raise AssertionError("unreachable")
 
     async def _command(self, subject: str, command: object) -> Accepted:
         answer: Accepted = await self._ask(subject, command, CommandReply)
@@ -78,7 +126,8 @@ class Connection:
         msg_id = request.command_id or uuid.uuid4().hex
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
-            await self.bus.js.publish(subject, outgoing(request), headers=headers, timeout=timeout or self.timeout)
+            payload = self._payload(subject, request)
+            await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
             message = await replies.next_msg(timeout=timeout or self.timeout)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None

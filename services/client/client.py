@@ -195,10 +195,10 @@ class Client(VirtualClusterCalls):
 
     async def ready(self) -> None:
         """Return when the scheduler, labels, taints and vclusters services answer; `UnavailableError` if not."""
-        await self.status()
-        await self.nodes()
-        await self.taints()
-        await self.virtual_clusters()
+        await self.status(limit=1)
+        await self.nodes(limit=1)
+        await self.taints(limit=1)
+        await self.virtual_clusters(limit=1)
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Poll `ready()` until every service answers; `UnavailableError` after `timeout` seconds."""
@@ -211,45 +211,52 @@ class Client(VirtualClusterCalls):
                     raise
                 await asyncio.sleep(0.05)
 
-    async def status(self) -> StatusReply:
+    # Lists come page by page, each page within the bus's payload limit, all of one listing (one point in the
+    # log); they return whole. `limit` caps each list (of a status: nodes, actors, groups and pending alike).
+
+    async def status(self, limit: int | None = None) -> StatusReply:
         """Nodes, actors, placement groups and pending work, as the scheduler sees them."""
-        answer: StatusReply = await self._ask(s.STATUS_QUERY, StatusQuery(), StatusReply)
+        answer: StatusReply = await self._list(s.STATUS_QUERY, StatusQuery(), StatusReply, limit)
         return answer
 
-    async def placements(self, vcluster_id: str | None = None) -> dict[str, str]:
+    async def placements(self, vcluster_id: str | None = None, limit: int | None = None) -> dict[str, str]:
         """Actor id -> node id for every placed actor (with `vcluster_id`: that cluster's, on virtual nodes)."""
         if vcluster_id:
-            return (await self.virtual_cluster_work(vcluster_id)).placements
-        status = await self.status()
+            return (await self.virtual_cluster_work(vcluster_id, limit)).placements
+        status = await self.status(limit)
         return {a.actor_id: a.node_id for a in status.actors if a.status == "placed" and a.node_id is not None}
 
-    async def placement_groups(self, vcluster_id: str | None = None) -> dict[str, list[str]]:
+    async def placement_groups(self, vcluster_id: str | None = None, limit: int | None = None) -> dict[str, list[str]]:
         """Placement group id -> node per bundle, for every placed group (with `vcluster_id`: that cluster's)."""
         if vcluster_id:
-            return (await self.virtual_cluster_work(vcluster_id)).placement_groups
-        return (await self.status()).placement_groups
+            return (await self.virtual_cluster_work(vcluster_id, limit)).placement_groups
+        return (await self.status(limit)).placement_groups
 
-    async def pending(self, vcluster_id: str | None = None) -> list[Pending]:
+    async def pending(self, vcluster_id: str | None = None, limit: int | None = None) -> list[Pending]:
         """Waiting actors and placement groups, in queue order, with reasons (with `vcluster_id`: that cluster's)."""
         if vcluster_id:
-            return (await self.virtual_cluster_work(vcluster_id)).pending
-        return (await self.status()).pending
+            return (await self.virtual_cluster_work(vcluster_id, limit)).pending
+        return (await self.status(limit)).pending
 
-    async def nodes(self, selector: dict[str, Any] | None = None, vcluster_id: str | None = None) -> list[NodeInfo]:
+    async def nodes(
+        self, selector: dict[str, Any] | None = None, vcluster_id: str | None = None, limit: int | None = None
+    ) -> list[NodeInfo]:
         """Live nodes whose labels match `selector` (with `vcluster_id`: that cluster's virtual nodes)."""
         if vcluster_id:
-            return await self._scoped_nodes(vcluster_id, selector or {})
-        answer: NodesReply = await self._ask(s.NODES_QUERY, NodesQuery(selector or {}), NodesReply)
+            return await self._scoped_nodes(vcluster_id, selector or {}, limit)
+        answer: NodesReply = await self._list(s.NODES_QUERY, NodesQuery(selector or {}), NodesReply, limit)
         return answer.nodes
 
-    async def actors(self, labels: dict[str, str] | None = None, namespace: str = "default") -> list[ActorInfo]:
+    async def actors(
+        self, labels: dict[str, str] | None = None, namespace: str = "default", limit: int | None = None
+    ) -> list[ActorInfo]:
         """Placed actors carrying these labels (the actor-label index)."""
-        answer: ActorsReply = await self._ask(s.ACTORS_QUERY, ActorsQuery(namespace, labels or {}), ActorsReply)
+        answer: ActorsReply = await self._list(s.ACTORS_QUERY, ActorsQuery(namespace, labels or {}), ActorsReply, limit)
         return answer.actors
 
-    async def taints(self, node_id: str = "") -> dict[str, list[Taint]]:
+    async def taints(self, node_id: str = "", limit: int | None = None) -> dict[str, list[Taint]]:
         """Taints per node."""
-        answer: TaintsReply = await self._ask(s.TAINTS_QUERY, TaintsQuery(node_id), TaintsReply)
+        answer: TaintsReply = await self._list(s.TAINTS_QUERY, TaintsQuery(node_id), TaintsReply, limit)
         return answer.taints
 
     async def dead_letters(self, service: str = "", limit: int = 100) -> list[DeadLetter]:

@@ -21,6 +21,14 @@ class NotFoundError(RejectedError, LookupError):
     """The command or query names an actor, node or group that does not exist."""
 
 
+class ConflictError(RejectedError):
+    """The command contradicts what is live (an id resubmitted with another request); the message names both."""
+
+
+class TooLargeError(RejectedError):
+    """A request over the bus's payload limit: it was not sent; the message names its size and the limit."""
+
+
 class UnavailableError(CorralError):
     """No service answered in time (is `corral up` running, and is CORRAL_NATS_URL right?)."""
 
@@ -29,4 +37,6 @@ def raise_for(rejected: Rejected) -> None:
     """Raise the error that matches a rejection."""
     if rejected.kind == "not_found":
         raise NotFoundError(rejected)
+    if rejected.kind == "conflict":
+        raise ConflictError(rejected)
     raise RejectedError(rejected)

@@ -112,24 +112,26 @@ class VirtualClusterCalls(Connection):
         """A cluster's spec, state, resources (total, max, available), virtual nodes, children and parent."""
         return (await self._cluster_reply(vc_id)).info
 
-    async def virtual_clusters(self) -> list[VirtualClusterInfo]:
+    async def virtual_clusters(self, limit: int | None = None) -> list[VirtualClusterInfo]:
         """Every virtual cluster, parents before children."""
-        answer: VirtualClustersReply = await self._ask(s.VCLUSTERS_QUERY, VirtualClustersQuery(), VirtualClustersReply)
+        query = VirtualClustersQuery()
+        answer: VirtualClustersReply = await self._list(s.VCLUSTERS_QUERY, query, VirtualClustersReply, limit)
         return answer.clusters
 
     async def _cluster_reply(self, vc_id: str) -> VirtualClusterReply:
         answer: VirtualClusterReply = await self._ask(s.VCLUSTER_QUERY, VirtualClusterQuery(vc_id), VirtualClusterReply)
         return answer
 
-    async def virtual_cluster_work(self, vc_id: str) -> ScopedWorkReply:
+    async def virtual_cluster_work(self, vc_id: str, limit: int | None = None) -> ScopedWorkReply:
         """The actors, placements, placement groups and pending work of one cluster (the vclusters service's view)."""
-        answer: ScopedWorkReply = await self._ask(s.VCLUSTER_WORK_QUERY, ScopedWorkQuery(vc_id), ScopedWorkReply)
+        query = ScopedWorkQuery(vc_id)
+        answer: ScopedWorkReply = await self._list(s.VCLUSTER_WORK_QUERY, query, ScopedWorkReply, limit)
         return answer
 
-    async def _scoped_nodes(self, vc_id: str, selector: SelectorSpec) -> list[NodeInfo]:
+    async def _scoped_nodes(self, vc_id: str, selector: SelectorSpec, limit: int | None = None) -> list[NodeInfo]:
         """The virtual nodes of one cluster whose labels match `selector`."""
         query = ScopedNodesQuery(vc_id, selector)
-        answer: NodesReply = await self._ask(s.VCLUSTER_NODES_QUERY, query, NodesReply)
+        answer: NodesReply = await self._list(s.VCLUSTER_NODES_QUERY, query, NodesReply, limit)
         return answer.nodes
 
 

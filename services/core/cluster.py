@@ -36,7 +36,13 @@ from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
-from services.core.request import CompiledGroup, CompiledRequest, RequestError, UnknownIdError
+from services.core.request import (
+    CompiledGroup,
+    CompiledRequest,
+    RequestError,
+    UnknownIdError,
+    check_same_request,
+)
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
 from services.core.state.vtree import ROOT, VClusterState
 from services.core.vcluster_info import node_infos, quota_reason
@@ -291,10 +297,11 @@ class Cluster(VirtualClusterOps):
     # actors
 
     def submit(self, request: ScheduleRequest) -> Placed | Pending:
-        """Schedule an actor or task; a live id returns its current decision and changes nothing."""
+        """Schedule an actor or task; a live id returns its current decision (another request for it: a conflict)."""
         work = CompiledRequest(request, self.rare_resources)
         existing = self._scope(request.actor_id).actors.get(request.actor_id)
         if existing is not None:
+            check_same_request("actor_id", request.actor_id, existing.request, request)
             return self._decision_of(existing)
         self._check_scope("vcluster_id", request.vcluster_id)
         self._work[request.actor_id] = work
@@ -413,10 +420,11 @@ class Cluster(VirtualClusterOps):
     # placement groups
 
     def create_placement_group(self, request: PlacementGroupRequest) -> Placed | Pending:
-        """Reserve all bundles or none; a live id returns its current decision and changes nothing."""
+        """Reserve all bundles or none; a live id returns its current decision (another request for it: a conflict)."""
         work = CompiledGroup(request, self.rare_resources)
         existing = self._scope(request.pg_id).groups.get(request.pg_id)
         if existing is not None:
+            check_same_request("pg_id", request.pg_id, existing.request, request)
             return self._group_decision(existing)
         self._check_scope("vcluster_id", request.vcluster_id)
         self._groups[request.pg_id] = work

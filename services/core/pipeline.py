@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
 from schemas import Explanation
-from services.core.plugins.base import RANK_FREE, Filter, Scorer
-from services.core.plugins.resources import shortage
+from services.core.plugins.base import RANK_CAPACITY, RANK_FREE, Filter, Scorer
+from services.core.plugins.resources import beyond_every_node, shortage
 from services.core.prng import SplitMix64
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
@@ -210,6 +210,8 @@ def explain(view: ClusterView, plan: Plan, group_reason: str = "", scope: str = 
     where = f" of {scope}" if scope else ""
     parts = ", ".join(f"{count} node(s) {reason}" for reason, count in reasons.items()) or "there are no nodes"
     message = f"0/{total} nodes{where} are available: {parts}."
+    if not scope and ranked and all(rank == RANK_CAPACITY for rank, _ in ranked.values()):
+        message = f"no node could ever host it ({beyond_every_node(view.nodes.values(), plan.need)}); {message}"
     if group_reason:
         message = f"{group_reason}; {message}"
     return Explanation(total, message, reasons, {reason: ids for reason, (_, ids) in order}, group_reason)

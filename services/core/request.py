@@ -22,6 +22,7 @@ from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import Resources
 
 POLICIES = ("DEFAULT", "SPREAD")
+Work = ScheduleRequest | PlacementGroupRequest
 GROUP_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 RUN_AFTER_POLICIES = ("", "Require", "Prefer")
@@ -37,6 +38,29 @@ class RequestError(ValueError):
 
 class UnknownIdError(RequestError):
     """A request names a node, actor or placement group that does not exist."""
+
+
+class ConflictError(RequestError):
+    """A request contradicts the current state (for example: a live id resubmitted with another request)."""
+
+
+def check_same_request(field: str, work_id: str, existing: Work, new: Work) -> None:
+    """A `ConflictError` naming every field in which `new` differs from the live `existing` request."""
+    differences = [
+        f"{name} {getattr(existing, name)!r} -> {getattr(new, name)!r}"
+        for name in existing.__struct_fields__
+        if _comparable(name, getattr(existing, name)) != _comparable(name, getattr(new, name))
+    ]
+    if differences:
+        raise ConflictError(
+            f"{field} {work_id!r}: already live with another request ({'; '.join(differences)}); "
+            "the same request returns its decision, another needs it removed first or a new id"
+        )
+
+
+def _comparable(name: str, value: object) -> object:
+    """The root cluster is both None and "" (`vcluster_id`)."""
+    return value or None if name == "vcluster_id" else value
 
 
 def rule_error(field: str, value: object, rule: str) -> RequestError:

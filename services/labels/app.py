@@ -34,8 +34,8 @@ async def main(settings: Settings) -> None:
             s.REGISTER_NODE: desk.handler(RegisterNode, handlers.register),
             s.SET_LABELS: desk.handler(SetLabels, handlers.set_labels),
             s.REMOVE_NODE: desk.handler(RemoveNode, handlers.remove),
-            s.NODES_QUERY: query_handler(NodesQuery, view.nodes, before=shell.caught_up),
-            s.ACTORS_QUERY: query_handler(ActorsQuery, view.actors, before=shell.caught_up),
+            s.NODES_QUERY: query_handler(NodesQuery, view.nodes, before=shell.caught_up, pager=shell.pager),
+            s.ACTORS_QUERY: query_handler(ActorsQuery, view.actors, before=shell.caught_up, pager=shell.pager),
         }
         for subject, handler in routes.items():
             shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="labels"))

@@ -28,9 +28,6 @@ from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
 
-CONNECT_ATTEMPTS = 40
-"""Tries, 0.25 s apart, to reach NATS at start (it may still be starting)."""
-
 STREAMS = (
     api.StreamConfig(
         name=s.EVENTS_STREAM,
@@ -63,6 +60,10 @@ LOG_STREAMS = (s.EVENTS_STREAM, s.DEAD_LETTERS_STREAM)
 
 NO_RESPONDERS = "503"
 """The status of a publish no stream answered (JetStream not ready, for one): retried like a timeout."""
+
+
+class BusUnreachable(ConnectionError):  # noqa: N818 - a state, like ConnectionRefusedError
+    """No NATS server answered within the time a caller allowed for the first connection."""
 
 
 class _PubAck(msgspec.Struct):
@@ -155,14 +156,30 @@ class Bus:
 
     @classmethod
     async def connect(
-        cls, settings: Settings, name: str, on_reconnect: Callable[[], Awaitable[None]] | None = None
+        cls,
+        settings: Settings,
+        name: str,
+        on_reconnect: Callable[[], Awaitable[None]] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Bus:
-        """Connect to `settings.nats_url` (retrying while the server starts); `on_reconnect` runs after a reconnect."""
+        """Connect to `settings.nats_url` (retrying while the server starts); `on_reconnect` runs after a reconnect.
+
+        Without `timeout` the first connection is retried until it succeeds (a service waits for its bus); with
+        one, `BusUnreachable` says after `timeout` seconds that no server answered. A failed first connection is
+        logged once, not per retry.
+        """
 
         made: list[Bus] = []
+        failures: list[Exception] = []
 
         async def on_error(error: Exception) -> None:
-            log.warning("%s: NATS error: %s", name, error)
+            if made:
+                log.warning("%s: NATS error: %s", name, error)
+                return
+            if not failures:
+                log.warning("%s: cannot reach NATS at %s (%s); retrying", name, settings.nats_url, error)
+            failures[:] = [error]
 
         def tell(connected: bool) -> None:
             for listener in made[0].connection_listeners if made else ():
@@ -181,7 +198,7 @@ class Bus:
 
         options: dict[str, Any] = {
             "name": name,
-            "connect_timeout": 2,
+            "connect_timeout": 2 if timeout is None else max(0.1, min(2.0, timeout)),
             "allow_reconnect": True,
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.25,
@@ -190,15 +207,15 @@ class Bus:
             "reconnected_cb": on_reconnected,
             "pending_size": 64 * 1024 * 1024,
         }
-        for attempt in range(CONNECT_ATTEMPTS):
-            try:
+        try:
+            async with asyncio.timeout(timeout):
                 made.append(cls(await nats.connect(settings.nats_url, **options), settings))
-                return made[0]
-            except (nats.errors.NoServersError, OSError) as error:
-                if attempt == CONNECT_ATTEMPTS - 1:
-                    raise nats.errors.NoServersError(f"no NATS server at {settings.nats_url}: {error}") from error
-                await asyncio.sleep(0.25)
-        raise AssertionError("unreachable")
+        except TimeoutError:
+            why = f": {failures[-1]}" if failures else ""
+            raise BusUnreachable(f"no NATS server answered at {settings.nats_url} within {timeout:g}s{why}") from None
+        if failures:
+            log.info("%s: connected to NATS at %s", name, settings.nats_url)
+        return made[0]
 
     async def ensure_streams(self, names: Sequence[str] = LOG_STREAMS) -> None:
         """Create the streams named (of `STREAMS`) if missing; idempotent, existing ones are left as they are.

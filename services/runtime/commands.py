@@ -13,7 +13,7 @@ from nats.aio.msg import Msg
 
 from schemas import AnyEvent
 from schemas.replies import Accepted, Rejected
-from services.core.request import UnknownIdError
+from services.core.request import ConflictError, UnknownIdError
 from services.runtime.bus import Bus
 from services.runtime.codec import CodecError, decode, encode
 from services.runtime.follower import LogFollower
@@ -24,8 +24,7 @@ Outcome = Sequence[AnyEvent] | str
 """What a command handler returns: the events to append, or a message when nothing has to change."""
 
 
-class ConflictError(ValueError):
-    """A command contradicts the current state (rejected with kind `conflict`)."""
+__all__ = ["CommandDesk", "ConflictError", "Outcome", "rejection"]  # handlers raise the core's ConflictError
 
 
 def rejection(error: Exception) -> Rejected:

@@ -7,17 +7,24 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
+from schemas.queries import PageQuery
 from schemas.replies import Rejected
 from services.runtime.codec import CodecError, decode, encode
 from services.runtime.commands import rejection
+from services.runtime.pages import Pager
 
 
 def query_handler(
-    kind: Any, answer: Callable[[Any], object], *, before: Callable[[], Awaitable[None]] | None = None
+    kind: Any,
+    answer: Callable[[Any], Any],
+    *,
+    before: Callable[[], Awaitable[None]] | None = None,
+    pager: Pager | None = None,
 ) -> Callable[[Msg], Awaitable[bytes]]:
     """A NATS request handler: `kind` in, `answer(query)` out (a `Rejected` for bad input or an unknown id).
 
-    `before` runs first (for example: wait until the view has folded the log up to its current end).
+    `before` runs first (for example: wait until the view has folded the log up to its current end). With a
+    `pager`, a list query (a `PageQuery`) is answered one page at a time, and every answer fits the bus.
     """
 
     async def serve(msg: Msg) -> bytes:
@@ -31,7 +38,9 @@ def query_handler(
             except TimeoutError:
                 return encode(Rejected("the view did not catch up with the log in time; retry", "unavailable"))
         try:
-            return encode(answer(query))
+            if pager is None:
+                return encode(answer(query))
+            return pager.fit(pager.page(query, answer) if isinstance(query, PageQuery) else answer(query))
         except Exception as error:  # a bad query, or a bug met on it: refused, never fatal
             return encode(rejection(error))
 

@@ -15,6 +15,7 @@ from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
 from services.runtime.bus import Bus
 from services.runtime.follower import LogFollower
+from services.runtime.pages import Pager
 from services.runtime.queries import query_handler
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
@@ -48,6 +49,8 @@ class Shell:
     bus: Bus
     store: SnapshotStore
     follower: LogFollower
+    pager: Pager
+    """Fits query answers into the server's payload limit (list answers in pages, each of one listing)."""
     subscriptions: list[Any] = field(default_factory=list)
 
     async def caught_up(self) -> None:
@@ -79,7 +82,7 @@ async def service_shell(
         ready=ready,
         subjects=subjects,
     )
-    shell = Shell(bus, store, follower)
+    shell = Shell(bus, store, follower, Pager(lambda: follower.sequence, lambda: bus.nc.max_payload))
     try:
         await bus.ensure_streams()
         await follower.start()

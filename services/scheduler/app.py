@@ -16,7 +16,7 @@ from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import CodecError, decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
@@ -160,8 +160,8 @@ async def _hold(lease: Lease, rewon: Callable[[int], None]) -> None:
 
 async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
     routes = {
-        s.STATUS_QUERY: query_handler(StatusQuery, view.status),
-        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision),
+        s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
+        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
     }
     for subject, handler in routes.items():
         shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
@@ -248,6 +248,6 @@ async def _reply(shell: Shell, subject: str, inbox: str, reply: RequestReply) ->
         log.warning("request on %s names %r as its reply inbox: not answered", subject, inbox[:200])
         return
     try:
-        await shell.bus.nc.publish(inbox, encode(reply))
+        await shell.bus.nc.publish(inbox, shell.pager.fit(reply))
     except nats.errors.BadSubjectError:
         log.warning("request on %s names a malformed reply inbox %r: not answered", subject, inbox[:200])

@@ -30,7 +30,7 @@ async def main(settings: Settings) -> None:
             routes = {
                 s.ADD_TAINTS: desk.handler(AddTaints, handlers.add),
                 s.REMOVE_TAINTS: desk.handler(RemoveTaints, handlers.remove),
-                s.TAINTS_QUERY: query_handler(TaintsQuery, view.taints, before=shell.caught_up),
+                s.TAINTS_QUERY: query_handler(TaintsQuery, view.taints, before=shell.caught_up, pager=shell.pager),
             }
             for subject, handler in routes.items():
                 shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="taints"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -28,13 +29,14 @@ async def main(settings: Settings) -> None:
     async with service_shell(settings, "vclusters", view) as shell:
         handlers = VClustersHandlers(view, settings.rare_resources)
         desk = CommandDesk(shell.bus, shell.follower, "vclusters", before=shell.caught_up)
+        query = functools.partial(query_handler, before=shell.caught_up, pager=shell.pager)
         routes: dict[str, Callable[[Msg], Awaitable[bytes]]] = {
             s.CREATE_VCLUSTER: desk.handler(CreateVirtualCluster, handlers.create),
             s.DESTROY_VCLUSTER: desk.handler(DestroyVirtualCluster, handlers.destroy),
-            s.VCLUSTER_QUERY: query_handler(VirtualClusterQuery, view.info, before=shell.caught_up),
-            s.VCLUSTERS_QUERY: query_handler(VirtualClustersQuery, view.clusters, before=shell.caught_up),
-            s.VCLUSTER_WORK_QUERY: query_handler(ScopedWorkQuery, view.work, before=shell.caught_up),
-            s.VCLUSTER_NODES_QUERY: query_handler(ScopedNodesQuery, view.nodes, before=shell.caught_up),
+            s.VCLUSTER_QUERY: query(VirtualClusterQuery, view.info),
+            s.VCLUSTERS_QUERY: query(VirtualClustersQuery, view.clusters),
+            s.VCLUSTER_WORK_QUERY: query(ScopedWorkQuery, view.work),
+            s.VCLUSTER_NODES_QUERY: query(ScopedNodesQuery, view.nodes),
         }
         for subject, handler in routes.items():
             shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="vclusters"))

@@ -142,11 +142,14 @@ def test_pending_lists_actors_and_groups_with_fresh_explanations() -> None:
     waiting(cluster.submit(make_actor("big", 8)))
     waiting(cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}] * 4, "STRICT_SPREAD")))
     before = {p.id: p for p in cluster.pending()}
-    assert before["big"].message == "0/3 nodes are available: 3 node(s) Insufficient CPU."
+    assert before["big"].message == (
+        "no node could ever host it (needs CPU 8; the largest node has 4); "
+        "0/3 nodes are available: 3 node(s) Insufficient CPU."
+    )
     assert before["pg"].group_reason == "STRICT_SPREAD needs 4 distinct nodes but only 3 can take a bundle"
     cluster.add_node("small", {"CPU": 2})
     after = {p.id: p for p in cluster.pending()}
-    assert after["big"].message == "0/4 nodes are available: 4 node(s) Insufficient CPU."
+    assert after["big"].message.endswith("0/4 nodes are available: 4 node(s) Insufficient CPU.")
     assert after["big"].nodes_by_reason == {"Insufficient CPU": ["n0", "n1", "n2", "small"]}
     assert set(after) == {"big"}, "the group became placeable on four nodes and left the queue"
     assert len(set(cluster.placement_groups()["pg"])) == 4
@@ -202,3 +205,28 @@ def test_a_pending_messages_counts_sum_to_the_node_count(request_: ScheduleReque
     assert sum(pending.reasons.values()) == 4
     assert sorted(n for nodes in pending.nodes_by_reason.values() for n in nodes) == ["n0", "n1", "n2", "n3"]
     assert [p.message for p in cluster.pending()] == [pending.message]
+
+
+@pytest.mark.parametrize(
+    ("resources", "said"),
+    [
+        ({"CPU": 64}, "no node could ever host it (needs CPU 64; the largest node has 16); "),
+        ({"CPU": 12, "GPU": 1}, "no node could ever host it (needs CPU 12, GPU 1 together; no node has all of them); "),
+    ],
+    ids=["one resource beyond every node names the largest", "resources no single node has together say so"],
+)
+def test_work_no_node_could_ever_host_says_so_before_the_counts(resources: dict[str, float], said: str) -> None:
+    cluster = make_cluster(0)
+    cluster.add_node("big", {"CPU": 16})
+    cluster.add_node("gpu", {"CPU": 8, "GPU": 1})
+    message = waiting(cluster.submit(ScheduleRequest("x", resources))).message
+    assert message.startswith(said)
+    assert "0/2 nodes are available: " in message
+
+
+def test_work_that_fits_an_empty_node_says_nothing_of_never() -> None:
+    cluster = make_cluster(1, cpu=4)
+    cluster.submit(make_actor("first", 4))
+    assert waiting(cluster.submit(make_actor("second", 4))).message == (
+        "0/1 nodes are available: 1 node(s) Insufficient CPU."
+    )

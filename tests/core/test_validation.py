@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from schemas import (
@@ -15,19 +17,11 @@ from schemas import (
     Taint,
 )
 from services.core import Cluster, Pending, Placed
+from services.core.request import ConflictError
 from tests.core.builders import affinity, make_actor, make_cluster
 
 SOMETIMES: Any = "Sometimes"
 RANDOM: Any = "RANDOM"
-
-
-def _busy_cluster() -> Cluster:
-    """Three nodes, a placed actor, a pending actor and a placed placement group."""
-    cluster = make_cluster(3)
-    cluster.submit(make_actor("placed", scheduling_strategy=NodeAffinitySchedulingStrategy("n0")))
-    cluster.submit(make_actor("waiting", label_selector={"disk": "ssd"}))
-    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}]))
-    return cluster
 
 
 def _submit(request: ScheduleRequest) -> Callable[[Cluster], object]:
@@ -147,27 +141,30 @@ def test_affinity_errors_name_the_rule(operator: str, values: list[str], rule: s
 # submitting a live id
 
 
+PLACED = make_actor("placed", scheduling_strategy=NodeAffinitySchedulingStrategy("n0"))
+WAITING = make_actor("waiting", label_selector={"disk": "ssd"})
+
+
+def _busy_cluster() -> Cluster:
+    """Three nodes, a placed actor, a pending actor and a placed placement group."""
+    cluster = make_cluster(3)
+    cluster.submit(PLACED)
+    cluster.submit(WAITING)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}]))
+    return cluster
+
+
 @pytest.mark.parametrize(
-    ("actor_id", "again"),
-    [
-        ("placed", make_actor("placed")),
-        ("placed", make_actor("placed", 3, label_selector={"disk": "nvme"})),
-        ("waiting", make_actor("waiting", label_selector={"disk": "ssd"})),
-        ("waiting", make_actor("waiting")),
-    ],
-    ids=[
-        "resubmitting a placed actor returns where it is",
-        "resubmitting a placed actor with other options still returns where it is",
-        "resubmitting a pending actor returns why it waits",
-        "resubmitting a pending actor with easier options does not place it",
-    ],
+    "again",
+    [PLACED, msgspec.structs.replace(WAITING, vcluster_id="")],
+    ids=["resubmitting a placed actor returns where it is", "resubmitting a pending actor returns why it waits"],
 )
-def test_submitting_a_live_id_returns_its_decision_and_records_nothing(actor_id: str, again: ScheduleRequest) -> None:
+def test_submitting_a_live_id_returns_its_decision_and_records_nothing(again: ScheduleRequest) -> None:
     cluster = _busy_cluster()
     events = cluster.events()
     placements = cluster.placements()
     decision = cluster.submit(again)
-    if actor_id == "placed":
+    if again.actor_id == "placed":
         assert decision == Placed("placed", "n0")
     else:
         assert isinstance(decision, Pending)
@@ -177,12 +174,33 @@ def test_submitting_a_live_id_returns_its_decision_and_records_nothing(actor_id:
     assert cluster.placements() == placements
 
 
+@pytest.mark.parametrize(
+    ("again", "named"),
+    [
+        (make_actor("placed", 3, label_selector={"disk": "nvme"}), "resources {'CPU': 1} -> {'CPU': 3}"),
+        (make_actor("waiting"), "label_selector {'disk': 'ssd'} -> {}"),
+    ],
+    ids=[
+        "resubmitting a placed actor with another request is a conflict naming both",
+        "resubmitting a pending actor with easier options is a conflict and does not place it",
+    ],
+)
+def test_submitting_a_live_id_with_another_request_is_a_conflict(again: ScheduleRequest, named: str) -> None:
+    cluster = _busy_cluster()
+    events = cluster.events()
+    with pytest.raises(ConflictError, match=re.escape(named)):
+        cluster.submit(again)
+    assert cluster.events() == events
+
+
 def test_creating_a_live_placement_group_again_returns_its_decision_and_records_nothing() -> None:
     cluster = _busy_cluster()
     events = cluster.events()
     groups = cluster.placement_groups()
-    decision = cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}]))
+    decision = cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}]))
     assert decision == Placed("pg", bundle_nodes=groups["pg"])
+    with pytest.raises(ConflictError, match=re.escape("bundles [{'CPU': 1}] -> [{'CPU': 2}, {'CPU': 2}]")):
+        cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}]))
     assert cluster.events() == events
 
 

@@ -1,0 +1,182 @@
+"""Answers that fit the bus: list answers cut into pages under the payload limit, and single answers checked.
+
+A listing is computed once, for its first page, and kept (a few at a time) while its pages are read, so every page
+comes from the same point in the log. A cursor names the listing, the log sequence it was computed at and the
+position of the page's first item: `<listing>.<sequence>.<position>`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from schemas.decisions import Pending
+from schemas.replies import Rejected
+from services.core.request import ConflictError, RequestError
+from services.runtime.codec import encode
+
+HEADROOM = 16 * 1024
+"""Bytes of the payload limit left for headers (trace context) and the envelope's own fields."""
+
+KEPT_LISTINGS = 8
+"""Listings under way a service keeps for their later pages; the oldest is dropped first (a listing read to its
+end is dropped at once)."""
+
+CURSOR_WIDTH = 64
+"""Room kept in every page for its `next` cursor."""
+
+
+class _Listing:
+    """A whole answer as of `sequence`, its lists flattened into one run of items (dicts as key-value pairs)."""
+
+    def __init__(self, reply: msgspec.Struct, sequence: int) -> None:
+        self.reply, self.sequence = reply, sequence
+        self.sections: list[tuple[str, list[Any], bool]] = []
+        for name in reply.__struct_fields__:
+            value = getattr(reply, name)
+            if isinstance(value, list | dict):
+                items = list(value.items()) if isinstance(value, dict) else value
+                self.sections.append((name, items, isinstance(value, dict)))
+        self.total = sum(len(items) for _, items, _ in self.sections)
+        empty: dict[str, Any] = {name: {} if is_dict else [] for name, _, is_dict in self.sections}
+        self.envelope = len(encode(msgspec.structs.replace(reply, **empty))) + CURSOR_WIDTH
+
+    def items_from(self, position: int) -> Any:
+        """(section name, is a dict, item) for every item from `position` on."""
+        for name, items, is_dict in self.sections:
+            if position < len(items):
+                for item in itertools.islice(items, position, None):
+                    yield name, is_dict, item
+                position = 0
+            else:
+                position -= len(items)
+
+
+class Pager:
+    """Fits answers into the bus's payload limit (`limit()` bytes): list answers in pages, others checked.
+
+    `sequence()` is where the service's view stands in the log.
+    """
+
+    def __init__(self, sequence: Callable[[], int], limit: Callable[[], int]) -> None:
+        self.sequence, self.limit = sequence, limit
+        self._listings: OrderedDict[int, _Listing] = OrderedDict()
+        self._next_id = 1
+
+    def page(self, query: Any, answer: Callable[[Any], msgspec.Struct]) -> msgspec.Struct:
+        """The page of `answer(query)` that `query.cursor` names (the first page when it is empty)."""
+        if not query.cursor:
+            return self._cut(self._keep(self._list(query, answer)), 0)
+        listing_id, listed_at, position = _parse(query.cursor)
+        listing = self._listings.get(listing_id)
+        if listing is not None and listing.sequence == listed_at:
+            self._listings.move_to_end(listing_id)
+            return self._cut(listing_id, position)
+        if listed_at != self.sequence():
+            raise ConflictError(
+                f"cursor {query.cursor!r}: the listing of sequence {listed_at} is no longer held here and the log "
+                f"has moved on (now at {self.sequence()}); list again from the first page"
+            )
+        self._listings[listing_id] = self._list(query, answer)  # another instance began it, at this same point
+        self._trim()
+        return self._cut(listing_id, position)
+
+    def _list(self, query: Any, answer: Callable[[Any], msgspec.Struct]) -> _Listing:
+        return _Listing(_limited(answer(query), query.limit), self.sequence())
+
+    def _keep(self, listing: _Listing) -> int:
+        listing_id = self._next_id
+        self._next_id += 1
+        self._listings[listing_id] = listing
+        self._trim()
+        return listing_id
+
+    def _trim(self) -> None:
+        while len(self._listings) > KEPT_LISTINGS:
+            self._listings.popitem(last=False)
+
+    def _cut(self, listing_id: int, position: int) -> msgspec.Struct:
+        """The items from `position` on that fit the budget (at least one), and the cursor of the rest."""
+        listing = self._listings[listing_id]
+        budget = self.limit() - HEADROOM
+        room = budget - listing.envelope
+        taken: dict[str, list[Any]] = {name: [] for name, _, _ in listing.sections}
+        count = 0
+        for name, is_dict, item in listing.items_from(position):
+            size = (len(encode(item[0])) + len(encode(item[1])) + 2) if is_dict else len(encode(item)) + 1
+            kept = item
+            if size > room:
+                if count:
+                    break
+                kept, size = _shrunk(item, room, budget)
+            taken[name].append(kept)
+            room -= size
+            count += 1
+        end = position + count
+        sections = {name: dict(taken[name]) if is_dict else taken[name] for name, _, is_dict in listing.sections}
+        cursor = f"{listing_id}.{listing.sequence}.{end}" if end < listing.total else ""
+        if not cursor:
+            del self._listings[listing_id]  # read to its end: only listings under way are kept
+        return msgspec.structs.replace(listing.reply, **sections, next=cursor)
+
+    def fit(self, value: msgspec.Struct) -> bytes:
+        """`value` encoded, if it fits the limit; a Pending with its node lists shortened; else a clear rejection."""
+        return fit(value, self.limit())
+
+
+def fit(value: msgspec.Struct, limit: int) -> bytes:
+    """`value` encoded, if it fits `limit` bytes; a Pending with its node lists shortened; else a clear rejection."""
+    data = encode(value)
+    if len(data) <= limit:
+        return data
+    if isinstance(value, Pending):
+        data = encode(_trimmed(value, limit - HEADROOM))
+        if len(data) <= limit:
+            return data
+    return encode(Rejected(f"the answer is {len(data)} bytes, over the bus's payload limit of {limit} bytes"))
+
+
+def _shrunk(item: Any, room: int, budget: int) -> tuple[Any, int]:
+    """An item too large for a page on its own: a Pending with fewer node ids, or a `RequestError`."""
+    if isinstance(item, Pending):
+        trimmed = _trimmed(item, room)
+        size = len(encode(trimmed)) + 1
+        if size <= room:
+            return trimmed, size
+    raise RequestError(f"one item of this answer is over the bus's payload limit of {budget + HEADROOM} bytes")
+
+
+def _trimmed(pending: Pending, room: int) -> Pending:
+    """The Pending with each reason's node ids cut to the same share, so it fits `room` bytes (counts are kept)."""
+    listed = sum(len(ids) for ids in pending.nodes_by_reason.values())
+    fixed = len(encode(msgspec.structs.replace(pending, nodes_by_reason={})))
+    per_id = -(-(len(encode(pending)) - fixed) // max(1, listed)) + 1  # rounded up, with room to spare
+    keep = max(0, (room - fixed) // per_id // max(1, len(pending.nodes_by_reason)) - 1)
+    shortened = {reason: ids[:keep] for reason, ids in pending.nodes_by_reason.items()}
+    return msgspec.structs.replace(pending, nodes_by_reason=shortened)
+
+
+def _limited(reply: msgspec.Struct, limit: int) -> msgspec.Struct:
+    """`reply` with at most `limit` items in each of its lists and dicts (all of them when `limit` is 0)."""
+    if not limit:
+        return reply
+    cut: dict[str, Any] = {}
+    for name in reply.__struct_fields__:
+        value = getattr(reply, name)
+        if isinstance(value, list):
+            cut[name] = value[:limit]
+        elif isinstance(value, dict):
+            cut[name] = dict(itertools.islice(value.items(), limit))
+    return msgspec.structs.replace(reply, **cut)
+
+
+def _parse(cursor: str) -> tuple[int, int, int]:
+    parts = cursor.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise RequestError(f"cursor {cursor!r}: not a cursor of this service (give the `next` of the previous page)")
+    listing_id, sequence, position = (int(part) for part in parts)
+    return listing_id, sequence, position

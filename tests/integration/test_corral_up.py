@@ -1,0 +1,85 @@
+"""`corral up` owns its data directory: one at a time, and its snapshots survive a restart."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.cli.__main__ import main
+from services.client import SyncClient
+from services.runtime.servers import free_port
+from tests.test_cli_commands import Lines, corral, stop
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[str]]]:
+    """The `corral up` processes a test starts; any still running at the end is killed."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _up(data_dir: Path, port: int, started: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
+    """`corral up` on `data_dir`, once it says it is up (nodes live a minute without heartbeats)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up", "--nats-port", str(port), "--data-dir", str(data_dir)],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "CORRAL_HEARTBEAT_TIMEOUT": "60", "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started.append(process)
+    Lines(process).wait_for("Corral is up", timeout=30)
+    return process
+
+
+def test_a_second_corral_up_on_the_same_data_directory_is_refused_naming_the_first(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    data_dir = tmp_path / "corral"
+    first = _up(data_dir, free_port(), started)
+
+    second = corral("up", "--nats-port", str(free_port()), "--data-dir", str(data_dir))
+    started.append(second)
+    _, err = second.communicate(timeout=10)
+    assert second.returncode == 1
+    assert f"--data-dir {data_dir}: already used by another `corral up` (pid {first.pid}, started " in err
+    assert err.count("\n") == 1, err
+
+    assert first.poll() is None, "the first mesh runs on"
+    status, _ = stop(first, signal.SIGTERM)
+    assert status == 0
+
+
+def test_a_restarted_corral_up_starts_from_its_snapshots_not_the_whole_log(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    data_dir, port = tmp_path / "corral", free_port()
+    url = f"nats://127.0.0.1:{port}"
+    first = _up(data_dir, port, started)
+    with SyncClient(url) as client:
+        client.register_node("n1", {"CPU": 8}, heartbeat=False)
+        for index in range(5):
+            assert main(["submit", f"a{index}", "--nats-url", url]) == 0
+    assert stop(first, signal.SIGTERM)[0] == 0
+    saved = re.findall(r"scheduler: snapshot saved at sequence (\d+)", (data_dir / "scheduler.log").read_text())
+    assert saved
+
+    second = _up(data_dir, port, started)
+    log = (data_dir / "scheduler.log").read_text()
+    assert f"scheduler: snapshot at sequence {saved[-1]} loaded" in log
+    assert re.findall(r"scheduler: caught up at sequence \d+ \((\d+) events replayed", log)[-1] == "0"
+    with SyncClient(url) as client:
+        assert sorted(client.placements()) == [f"a{index}" for index in range(5)]
+    assert stop(second, signal.SIGTERM)[0] == 0

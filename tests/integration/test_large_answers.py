@@ -1,0 +1,80 @@
+"""Large answers come whole, page by page under the bus's payload limit; an oversized request is refused clearly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+
+from schemas import ScheduleRequest
+from services.cli.mesh import Mesh
+from services.client import Client, RejectedError, TooLargeError
+from tests.integration.conftest import log_of
+
+pytestmark = pytest.mark.anyio
+
+ACTORS = 20_000
+NODES = 20
+IN_FLIGHT = 500
+
+
+async def _submit_many(client: Client, count: int) -> None:
+    """Submit `count` one-CPU actors with many requests in flight (the scheduler decides them in batches)."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(index: int) -> None:
+        async with gate:
+            await client.submit(ScheduleRequest(f"actor-{index:05d}", {"CPU": 1}, labels={"app": "bulk"}), timeout=30)
+
+    await asyncio.gather(*(one(index) for index in range(count)))
+
+
+def _corral(mesh: Mesh, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "services.cli", *args, "--nats-url", mesh.nats_url, "--timeout", "20"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_twenty_thousand_actors_list_completely_through_the_client_and_the_cli(
+    mesh: Mesh, client: Client
+) -> None:
+    for index in range(NODES):
+        await client.register_node(f"node-{index:02d}", {"CPU": ACTORS // NODES})
+    await _submit_many(client, ACTORS)
+
+    status = await client.status()
+    assert len(status.actors) == ACTORS
+    assert {actor.status for actor in status.actors} == {"placed"}
+    assert [actor.actor_id for actor in status.actors] == sorted(f"actor-{i:05d}" for i in range(ACTORS))
+    assert len(status.nodes) == NODES
+    assert len(await client.placements()) == ACTORS
+    assert len(await client.actors({"app": "bulk"})) == ACTORS
+    assert len((await client.status(limit=5)).actors) == 5
+
+    shown = _corral(mesh, "status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert len(json.loads(shown.stdout)["actors"]) == ACTORS
+    assert "maximum payload exceeded" not in log_of(mesh, "scheduler")
+
+
+async def test_a_request_over_the_payload_limit_is_refused_naming_its_size_and_the_limit(
+    mesh: Mesh, client: Client
+) -> None:
+    await client.register_node("n1", {"CPU": 4})
+    huge = {f"key-{i:06d}": "v" * 40 for i in range(25_000)}  # about 1.3 MB of labels
+    with pytest.raises(TooLargeError, match=r"the request is \d+ bytes, over the bus's payload limit of 1048576 bytes"):
+        await client.submit(ScheduleRequest("huge", {"CPU": 1}, labels=huge))
+
+    large = {f"key-{i:06d}": "v" * 40 for i in range(10_000)}  # about 0.5 MB: sent, and refused by the scheduler
+    with pytest.raises(RejectedError, match=r"message of \d+ bytes is over the 262144-byte limit"):
+        await client.submit(ScheduleRequest("large", {"CPU": 1}, labels=large))
+    assert "large" not in await client.placements()
+
+    request = mesh.data_dir / "huge.json"
+    request.write_text(json.dumps({"actor_id": "huge", "resources": {"CPU": 1}, "labels": huge}))
+    shown = _corral(mesh, "submit", "--json", str(request))
+    assert shown.returncode == 1
+    assert shown.stderr.count("\n") == 1, shown.stderr
+    assert "over the bus's payload limit of 1048576 bytes" in shown.stderr

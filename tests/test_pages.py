@@ -1,0 +1,107 @@
+"""Paging a list answer: every page fits the payload limit, the pages join into the whole answer, of one listing."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import ActorPlaced, AnyEvent, NodeRegistered, Pending, ScheduleRequest
+from schemas.queries import ActorInfo, NodeInfo, StatusQuery, StatusReply
+from services.client.base import joined
+from services.core.request import ConflictError, RequestError
+from services.runtime.codec import decode, encode
+from services.runtime.pages import Pager
+from services.scheduler.view import SchedulerView
+
+LIMIT = 1_048_576
+
+
+def _status(actors: int, pending: list[Pending] | None = None) -> StatusReply:
+    nodes = [NodeInfo(f"node-{i:03d}", "", {"CPU": 1e6}, {"CPU": 0.0}, {"zone": "z1"}, [], 1000) for i in range(200)]
+    infos = [ActorInfo(f"actor-{i:06d}", "default", {"app": "bulk"}, "placed", "node-000") for i in range(actors)]
+    groups = {f"pg-{i:04d}": ["node-001", "node-002"] for i in range(1000)}
+    return StatusReply(nodes, infos, groups, pending or [], sequence=7)
+
+
+class _Service:
+    """A view that answers a status, and a pager over it as a service has one."""
+
+    def __init__(self, answer: StatusReply) -> None:
+        self.answer, self.sequence, self.calls = answer, 7, 0
+        self.pager = Pager(lambda: self.sequence, lambda: LIMIT)
+
+    def status(self, _query: StatusQuery) -> StatusReply:
+        self.calls += 1
+        return self.answer
+
+    def ask(self, query: StatusQuery) -> StatusReply:
+        """What a client receives: the page as bytes (checked against the limit), decoded."""
+        data = self.pager.fit(self.pager.page(query, self.status))
+        assert len(data) <= LIMIT
+        reply: StatusReply = decode(data, StatusReply, max_bytes=LIMIT)
+        return reply
+
+    def list_all(self, limit: int = 0) -> list[StatusReply]:
+        pages = [self.ask(StatusQuery(limit=limit))]
+        while pages[-1].next:
+            pages.append(self.ask(StatusQuery(cursor=pages[-1].next, limit=limit)))
+        return pages
+
+
+def test_two_hundred_thousand_actors_list_completely_in_pages_under_the_limit() -> None:
+    view = SchedulerView(seed=0, rare_resources=())
+    events: list[AnyEvent] = [
+        NodeRegistered(node_id=f"node-{i:03d}", resources={"CPU": 2000.0}, labels={}) for i in range(100)
+    ]
+    events += [
+        ActorPlaced(actor_id=f"actor-{i:06d}", node_id=f"node-{i % 100:03d}", request=ScheduleRequest(f"actor-{i:06d}"))
+        for i in range(200_000)
+    ]
+    for sequence, event in enumerate(events, start=1):
+        view.apply(event, sequence)
+    whole = view.status(StatusQuery())
+    assert len(whole.actors) == 200_000
+    assert len(encode(whole)) > 10 * LIMIT
+    service = _Service(whole)
+    service.sequence = whole.sequence
+    pages = service.list_all()
+    assert len(pages) > 10
+    assert joined(pages) == whole
+    assert service.calls == 1, "the listing is computed once, for its first page"
+    assert {page.sequence for page in pages} == {len(events)}
+
+
+def test_the_pages_of_a_listing_come_from_one_point_in_the_log_while_the_view_moves_on() -> None:
+    service = _Service(_status(30_000))
+    first = service.ask(StatusQuery())
+    service.sequence, service.answer = 8, _status(10)
+    rest = [first]
+    while rest[-1].next:
+        rest.append(service.ask(StatusQuery(cursor=rest[-1].next)))
+    assert len(joined(rest).actors) == 30_000
+
+
+def test_a_cursor_the_service_no_longer_holds_is_a_conflict_once_the_log_moved_on() -> None:
+    service = _Service(_status(30_000))
+    first = service.ask(StatusQuery())
+    other = _Service(_status(30_000))  # another instance, at the same point: it lists again and goes on
+    assert other.ask(StatusQuery(cursor=first.next)).actors
+    moved = _Service(_status(30_000))
+    moved.sequence = 9
+    with pytest.raises(ConflictError, match="list again from the first page"):
+        moved.ask(StatusQuery(cursor=first.next))
+    with pytest.raises(RequestError, match="not a cursor of this service"):
+        service.ask(StatusQuery(cursor="nonsense"))
+
+
+def test_a_limit_caps_each_list_of_the_whole_answer() -> None:
+    reply = joined(_Service(_status(50_000)).list_all(limit=3))
+    assert (len(reply.nodes), len(reply.actors), len(reply.placement_groups)) == (3, 3, 3)
+
+
+def test_a_pending_item_too_large_for_a_page_keeps_its_counts_and_fewer_node_ids() -> None:
+    ids = [f"node-{i:07d}" for i in range(150_000)]
+    huge = Pending("big", "0/150000 nodes are available", {"Insufficient CPU": 150_000}, {"Insufficient CPU": ids})
+    pages = _Service(_status(10, [huge])).list_all()
+    (pending,) = joined(pages).pending
+    assert pending.reasons == {"Insufficient CPU": 150_000}
+    assert 0 < len(pending.nodes_by_reason["Insufficient CPU"]) < 150_000
