@@ -30,7 +30,7 @@ async def test_a_client_without_a_bus_fails_within_its_timeout_and_logs_it_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="corral.bus")  # an in-process CLI test may have quietened it
     started = time.monotonic()
     with pytest.raises(UnavailableError, match=f"no NATS server answered at {url} within 1.5s"):
         async with Client(url, timeout=1.5):
