@@ -35,6 +35,13 @@ lint: venv
 test: venv redis nats lint
 	$(BIN)/pytest
 
+# The fuzz suite with many more examples than `make test` sends (FUZZ_EXAMPLES=...).
+FUZZ_EXAMPLES ?= 2000
+.PHONY: fuzz
+fuzz: venv redis nats
+	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -m fuzz -p no:cacheprovider --hypothesis-show-statistics \
+	  --timeout 3600 tests/integration/test_fuzz.py
+
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo_mesh
 
