@@ -59,6 +59,13 @@ LOADTEST_ARGS ?=
 loadtest: venv
 	$(BIN)/python -m loadtest $(LOADTEST_ARGS)
 
+# Chaos run (not part of `make test`): mixed load while services, nats-server and redis-server are killed and
+# restarted at random; prints the figures (CHAOS_ARGS="--minutes 2 --seed 3 --json").
+CHAOS_ARGS ?= --minutes 10
+.PHONY: chaos
+chaos: venv redis nats
+	$(BIN)/python -m loadtest.chaos $(CHAOS_ARGS)
+
 clean:
 	rm -rf $(VENV) *.egg-info build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -137,13 +137,14 @@ def _request_rows(requests: Sequence[Request], missing: Sequence[Request]) -> di
         row["sent"] += 1
         row["attempts"] += request.attempts
         row["answered"] += request.answered_at is not None
+        row["unanswered"] += request.answered_at is None
         row["rejected"] += request.rejected
     for request in missing:
         rows[request.kind]["lost"] += 1
     total: Counter[str] = Counter()
     for row in rows.values():
         total.update(row)
-    keys = ("sent", "attempts", "answered", "rejected", "lost")
+    keys = ("sent", "attempts", "answered", "rejected", "unanswered", "lost")
     return {kind: {key: row[key] for key in keys} for kind, row in [*sorted(rows.items()), ("total", total)]}
 
 
@@ -180,11 +181,12 @@ def format_report(report: dict[str, Any]) -> str:
         "exited on their own (codes): "
         + (", ".join(f"{key} {codes}" for key, codes in sorted(report["exits"].items())) or "none"),
         "",
-        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'answered':>10}{'rejected':>10}{'lost':>7}",
+        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'answered':>10}{'rejected':>10}{'unanswered':>12}{'lost':>7}",
     ]
     for kind, row in report["requests"].items():
         lines.append(
-            f"{kind:<12}{row['sent']:>8}{row['attempts']:>10}{row['answered']:>10}{row['rejected']:>10}{row['lost']:>7}"
+            f"{kind:<12}{row['sent']:>8}{row['attempts']:>10}{row['answered']:>10}{row['rejected']:>10}"
+            f"{row['unanswered']:>12}{row['lost']:>7}"
         )
     for kind, reasons in report["refusals"].items():
         lines += [f"  {kind} refused x{count}: {reason}" for reason, count in reasons.items()]

@@ -76,11 +76,9 @@ class LogFold:
     registered: set[str] = field(default_factory=set)
     died: set[str] = field(default_factory=set)
     taints: dict[str, set[str]] = field(default_factory=dict)
-    """Node -> the keys of its taints now."""
+    """Live node -> the keys of its taints now."""
     tainted: set[str] = field(default_factory=set)
     """`node/key` for every taint that appeared on a node."""
-    untainted: set[str] = field(default_factory=set)
-    """`node/key` for every taint that went away."""
     vc_requested: set[str] = field(default_factory=set)
     vc_destroy_requested: set[str] = field(default_factory=set)
     doubled: list[str] = field(default_factory=list)
@@ -195,11 +193,11 @@ def _apply(fold: LogFold, nodes: _Capacity, event: AnyEvent) -> None:  # noqa: P
             fold.taints[event.node_id] = {taint.key for taint in event.taints}
     elif isinstance(event, NodeDied):
         fold.died.add(event.node_id)
+        fold.taints.pop(event.node_id, None)
         nodes.drop_node(event.node_id)
     elif isinstance(event, TaintsChanged):
         before, after = fold.taints.get(event.node_id, set()), {taint.key for taint in event.taints}
         fold.tainted.update(f"{event.node_id}/{key}" for key in after - before)
-        fold.untainted.update(f"{event.node_id}/{key}" for key in before - after)
         fold.taints[event.node_id] = after
     elif isinstance(event, ActorSubmitted):
         nodes.demand[event.request.actor_id] = dict(event.request.resources)
@@ -234,14 +232,17 @@ def _apply(fold: LogFold, nodes: _Capacity, event: AnyEvent) -> None:  # noqa: P
 
 
 def in_log(request: Request, fold: LogFold) -> bool:
-    """Whether the log holds the decision `request` asked for."""
+    """Whether the log holds the decision `request` asked for (for a taint's removal: the taint is not there at
+    the end; the node may also have died, or died and registered again without it)."""
+    if request.kind == "untaint":
+        node_id, key = request.key.split("/", 1)
+        return key not in fold.taints.get(node_id, set())
     found = {
         "submit": fold.decided,
         "remove": fold.removed,
         "register": fold.registered,
         "remove_node": fold.died,
         "taint": fold.tainted,
-        "untaint": fold.untainted,
         "vc_create": fold.vc_requested,
         "vc_destroy": fold.vc_destroy_requested,
     }[request.kind]

@@ -62,13 +62,18 @@ class Monkey:
         return rng.uniform(0.2, 3.0)
 
     async def kill_until(self, stop_at: float) -> None:
-        """Every `kill_every` seconds or so, kill one victim and restart it after its downtime, until `stop_at`."""
+        """Every `kill_every` seconds or so, kill one victim and restart it after its downtime, until `stop_at`.
+
+        The victims come in rounds, each in a random order, so that every one is killed once per round."""
         rng = random.Random(self.seed)
+        order: list[str] = []
         while True:
             await asyncio.sleep(rng.uniform(0.5, 1.5) * self.kill_every)
             if time.monotonic() >= stop_at:
                 return
-            victim = rng.choice(VICTIMS)
+            if not order:
+                order = rng.sample(VICTIMS, len(VICTIMS))
+            victim = order.pop()
             self.down.add(victim)
             try:
                 await asyncio.to_thread(self._kill, victim)

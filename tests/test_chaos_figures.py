@@ -14,6 +14,8 @@ from schemas import (
     NodeRegistered,
     SchedulerElected,
     ScheduleRequest,
+    Taint,
+    TaintsChanged,
     VirtualClusterDestroyed,
     VirtualNodesReserved,
 )
@@ -96,9 +98,26 @@ def test_a_request_is_lost_when_the_log_holds_no_decision_for_it_unless_it_was_r
         Request("remove", "a1", 0.0),
         Request("remove", "a9", 0.0, answered_at=1.0, rejected=True),
         Request("register", "n1", 0.0),
-        Request("taint", "n1", 0.0),
+        Request("taint", "n1/k", 0.0),
     ]
-    assert [(r.kind, r.key) for r in lost(requests, fold)] == [("submit", "a3"), ("taint", "n1")]
+    assert [(r.kind, r.key) for r in lost(requests, fold)] == [("submit", "a3"), ("taint", "n1/k")]
+
+
+def test_a_taint_is_added_when_its_key_appears_and_removed_when_it_is_not_there_at_the_end() -> None:
+    taint = Taint("k", "x", "PreferNoSchedule")
+    events: list[AnyEvent] = [
+        node("n1"),
+        node("n2"),
+        TaintsChanged(node_id="n1", taints=[taint]),
+        TaintsChanged(node_id="n2", taints=[taint]),
+        TaintsChanged(node_id="n1", taints=[]),
+        NodeDied(node_id="n2"),
+        TaintsChanged(node_id="n3", taints=[taint]),
+    ]
+    fold = fold_log(events)
+    requests = [Request("taint", f"{n}/k", 0.0) for n in ("n1", "n2", "n3")]
+    requests += [Request("untaint", f"{n}/k", 0.0) for n in ("n1", "n2", "n3")]
+    assert [(r.kind, r.key) for r in lost(requests, fold)] == [("untaint", "n3/k")]
 
 
 def test_the_longest_gap_counts_from_the_start_and_to_the_end() -> None:
