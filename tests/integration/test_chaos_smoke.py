@@ -14,7 +14,7 @@ from loadtest.chaos_monkey import VICTIMS
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
-def test_a_short_chaos_run_kills_and_restarts_pieces_and_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_short_chaos_run_kills_and_restarts_and_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--seconds", "18", "--kill-every", "1", "--nats-outage-max", "3", "--settle", "10", "--json", "--quiet"]
     assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
