@@ -136,6 +136,7 @@ def _request_rows(requests: Sequence[Request], missing: Sequence[Request]) -> di
         row = rows.setdefault(request.kind, Counter())
         row["sent"] += 1
         row["attempts"] += request.attempts
+        row["duplicates"] += request.duplicates
         row["answered"] += request.answered_at is not None
         row["unanswered"] += request.answered_at is None
         row["rejected"] += request.rejected
@@ -144,7 +145,7 @@ def _request_rows(requests: Sequence[Request], missing: Sequence[Request]) -> di
     total: Counter[str] = Counter()
     for row in rows.values():
         total.update(row)
-    keys = ("sent", "attempts", "answered", "rejected", "unanswered", "lost")
+    keys = ("sent", "attempts", "duplicates", "answered", "rejected", "unanswered", "lost")
     return {kind: {key: row[key] for key in keys} for kind, row in [*sorted(rows.items()), ("total", total)]}
 
 
@@ -181,11 +182,13 @@ def format_report(report: dict[str, Any]) -> str:
         "exited on their own (codes): "
         + (", ".join(f"{key} {codes}" for key, codes in sorted(report["exits"].items())) or "none"),
         "",
-        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'answered':>10}{'rejected':>10}{'unanswered':>12}{'lost':>7}",
+        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'duplicates':>12}{'answered':>10}{'rejected':>10}"
+        f"{'unanswered':>12}{'lost':>7}",
     ]
     for kind, row in report["requests"].items():
         lines.append(
-            f"{kind:<12}{row['sent']:>8}{row['attempts']:>10}{row['answered']:>10}{row['rejected']:>10}"
+            f"{kind:<12}{row['sent']:>8}{row['attempts']:>10}{row['duplicates']:>12}{row['answered']:>10}"
+            f"{row['rejected']:>10}"
             f"{row['unanswered']:>12}{row['lost']:>7}"
         )
     for kind, reasons in report["refusals"].items():

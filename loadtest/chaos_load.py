@@ -16,7 +16,7 @@ import msgspec
 
 from loadtest.chaos_figures import Kind, Request
 from loadtest.nodes import NodeShape, node_shapes
-from loadtest.transport import Connection, Replies, durable_request
+from loadtest.transport import Connection, Replies
 from loadtest.workloads import Mix, Ticket
 from schemas import ScheduleRequest, Taint, VirtualCluster
 from schemas import subjects as s
@@ -29,6 +29,8 @@ from services.runtime.codec import decode, encode
 ATTEMPT_TIMEOUT = 5.0
 """Seconds one attempt waits for its answer before the request is sent again (same id)."""
 RETRY_PAUSE = 0.5
+PATIENCE = 15.0
+"""Seconds a user waits for one request before going on with new ones (that request keeps being sent again)."""
 CLUSTER_SPEC = VirtualCluster(flexible_resource_min={"CPU": 1.0}, flexible_resource_max={"CPU": 4.0})
 OPERATIONS: dict[str, int] = {"submit": 62, "remove": 26, "taint": 6, "vcluster": 5, "churn": 1}
 """What a user does next, by weight."""
@@ -69,6 +71,8 @@ class Load:
         self.stop_at = self.give_up_at = float("inf")
         self.connections: list[Connection] = []
         self.node_count = nodes
+        self.waiting: set[asyncio.Task[None]] = set()
+        """Requests users stopped waiting for, still being sent again."""
 
     async def connect(self, count: int = 2) -> None:
         """Open the client connections (each with its reply inbox) and register the first nodes."""
@@ -93,7 +97,16 @@ class Load:
         start = time.monotonic()
         self.stop_at, self.give_up_at = start + seconds, start + seconds + settle
         await asyncio.gather(*(self._user(index) for index in range(self.users)))
+        if self.waiting:
+            await asyncio.wait(set(self.waiting))
         return start, self.stop_at
+
+    async def _patiently(self, operation: Awaitable[None]) -> None:
+        """Wait for an operation up to `PATIENCE` seconds; past that it goes on in the background."""
+        task = asyncio.ensure_future(operation)
+        self.waiting.add(task)
+        task.add_done_callback(self.waiting.discard)
+        await asyncio.wait({task}, timeout=PATIENCE)
 
     async def _user(self, index: int) -> None:
         rng = random.Random(self.seed * 7919 + index)
@@ -106,30 +119,27 @@ class Load:
             operation = rng.choices(names, weights)[0]
             count += 1
             if operation == "submit" or (operation == "remove" and not held):
-                workload = mix.draw()
-                actor_id = f"c{self.seed}u{index}-{count}"
-                request = workload.build(Ticket(actor_id, f"u{index}", count))
+                request = mix.draw().build(Ticket(f"c{self.seed}u{index}-{count}", f"u{index}", count))
                 if self.clusters and rng.random() < 0.2:
                     request = msgspec.structs.replace(request, vcluster_id=rng.choice(self.clusters))
-                if await self._submit(rng, request):
-                    held.append(actor_id)
+                await self._patiently(self._submit(rng, request, held))
             elif operation == "remove":
-                await self._remove(rng, held.popleft())
+                await self._patiently(self._remove(rng, held.popleft()))
             elif operation == "taint":
-                await self._taint(rng, tainted, count, index)
+                await self._patiently(self._taint(rng, tainted, count, index))
             elif operation == "vcluster":
-                await self._vcluster(rng, index, count)
+                await self._patiently(self._vcluster(rng, index, count))
             else:
-                await self._churn(rng)
+                await self._patiently(self._churn(rng))
             await asyncio.sleep(rng.uniform(0.02, 0.1))
 
-    async def _retrying(self, kind: Kind, key: str, attempt: Callable[[], Awaitable[object]]) -> bool:
+    async def _retrying(self, kind: Kind, key: str, attempt: Callable[[Request], Awaitable[object]]) -> bool:
         """Send until answered (`attempt` raises `RejectedError` when refused) or the settling time ends; whether
         it was answered and accepted."""
         while time.monotonic() < self.give_up_at:
             request = self.ledger.sent(kind, key)
             try:
-                await asyncio.wait_for(attempt(), ATTEMPT_TIMEOUT + 1.0)
+                await asyncio.wait_for(attempt(request), ATTEMPT_TIMEOUT + 1.0)
             except RejectedError as refused:
                 self.ledger.answered(request, str(refused))
                 return False
@@ -140,26 +150,35 @@ class Load:
             return True
         return False
 
-    async def _durable(self, rng: random.Random, subject: str, payload: bytes, msg_id: str) -> None:
-        """A durable request with `msg_id` (the same on every attempt); `RejectedError` when refused."""
+    async def _durable(self, rng: random.Random, subject: str, payload: bytes, msg_id: str, request: Request) -> None:
+        """Publish a durable request with `msg_id` (the same on every attempt: the stream stores it once) and wait
+        for its decision; counts the attempts the stream took for duplicates; `RejectedError` when refused."""
         connection = rng.choice(self.connections)
-        _, _, data = await durable_request(connection, subject, payload, msg_id, ATTEMPT_TIMEOUT)
+        inbox, answer = connection.replies.expect()
+        headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
+        try:
+            async with asyncio.timeout(ATTEMPT_TIMEOUT):
+                ack = await connection.client.bus.js.publish(subject, payload, headers=headers, timeout=ATTEMPT_TIMEOUT)
+                request.duplicates += bool(ack.duplicate)
+                _, data = await answer
+        finally:
+            connection.replies.waiting.pop(inbox, None)
         reply = decode(data, RequestReply)
         if isinstance(reply, Rejected):
             raise_for(reply)
 
-    async def _submit(self, rng: random.Random, request: ScheduleRequest) -> bool:
-        payload = encode(SubmitActor(command_id=f"submit-{request.actor_id}", request=request))
-        return await self._retrying(
-            "submit",
-            request.actor_id,
-            lambda: self._durable(rng, s.SCHEDULE, payload, f"submit-{request.actor_id}"),
-        )
+    async def _submit(self, rng: random.Random, request: ScheduleRequest, held: deque[str]) -> None:
+        actor_id = request.actor_id
+        payload = encode(SubmitActor(command_id=f"submit-{actor_id}", request=request))
+        if await self._retrying(
+            "submit", actor_id, lambda sent: self._durable(rng, s.SCHEDULE, payload, f"submit-{actor_id}", sent)
+        ):
+            held.append(actor_id)
 
     async def _remove(self, rng: random.Random, actor_id: str) -> None:
         payload = encode(RemoveActor(command_id=f"remove-{actor_id}", actor_id=actor_id))
         await self._retrying(
-            "remove", actor_id, lambda: self._durable(rng, s.REMOVE_ACTOR, payload, f"remove-{actor_id}")
+            "remove", actor_id, lambda sent: self._durable(rng, s.REMOVE_ACTOR, payload, f"remove-{actor_id}", sent)
         )
 
     async def _taint(self, rng: random.Random, tainted: deque[tuple[str, str]], count: int, user: int) -> None:
@@ -168,29 +187,31 @@ class Load:
         client = self._client(rng)
         if tainted and rng.random() < 0.5:
             node_id, key = tainted.popleft()
-            await self._retrying("untaint", f"{node_id}/{key}", lambda: client.remove_taints(node_id, [key]))
+            await self._retrying("untaint", f"{node_id}/{key}", lambda _sent: client.remove_taints(node_id, [key]))
         elif self.live_nodes:
             node_id, key = rng.choice(self.live_nodes), f"chaos-u{user}-{count}"
             taint = Taint(key, "x", "PreferNoSchedule")
-            if await self._retrying("taint", f"{node_id}/{key}", lambda: client.add_taints(node_id, [taint])):
+            if await self._retrying("taint", f"{node_id}/{key}", lambda _sent: client.add_taints(node_id, [taint])):
                 tainted.append((node_id, key))
 
     async def _vcluster(self, rng: random.Random, user: int, count: int) -> None:
         client = self._client(rng)
         if len(self.clusters) < 3 or rng.random() < 0.4:
             vc_id = f"vc{self.seed}u{user}-{count}"
-            if await self._retrying("vc_create", vc_id, lambda: client.create_virtual_cluster(vc_id, CLUSTER_SPEC)):
+            if await self._retrying(
+                "vc_create", vc_id, lambda _sent: client.create_virtual_cluster(vc_id, CLUSTER_SPEC)
+            ):
                 self.clusters.append(vc_id)
         else:
             vc_id = self.clusters.pop(rng.randrange(len(self.clusters)))
-            await self._retrying("vc_destroy", vc_id, lambda: client.destroy_virtual_cluster(vc_id, force=True))
+            await self._retrying("vc_destroy", vc_id, lambda _sent: client.destroy_virtual_cluster(vc_id, force=True))
 
     async def _churn(self, rng: random.Random) -> None:
         """Take a node out and bring a new one in."""
         if len(self.live_nodes) > 1:
             node_id = self.live_nodes.pop(rng.randrange(len(self.live_nodes)))
             client = self._client(rng)
-            await self._retrying("remove_node", node_id, lambda: client.remove_node(node_id))
+            await self._retrying("remove_node", node_id, lambda _sent: client.remove_node(node_id))
         await self._add_node(rng)
 
     async def _add_node(self, rng: random.Random) -> None:
@@ -199,7 +220,7 @@ class Load:
         if await self._retrying(
             "register",
             shape.node_id,
-            lambda: client.register_node(
+            lambda _sent: client.register_node(
                 shape.node_id,
                 shape.resources,
                 shape.labels,
