@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.chaos_figures import Request, fold_log, longest_gap, lost
+from loadtest.chaos_figures import Request, fold_log, in_log, longest_gap, lost
 from loadtest.chaos_load import Load
 from loadtest.chaos_monkey import STANDBY, VICTIMS, Monkey
 from loadtest.digests import check_digests
@@ -116,6 +116,12 @@ async def figures(
         "requests": _request_rows(requests, missing),
         "refusals": _refusals(requests),
         "lost": [f"{request.kind} {request.key}" for request in missing],
+        "unanswered": [
+            f"{request.kind} {request.key} ({'decided' if in_log(request, fold) else 'not decided'} in the log; "
+            f"{request.duplicates} of {request.attempts} sends dropped as duplicates)"
+            for request in requests
+            if request.answered_at is None
+        ],
         "decided_twice": fold.doubled,
         "over_full": [
             {"node": o.node_id, "resource": o.resource, "used": o.used, "capacity": o.capacity, "event": o.event_index}
@@ -196,6 +202,7 @@ def format_report(report: dict[str, Any]) -> str:
     over_full = [f"{o['node']} {o['resource']} {o['used']:g}/{o['capacity']:g}" for o in report["over_full"]]
     lines += [
         "",
+        f"unanswered:             {_listed(report['unanswered'])}",
         f"lost:                   {_listed(report['lost'])}",
         f"decided twice:          {_listed(report['decided_twice'])}",
         f"nodes over-full:        {_listed(over_full)}",

@@ -75,7 +75,8 @@ class LogFold:
 
     decided: set[str] = field(default_factory=set)
     """Actors with an effective decision (placed or pending)."""
-    removed: set[str] = field(default_factory=set)
+    live: set[str] = field(default_factory=set)
+    """Actors submitted and not gone (removed, failed for good, or stopped with their virtual cluster)."""
     registered: set[str] = field(default_factory=set)
     died: set[str] = field(default_factory=set)
     taints: dict[str, set[str]] = field(default_factory=dict)
@@ -204,10 +205,12 @@ def _apply(fold: LogFold, nodes: _Capacity, event: AnyEvent) -> None:  # noqa: P
         fold.taints[event.node_id] = after
     elif isinstance(event, ActorSubmitted):
         nodes.demand[event.request.actor_id] = dict(event.request.resources)
+        fold.live.add(event.request.actor_id)
     elif isinstance(event, ActorPlaced):
         _resized(nodes, event.resized)
         if event.request is not None:
             nodes.demand[event.actor_id] = dict(event.request.resources)
+            fold.live.add(event.actor_id)
         fold.decided.add(event.actor_id)
         if not event.placement_group_id and not nodes.place(event.actor_id, event.node_id):
             fold.doubled.append(event.actor_id)
@@ -215,8 +218,10 @@ def _apply(fold: LogFold, nodes: _Capacity, event: AnyEvent) -> None:  # noqa: P
         fold.decided.add(event.actor_id)
     elif isinstance(event, ActorFailed):
         nodes.free(event.actor_id)
+        if not event.will_restart:
+            fold.live.discard(event.actor_id)
     elif isinstance(event, ActorRemoved):
-        fold.removed.add(event.actor_id)
+        fold.live.discard(event.actor_id)
         nodes.free(event.actor_id)
         _resized(nodes, event.resized)
     elif isinstance(event, VirtualNodesReserved):
@@ -225,6 +230,7 @@ def _apply(fold: LogFold, nodes: _Capacity, event: AnyEvent) -> None:  # noqa: P
     elif isinstance(event, VirtualNodeResized):
         nodes.resize(event.vnode_id, event.resources, event.parent_node, event.vc_id)
     elif isinstance(event, VirtualClusterDestroyed):
+        fold.live.difference_update(event.stopped)
         for vnode_id in [vnode for vnode, vc_id in nodes.cluster_of.items() if vc_id == event.vc_id]:
             nodes.resize(vnode_id, {})
             nodes.cluster_of.pop(vnode_id, None)
@@ -235,14 +241,16 @@ def _apply(fold: LogFold, nodes: _Capacity, event: AnyEvent) -> None:  # noqa: P
 
 
 def in_log(request: Request, fold: LogFold) -> bool:
-    """Whether the log holds the decision `request` asked for (for a taint's removal: the taint is not there at
-    the end; the node may also have died, or died and registered again without it)."""
+    """Whether the log holds the decision `request` asked for. A removal holds when the end of the log agrees: the
+    actor is gone (removed, failed for good, stopped with its cluster), or the taint is not on the node (which may
+    have died, or died and registered again without it)."""
+    if request.kind == "remove":
+        return request.key not in fold.live
     if request.kind == "untaint":
         node_id, key = request.key.split("/", 1)
         return key not in fold.taints.get(node_id, set())
     found = {
         "submit": fold.decided,
-        "remove": fold.removed,
         "register": fold.registered,
         "remove_node": fold.died,
         "taint": fold.tainted,

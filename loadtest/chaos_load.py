@@ -32,7 +32,7 @@ RETRY_PAUSE = 0.5
 PATIENCE = 15.0
 """Seconds a user waits for one request before going on with new ones (that request keeps being sent again)."""
 CLUSTER_SPEC = VirtualCluster(flexible_resource_min={"CPU": 1.0}, flexible_resource_max={"CPU": 4.0})
-OPERATIONS: dict[str, int] = {"submit": 62, "remove": 26, "taint": 6, "vcluster": 5, "churn": 1}
+OPERATIONS: dict[str, float] = {"submit": 64, "remove": 28, "taint": 6, "vcluster": 1.7, "churn": 0.3}
 """What a user does next, by weight."""
 
 

@@ -124,3 +124,18 @@ def test_the_longest_gap_counts_from_the_start_and_to_the_end() -> None:
     assert longest_gap([1.0, 1.5, 4.0], start=0.0, end=5.0) == (2.5, 1.5)
     assert longest_gap([], start=2.0, end=3.0) == (1.0, 2.0)
     assert longest_gap([0.5, 9.0], start=0.0, end=10.0) == (8.5, 0.5)
+
+
+def test_a_removal_is_lost_only_when_the_actor_is_still_live_at_the_end() -> None:
+    """Removed, failed for good or stopped with its cluster: the removal holds (a refusal may have been lost)."""
+    events: list[AnyEvent] = [
+        ELECTED,
+        node("n1", cpu=10.0),
+        *(placed(actor, "n1") for actor in ("a1", "a2", "a3", "a4", "a5")),
+        ActorRemoved(actor_id="a1", epoch=1),
+        ActorFailed(actor_id="a2", node_id="n1", reason="x", will_restart=False, epoch=1),
+        ActorFailed(actor_id="a3", node_id="n1", reason="x", will_restart=True, epoch=1),
+        VirtualClusterDestroyed(vc_id="vc", stopped=["a4"], epoch=1),
+    ]
+    requests = [Request("remove", actor, 0.0) for actor in ("a1", "a2", "a3", "a4", "a5")]
+    assert [r.key for r in lost(requests, fold_log(events))] == ["a3", "a5"]
