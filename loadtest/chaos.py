@@ -56,19 +56,21 @@ def progress(config: ChaosConfig, text: str) -> None:
         print(f"chaos: {text}", file=sys.stderr, flush=True)
 
 
-async def wait_ready(mesh: Mesh, timeout: float) -> bool:
-    """Whether every service answers within `timeout` seconds."""
-    async with Client(mesh.nats_url, timeout=5.0) as client:
-        try:
+async def wait_ready(mesh: Mesh, timeout: float) -> str:
+    """Wait until every service answers; "" when they all do within `timeout` seconds, else what failed."""
+    try:
+        async with Client(mesh.nats_url, timeout=5.0) as client:
             await client.wait_ready(timeout=timeout)
-        except Exception:  # not ready in time: the figures say so
-            return False
-    return True
+    except Exception as error:  # not ready in time: the figures say so
+        return f"{type(error).__name__}: {error}"
+    return ""
 
 
 async def chaos(config: ChaosConfig, mesh: Mesh) -> dict[str, Any]:
     """Load, kill and restart for `config.seconds`; settle; read the log and compute the figures."""
-    await wait_ready(mesh, 60.0)
+    unready = await wait_ready(mesh, 60.0)
+    if unready:
+        raise RuntimeError(f"the mesh did not start: {unready}")
     load = Load(mesh.nats_url, nodes=config.nodes, users=config.users, seed=config.seed)
     monkey = Monkey(mesh, config.seed, config.kill_every, config.nats_outage_max)
     try:
@@ -81,8 +83,8 @@ async def chaos(config: ChaosConfig, mesh: Mesh) -> dict[str, Any]:
             start, end = await load.run(config.seconds, config.settle)
             await killing
             progress(config, f"load stopped; settling ({time.monotonic() - end:.0f} s of retries so far)")
-            ready = await wait_ready(mesh, config.settle)
-            return await figures(config, mesh, load, monkey, (start, end), ready)
+            unready = await wait_ready(mesh, config.settle)
+            return await figures(config, mesh, load, monkey, (start, end), unready)
         finally:
             supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -92,7 +94,7 @@ async def chaos(config: ChaosConfig, mesh: Mesh) -> dict[str, Any]:
 
 
 async def figures(
-    config: ChaosConfig, mesh: Mesh, load: Load, monkey: Monkey, window: tuple[float, float], ready: bool
+    config: ChaosConfig, mesh: Mesh, load: Load, monkey: Monkey, window: tuple[float, float], unready: str
 ) -> dict[str, Any]:
     """Read the whole log, fold it, and compare every service's live digest with a replay."""
     bus = load.connections[0].client.bus
@@ -110,7 +112,7 @@ async def figures(
         "users": config.users,
         "kills": dict(sorted(monkey.kills.items())),
         "exits": monkey.exits,
-        "ready_after_settle": ready,
+        "not_ready_after_settle": unready,
         "events": len(events),
         "fenced_events": fold.fenced,
         "requests": _request_rows(requests, missing),
@@ -209,7 +211,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"longest unavailability: {report['longest_unavailability_s']:.2f} s "
         f"(from {report['longest_unavailability_at_s']:.1f} s into the run)",
         f"events in the log:      {report['events']:,} ({report['fenced_events']:,} of a deposed scheduler, ignored)",
-        f"ready after settling:   {'yes' if report['ready_after_settle'] else 'NO'}",
+        f"ready after settling:   {('NO: ' + unready) if (unready := report['not_ready_after_settle']) else 'yes'}",
         "live digest == replay:  "
         + ", ".join(
             f"{service} {'yes' if check['equal'] else 'NO (' + check['detail'] + ')'}"
