@@ -130,6 +130,7 @@ async def figures(
             for o in fold.overfull
         ],
         "longest_unavailability_s": round(gap, 2),
+        "longest_wait_s": round(max((r.answered_at - r.sent_at for r in requests if r.answered_at), default=0.0), 2),
         "longest_unavailability_at_s": round(gap_at - window[0], 2),
         "digests": {
             check.service: {"equal": check.equal, "sequence": check.sequence, "detail": check.detail}
@@ -210,6 +211,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"nodes over-full:        {_listed(over_full)}",
         f"longest unavailability: {report['longest_unavailability_s']:.2f} s "
         f"(from {report['longest_unavailability_at_s']:.1f} s into the run)",
+        f"longest wait:           {report['longest_wait_s']:.2f} s (one request, from its first send to its answer)",
         f"events in the log:      {report['events']:,} ({report['fenced_events']:,} of a deposed scheduler, ignored)",
         f"ready after settling:   {('NO: ' + unready) if (unready := report['not_ready_after_settle']) else 'yes'}",
         "live digest == replay:  "
