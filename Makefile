@@ -39,8 +39,8 @@ test: venv redis nats lint
 FUZZ_EXAMPLES ?= 2000
 .PHONY: fuzz
 fuzz: venv redis nats
-	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -m fuzz -p no:cacheprovider --hypothesis-show-statistics \
-	  --timeout 3600 tests/integration/test_fuzz.py
+	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -m fuzz -s -p no:cacheprovider --timeout 3600 \
+	  tests/integration/test_fuzz.py
 
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo_mesh

@@ -14,12 +14,13 @@ import contextlib
 import os
 import secrets
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import nats.errors
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from loadtest.digests import check_digests, live_digest
 from schemas import ScheduleRequest
@@ -50,11 +51,14 @@ class Fuzzer:
         self.bus: Bus = runner.run(Bus.connect(self.settings, "fuzzer"))
         self.replies = runner.run(self.bus.nc.subscribe("_fuzz.replies.*"))
         self.sent = 0
+        self.tally: Counter[str] = Counter()
+        """Messages sent by how they were sent and the kind of payload."""
 
     def send(self, target: Target, payload: Payload) -> None:
         """Send one payload the way `target` is reached, then wait (bounded) until the mesh has taken it in."""
         self.runner.run(self._send(target, payload))
         self.sent += 1
+        self.tally[f"{target.via}: {payload.family}"] += 1
 
     async def _send(self, target: Target, payload: Payload) -> None:
         reply = f"_fuzz.replies.{self.sent}"
@@ -156,11 +160,11 @@ def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_repl
     @given(sends)
     def one_message(send: tuple[Target, Payload]) -> None:
         target, payload = send
-        event(f"{target.via}: {payload.family}")
         fuzzer.send(target, payload)
         fuzzer.assert_alive(f"after {payload!r} to {target.subject}")
 
     one_message()
+    print(f"{fuzzer.sent} messages sent:", dict(sorted(fuzzer.tally.items())))
     fuzzer.assert_alive(f"after {fuzzer.sent} messages")
     problems = [problem] if (problem := fuzzer.runner.run(_does_not_place(fuzzer.mesh))) else []
     checks = fuzzer.runner.run(check_digests(fuzzer.settings, fuzzer.bus, timeout=20.0))
