@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import nats.errors
+import nats.js.errors
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
@@ -94,7 +95,10 @@ class Fuzzer:
             answer = await live_digest(self.bus, service, timeout=0.5)
             if answer is None or answer.sequence < wanted:
                 return False
-        consumer = await self.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER)
+        try:
+            consumer = await self.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER)
+        except nats.js.errors.NotFoundError:  # the scheduler has not made its work queue's consumer yet
+            return False
         return not consumer.num_pending and not consumer.num_ack_pending
 
     def dead(self) -> dict[str, int]:
