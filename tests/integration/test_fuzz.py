@@ -14,7 +14,7 @@ import contextlib
 import os
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +38,8 @@ from tests.integration.payloads import Payload, Target, sends
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
 EXAMPLES = int(os.environ.get("CORRAL_FUZZ_EXAMPLES", "200"))
+RECENT = 5
+"""Messages listed when a service died."""
 SETTLE_S = 2.0
 """How long, after one message, the mesh may take to answer or fold it before the next is sent (a bound, not an
 assertion: a service that never answers or catches up is caught by the checks at the end)."""
@@ -54,12 +56,15 @@ class Fuzzer:
         self.sent = 0
         self.tally: Counter[str] = Counter()
         """Messages sent by how they were sent and the kind of payload."""
+        self.recent: deque[str] = deque(maxlen=RECENT)
+        """The last messages sent (a service may fail on a later message than the one that harmed it)."""
 
     def send(self, target: Target, payload: Payload) -> None:
         """Send one payload the way `target` is reached, then wait (bounded) until the mesh has taken it in."""
         self.runner.run(self._send(target, payload))
         self.sent += 1
         self.tally[f"{target.via}: {payload.family}"] += 1
+        self.recent.append(f"{payload!r} to {target.subject}")
 
     async def _send(self, target: Target, payload: Payload) -> None:
         reply = f"_fuzz.replies.{self.sent}"
@@ -110,9 +115,11 @@ class Fuzzer:
         dead = self.dead()
         if dead:
             tails = "\n".join(
-                f"--- {key} (exit {code}):\n{log_of(self.mesh, key)[-1500:]}" for key, code in dead.items()
+                f"--- {key} (exit {code}):\n{log_of(self.mesh, key)[-2000:]}" for key, code in dead.items()
             )
-            pytest.fail(f"{context}: services exited: {dead}\n{tails}", pytrace=False)
+            sent = "\n".join(self.recent)
+            heading = "the last messages sent, oldest first (hypothesis sends the failing one again at the end)"
+            pytest.fail(f"{context}: services exited: {dead}\n{tails}\n--- {heading}:\n{sent}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +172,7 @@ def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_repl
     def one_message(send: tuple[Target, Payload]) -> None:
         target, payload = send
         fuzzer.send(target, payload)
-        fuzzer.assert_alive(f"after {payload!r} to {target.subject}")
+        fuzzer.assert_alive(f"after message {fuzzer.sent}")
 
     one_message()
     print(f"{fuzzer.sent} messages sent:", dict(sorted(fuzzer.tally.items())))
