@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import sys
 import tempfile
 import time
@@ -34,6 +35,8 @@ MESH_SETTINGS = {"CORRAL_REQUEST_ACK_WAIT": "3", "CORRAL_LOG_LEVEL": "INFO"}
 """A request a killed scheduler held is delivered again after 3 s (10 s by default)."""
 SHOWN = 5
 """Ids listed per figure (the JSON has them all)."""
+QUOTED = re.compile(r"'[^']*'")
+"""A quoted value in a refusal (an id): taken out, so that refusals for the same cause count together."""
 
 
 @dataclass(frozen=True)
@@ -163,13 +166,8 @@ def _refusals(requests: Sequence[Request]) -> dict[str, dict[str, int]]:
     reasons: dict[str, Counter[str]] = {}
     for request in requests:
         if request.rejected:
-            reasons.setdefault(request.kind, Counter())[_shape_of(request.reason, request.key)] += 1
+            reasons.setdefault(request.kind, Counter())[QUOTED.sub("'<id>'", request.reason)[:120]] += 1
     return {kind: dict(counter.most_common(SHOWN)) for kind, counter in sorted(reasons.items())}
-
-
-def _shape_of(reason: str, key: str) -> str:
-    """A refusal with the request's own id taken out, so that refusals for the same cause count together."""
-    return reason.replace(key.split("/", maxsplit=1)[0], "<id>")[:120]
 
 
 def targets_met(report: dict[str, Any]) -> bool:
