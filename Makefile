@@ -35,6 +35,13 @@ lint: venv
 test: venv redis nats lint
 	$(BIN)/pytest
 
+# The fuzz suite with many more examples than `make test` sends (FUZZ_EXAMPLES=...).
+FUZZ_EXAMPLES ?= 2000
+.PHONY: fuzz
+fuzz: venv redis nats
+	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -m fuzz -s -p no:cacheprovider --timeout 3600 \
+	  tests/integration/test_fuzz.py
+
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo_mesh
 
@@ -51,6 +58,13 @@ LOADTEST_ARGS ?=
 .PHONY: loadtest
 loadtest: venv
 	$(BIN)/python -m loadtest $(LOADTEST_ARGS)
+
+# Chaos run (not part of `make test`): mixed load while services, nats-server and redis-server are killed and
+# restarted at random; prints the figures (CHAOS_ARGS="--minutes 2 --seed 3 --json").
+CHAOS_ARGS ?= --minutes 10
+.PHONY: chaos
+chaos: venv redis nats
+	$(BIN)/python -m loadtest.chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis

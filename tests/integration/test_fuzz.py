@@ -1,0 +1,183 @@
+"""Fuzz suite: hostile payloads to every subject a service reads, against one real mesh; then the mesh must be
+whole: every service process alive, a new actor still placed through the client, and every service's live
+digest equal to a fresh replay of the log at the same sequence.
+
+`make test` sends CORRAL_FUZZ_EXAMPLES (default 200) messages; `make fuzz` sends many more. Examples are not
+shrunk: they change the mesh, so a shrunk example would run against another mesh than the one that failed; the
+failing example is reported as it was sent, with the service that died and the end of its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats.errors
+import nats.js.errors
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from loadtest.digests import check_digests, live_digest
+from schemas import ScheduleRequest
+from schemas import subjects as s
+from services.cli.mesh import Mesh
+from services.client import Client, CorralError
+from services.runtime.bus import Bus
+from services.runtime.servers import ServerPath
+from services.runtime.settings import Settings
+from services.taints.view import SUBJECTS as TAINT_SUBJECTS
+from tests.integration.conftest import log_of, start_test_mesh
+from tests.integration.payloads import Payload, Target, sends
+
+pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
+
+EXAMPLES = int(os.environ.get("CORRAL_FUZZ_EXAMPLES", "200"))
+RECENT = 5
+"""Messages listed when a service died."""
+SETTLE_S = 2.0
+"""How long, after one message, the mesh may take to answer or fold it before the next is sent (a bound, not an
+assertion: a service that never answers or catches up is caught by the checks at the end)."""
+
+
+class Fuzzer:
+    """One mesh, one connection on one event loop, shared by every example of the module."""
+
+    def __init__(self, mesh: Mesh, runner: asyncio.Runner) -> None:
+        self.mesh, self.runner = mesh, runner
+        self.settings = Settings.from_env(mesh.env)
+        self.bus: Bus = runner.run(Bus.connect(self.settings, "fuzzer"))
+        self.replies = runner.run(self.bus.nc.subscribe("_fuzz.replies.*"))
+        self.sent = 0
+        self.tally: Counter[str] = Counter()
+        """Messages sent by how they were sent and the kind of payload."""
+        self.recent: deque[str] = deque(maxlen=RECENT)
+        """The last messages sent (a service may fail on a later message than the one that harmed it)."""
+
+    def send(self, target: Target, payload: Payload) -> None:
+        """Send one payload the way `target` is reached, then wait (bounded) until the mesh has taken it in."""
+        self.runner.run(self._send(target, payload))
+        self.sent += 1
+        self.tally[f"{target.via}: {payload.family}"] += 1
+        self.recent.append(f"{payload!r} to {target.subject}")
+
+    async def _send(self, target: Target, payload: Payload) -> None:
+        reply = f"_fuzz.replies.{self.sent}"
+        try:
+            if target.via == "log":
+                await self.bus.js.publish(target.subject, payload.data, timeout=5.0)
+            elif target.via == "request":
+                headers = {"Nats-Msg-Id": f"fuzz-{secrets.token_hex(8)}", s.REPLY_HEADER: reply}
+                await self.bus.js.publish(target.subject, payload.data, headers=headers, timeout=5.0)
+            elif target.via == "ask":
+                with contextlib.suppress(nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                    await self.bus.nc.request(target.subject, payload.data, timeout=SETTLE_S)
+            else:
+                await self.bus.nc.publish(target.subject, payload.data)
+            await self.bus.nc.flush()
+        except nats.errors.MaxPayloadError:
+            return  # the client refuses it before it leaves: nothing reached the mesh
+        await self._settle()
+
+    async def _settle(self) -> None:
+        """Until every view has folded the log's end and the scheduler's queue is empty, or a service died."""
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline and not self.dead():
+            if await self._taken_in():
+                return
+            await asyncio.sleep(0.02)
+
+    async def _taken_in(self) -> bool:
+        end = await self.bus.last_sequence()
+        ends = {"labels": end, "vclusters": end, "scheduler": end}
+        ends["taints"] = await self.bus.last_sequence(subjects=TAINT_SUBJECTS)
+        for service, wanted in ends.items():
+            answer = await live_digest(self.bus, service, timeout=0.5)
+            if answer is None or answer.sequence < wanted:
+                return False
+        try:
+            consumer = await self.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER)
+        except nats.js.errors.NotFoundError:  # the scheduler has not made its work queue's consumer yet
+            return False
+        return not consumer.num_pending and not consumer.num_ack_pending
+
+    def dead(self) -> dict[str, int]:
+        """Service processes that exited, with their exit codes."""
+        return {key: code for key, process in self.mesh.processes.items() if (code := process.poll()) is not None}
+
+    def assert_alive(self, context: str) -> None:
+        """Every service process still runs; else name the dead and the end of their logs."""
+        dead = self.dead()
+        if dead:
+            tails = "\n".join(
+                f"--- {key} (exit {code}):\n{log_of(self.mesh, key)[-2000:]}" for key, code in dead.items()
+            )
+            sent = "\n".join(self.recent)
+            heading = "the last messages sent, oldest first (hypothesis sends the failing one again at the end)"
+            pytest.fail(f"{context}: services exited: {dead}\n{tails}\n--- {heading}:\n{sent}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def fuzzer(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Fuzzer]:
+    """A mesh for the whole module (starting one costs seconds), and a connection to it."""
+    mesh = start_test_mesh(Path(tmp_path_factory.mktemp("fuzz")), server_path)
+    try:
+        with asyncio.Runner() as runner:
+            runner.run(_wait_ready(mesh))
+            fuzzing = Fuzzer(mesh, runner)
+            try:
+                yield fuzzing
+            finally:
+                runner.run(fuzzing.bus.close())
+    finally:
+        mesh.close()
+
+
+async def _wait_ready(mesh: Mesh) -> None:
+    async with Client(mesh.nats_url, timeout=10.0) as client:
+        await client.wait_ready(timeout=30.0)
+
+
+async def _does_not_place(mesh: Mesh) -> str:
+    """Register a fresh node and place an actor on it through the client (its label selects the node): "" when
+    it is placed there, else what went wrong."""
+    tag = secrets.token_hex(4)
+    try:
+        async with Client(mesh.nats_url, timeout=10.0) as client:
+            await client.register_node(f"probe-{tag}", {"CPU": 2}, labels={"probe": tag})
+            await client.submit(ScheduleRequest(f"probe-{tag}", {"CPU": 1}, label_selector={"probe": tag}))
+            placed = await client.wait_placed(f"probe-{tag}", timeout=20.0)
+    except (CorralError, TimeoutError) as error:
+        return f"a new actor is not placed: {type(error).__name__}: {error}"
+    return "" if placed.node_id == f"probe-{tag}" else f"the new actor went to {placed.node_id}, not probe-{tag}"
+
+
+def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_replayable(fuzzer: Fuzzer) -> None:
+    """Every payload kind to every subject; then alive, still places, live digest == replay digest."""
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        phases=(Phase.explicit, Phase.generate),
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+    @given(sends)
+    def one_message(send: tuple[Target, Payload]) -> None:
+        target, payload = send
+        fuzzer.send(target, payload)
+        fuzzer.assert_alive(f"after message {fuzzer.sent}")
+
+    one_message()
+    print(f"{fuzzer.sent} messages sent:", dict(sorted(fuzzer.tally.items())))
+    fuzzer.assert_alive(f"after {fuzzer.sent} messages")
+    problems = [problem] if (problem := fuzzer.runner.run(_does_not_place(fuzzer.mesh))) else []
+    checks = fuzzer.runner.run(check_digests(fuzzer.settings, fuzzer.bus, timeout=20.0))
+    problems += [f"{check.service}: live digest != replay ({check.detail})" for check in checks if not check.equal]
+    assert not problems, f"after {fuzzer.sent} messages: " + "; ".join(problems)
