@@ -100,7 +100,7 @@ async def figures(
     config: ChaosConfig, mesh: Mesh, load: Load, monkey: Monkey, window: tuple[float, float], unready: str
 ) -> dict[str, Any]:
     """Read the whole log, fold it, and compare every service's live digest with a replay."""
-    bus = load.connections[0].client.bus
+    bus = load.connections[0].bus
     events = await bus.read_to(await bus.last_sequence())
     fold = fold_log(events)
     requests = list(load.ledger.requests.values())
@@ -123,7 +123,7 @@ async def figures(
         "lost": [f"{request.kind} {request.key}" for request in missing],
         "unanswered": [
             f"{request.kind} {request.key} ({'decided' if in_log(request, fold) else 'not decided'} in the log; "
-            f"{request.duplicates} of {request.attempts} sends dropped as duplicates)"
+            f"{request.attempts} sends)"
             for request in requests
             if request.answered_at is None
         ],
@@ -148,7 +148,6 @@ def _request_rows(requests: Sequence[Request], missing: Sequence[Request]) -> di
         row = rows.setdefault(request.kind, Counter())
         row["sent"] += 1
         row["attempts"] += request.attempts
-        row["duplicates"] += request.duplicates
         row["answered"] += request.answered_at is not None
         row["unanswered"] += request.answered_at is None
         row["rejected"] += request.rejected
@@ -157,7 +156,7 @@ def _request_rows(requests: Sequence[Request], missing: Sequence[Request]) -> di
     total: Counter[str] = Counter()
     for row in rows.values():
         total.update(row)
-    keys = ("sent", "attempts", "duplicates", "answered", "rejected", "unanswered", "lost")
+    keys = ("sent", "attempts", "answered", "rejected", "unanswered", "lost")
     return {kind: {key: row[key] for key in keys} for kind, row in [*sorted(rows.items()), ("total", total)]}
 
 
@@ -189,12 +188,12 @@ def format_report(report: dict[str, Any]) -> str:
         "exited on their own (codes): "
         + (", ".join(f"{key} {codes}" for key, codes in sorted(report["exits"].items())) or "none"),
         "",
-        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'duplicates':>12}{'answered':>10}{'rejected':>10}"
+        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'answered':>10}{'rejected':>10}"
         f"{'unanswered':>12}{'lost':>7}",
     ]
     for kind, row in report["requests"].items():
         lines.append(
-            f"{kind:<12}{row['sent']:>8}{row['attempts']:>10}{row['duplicates']:>12}{row['answered']:>10}"
+            f"{kind:<12}{row['sent']:>8}{row['attempts']:>10}{row['answered']:>10}"
             f"{row['rejected']:>10}"
             f"{row['unanswered']:>12}{row['lost']:>7}"
         )

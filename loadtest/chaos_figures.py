@@ -48,9 +48,6 @@ class Request:
     """The id its decision names: the actor, the node, the virtual cluster, or `node/taint key`."""
     sent_at: float
     attempts: int = 1
-    duplicates: int = 0
-    """Attempts the stream took for a duplicate of one it had stored (within its duplicate window), so did not
-    deliver again."""
     answered_at: float | None = None
     rejected: bool = False
     """Answered with a refusal (nothing to find in the log: a refused command writes nothing)."""

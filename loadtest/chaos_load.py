@@ -16,15 +16,9 @@ import msgspec
 
 from loadtest.chaos_figures import Kind, Request
 from loadtest.nodes import NodeShape, node_shapes
-from loadtest.transport import Connection, Replies
 from loadtest.workloads import Mix, Ticket
 from schemas import ScheduleRequest, Taint, VirtualCluster
-from schemas import subjects as s
-from schemas.commands import RemoveActor, SubmitActor
-from schemas.replies import Rejected, RequestReply
 from services.client import Client, RejectedError
-from services.client.errors import raise_for
-from services.runtime.codec import decode, encode
 
 ATTEMPT_TIMEOUT = 5.0
 """Seconds one attempt waits for its answer before the request is sent again (same id)."""
@@ -69,28 +63,26 @@ class Load:
         self.clusters: list[str] = []
         self.ledger = Ledger()
         self.stop_at = self.give_up_at = float("inf")
-        self.connections: list[Connection] = []
+        self.connections: list[Client] = []
         self.node_count = nodes
         self.waiting: set[asyncio.Task[None]] = set()
         """Requests users stopped waiting for, still being sent again."""
 
     async def connect(self, count: int = 2) -> None:
-        """Open the client connections (each with its reply inbox) and register the first nodes."""
+        """Open the client connections and register the first nodes."""
         for index in range(count):
             client = Client(self.nats_url, name=f"chaos-{index}", timeout=ATTEMPT_TIMEOUT)
             await client.connect()
-            replies = Replies(client)
-            await replies.start()
-            self.connections.append(Connection(client, replies))
+            self.connections.append(client)
         self.give_up_at = time.monotonic() + 60.0
         await asyncio.gather(*(self._add_node(random.Random(i)) for i in range(self.node_count)))
 
     async def close(self) -> None:
-        for connection in self.connections:
-            await connection.client.close()
+        for client in self.connections:
+            await client.close()
 
     def _client(self, rng: random.Random) -> Client:
-        return rng.choice(self.connections).client
+        return rng.choice(self.connections)
 
     async def run(self, seconds: float, settle: float) -> tuple[float, float]:
         """Drive the users for `seconds`; then let unanswered requests retry up to `settle` more; (start, end)."""
@@ -150,36 +142,17 @@ class Load:
             return True
         return False
 
-    async def _durable(self, rng: random.Random, subject: str, payload: bytes, msg_id: str, request: Request) -> None:
-        """Publish a durable request with `msg_id` (the same on every attempt: the stream stores it once) and wait
-        for its decision; counts the attempts the stream took for duplicates; `RejectedError` when refused."""
-        connection = rng.choice(self.connections)
-        inbox, answer = connection.replies.expect()
-        headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
-        try:
-            async with asyncio.timeout(ATTEMPT_TIMEOUT):
-                ack = await connection.client.bus.js.publish(subject, payload, headers=headers, timeout=ATTEMPT_TIMEOUT)
-                request.duplicates += bool(ack.duplicate)
-                _, data = await answer
-        finally:
-            connection.replies.waiting.pop(inbox, None)
-        reply = decode(data, RequestReply)
-        if isinstance(reply, Rejected):
-            raise_for(reply)
-
     async def _submit(self, rng: random.Random, request: ScheduleRequest, held: deque[str]) -> None:
         actor_id = request.actor_id
-        payload = encode(SubmitActor(command_id=f"submit-{actor_id}", request=request))
+        client, key = self._client(rng), f"submit-{actor_id}"
         if await self._retrying(
-            "submit", actor_id, lambda sent: self._durable(rng, s.SCHEDULE, payload, f"submit-{actor_id}", sent)
+            "submit", actor_id, lambda _sent: client.submit(request, timeout=ATTEMPT_TIMEOUT, command_id=key)
         ):
             held.append(actor_id)
 
     async def _remove(self, rng: random.Random, actor_id: str) -> None:
-        payload = encode(RemoveActor(command_id=f"remove-{actor_id}", actor_id=actor_id))
-        await self._retrying(
-            "remove", actor_id, lambda sent: self._durable(rng, s.REMOVE_ACTOR, payload, f"remove-{actor_id}", sent)
-        )
+        client, key = self._client(rng), f"remove-{actor_id}"
+        await self._retrying("remove", actor_id, lambda _sent: client.remove_actor(actor_id, command_id=key))
 
     async def _taint(self, rng: random.Random, tainted: deque[tuple[str, str]], count: int, user: int) -> None:
         """Add a taint of a new key to a node (PreferNoSchedule: it steers, never blocks), or remove the oldest

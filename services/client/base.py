@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from types import TracebackType
@@ -11,12 +12,25 @@ import msgspec
 import nats.errors
 
 from schemas import subjects as s
+from schemas.commands import CreatePlacementGroup, SubmitActor
+from schemas.decisions import Pending, Placed
+from schemas.queries import DecisionQuery
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
-from services.client.errors import ConflictError, RejectedError, TooLargeError, UnavailableError, raise_for
+from services.client.errors import (
+    ConflictError,
+    NotFoundError,
+    RejectedError,
+    TooLargeError,
+    UnavailableError,
+    raise_for,
+)
 from services.core.amounts import check_amounts
 from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
+
+RESENT_POLL_SECONDS = 0.05
+"""How often a resent request asks for the decision its first sending led to."""
 
 LIST_ATTEMPTS = 3
 """How many times a paged listing starts again when the service no longer holds it (the log moved on)."""
@@ -127,7 +141,9 @@ class Connection:
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
             payload = self._payload(subject, request)
-            await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
+            stored = await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
+            if stored.duplicate:
+                return await self._resent_answer(request, timeout or self.timeout)
             message = await replies.next_msg(timeout=timeout or self.timeout)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
@@ -138,6 +154,31 @@ class Connection:
         if isinstance(reply, Rejected):
             raise_for(reply)
         return reply
+
+    async def _resent_answer(self, request: Any, timeout: float) -> RequestReply:
+        """The answer to a request whose id the log already holds (its first sending's reply may have been lost in
+        an outage): the decision it led to for work, once the scheduler has made it; for a removal or a failure
+        report, that it is received and applied once."""
+        if not isinstance(request, SubmitActor | CreatePlacementGroup):
+            what = type(request).__name__
+            return Accepted(message=f"{what} {request.command_id!r} was received before: it is applied once")
+        query = (
+            DecisionQuery(request.request.actor_id)
+            if isinstance(request, SubmitActor)
+            else DecisionQuery(request.request.pg_id, "placement_group")
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    with contextlib.suppress(NotFoundError):  # still waiting in the scheduler's queue
+                        answer: RequestReply = await self._ask(s.DECISION_QUERY, query, Placed | Pending)
+                        return answer
+                    await asyncio.sleep(RESENT_POLL_SECONDS)
+        except TimeoutError:
+            raise UnavailableError(
+                f"{query.kind} {query.id!r}: a request with id {request.command_id!r} was received before, and no "
+                f"decision for it is known within {timeout:g}s (it may have been refused: see `corral dead-letters`)"
+            ) from None
 
 
 def outgoing(message: object) -> bytes:

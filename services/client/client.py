@@ -136,21 +136,28 @@ class Client(VirtualClusterCalls):
 
     # work
 
-    async def submit(self, request: ScheduleRequest, timeout: float | None = None) -> Decision:
-        """Schedule an actor or task: `Placed`, or `Pending` with the reasons (a live id returns its decision)."""
-        reply = await self._durable(s.SCHEDULE, SubmitActor(request=request), timeout)
+    async def submit(self, request: ScheduleRequest, timeout: float | None = None, *, command_id: str = "") -> Decision:
+        """Schedule an actor or task: `Placed`, or `Pending` with the reasons (a live id returns its decision).
+
+        `command_id` is an idempotency key: sent again with the same key (say, after a timeout in an outage), the
+        request is stored once and the answer is the decision its first sending led to.
+        """
+        reply = await self._durable(s.SCHEDULE, SubmitActor(request=request, command_id=command_id), timeout)
         assert isinstance(reply, Placed | Pending), reply
         return reply
 
-    async def create_placement_group(self, request: PlacementGroupRequest, timeout: float | None = None) -> Decision:
-        """Reserve a placement group, all bundles or none."""
-        reply = await self._durable(s.CREATE_PLACEMENT_GROUP, CreatePlacementGroup(request=request), timeout)
+    async def create_placement_group(
+        self, request: PlacementGroupRequest, timeout: float | None = None, *, command_id: str = ""
+    ) -> Decision:
+        """Reserve a placement group, all bundles or none (`command_id`: an idempotency key, as for `submit`)."""
+        command = CreatePlacementGroup(request=request, command_id=command_id)
+        reply = await self._durable(s.CREATE_PLACEMENT_GROUP, command, timeout)
         assert isinstance(reply, Placed | Pending), reply
         return reply
 
-    async def remove_actor(self, actor_id: str) -> Accepted:
-        """An actor or task finished: free its resources."""
-        reply = await self._durable(s.REMOVE_ACTOR, RemoveActor(actor_id=actor_id), None)
+    async def remove_actor(self, actor_id: str, *, command_id: str = "") -> Accepted:
+        """An actor or task finished: free its resources (`command_id`: an idempotency key, as for `submit`)."""
+        reply = await self._durable(s.REMOVE_ACTOR, RemoveActor(actor_id=actor_id, command_id=command_id), None)
         assert isinstance(reply, Accepted), reply
         return reply
 

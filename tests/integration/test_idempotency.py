@@ -39,3 +39,18 @@ async def test_a_duplicated_event_is_stored_once_and_applied_once(client: Client
     assert [n.node_id for n in await client.nodes()] == ["n9"]
     assert len([e for e in await read_events(mesh.nats_url) if isinstance(e, NodeRegistered)]) == 1
     assert s.event_subject(s.NODE, "n9") == subject_of(event)
+
+
+async def test_a_request_resent_with_its_key_gets_the_decision_its_first_sending_led_to(client: Client) -> None:
+    """The first answer is lost (say, in an outage); the stream stores the resend as a duplicate and delivers
+    nothing, yet the resend is answered with the decision, not left to time out."""
+    await client.register_node("n1", {"CPU": 2})
+    request = ScheduleRequest("a1", {"CPU": 1})
+    first = await client.submit(request, command_id="submit-a1")
+    again = await client.submit(request, timeout=2.0, command_id="submit-a1")
+    assert again == first
+    removed = await client.remove_actor("a1", command_id="remove-a1")
+    resent = await client.remove_actor("a1", command_id="remove-a1")
+    assert "removed" in removed.message
+    assert "received before" in resent.message
+    assert "a1" not in await client.placements()
