@@ -95,9 +95,12 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
 
 
 async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
-    """Until stopped: report (once) any service process that exits."""
+    """Until stopped: start again a service that exits asking for it (lease lost, event log replaced), and report
+    (once) any other service process that exits."""
     reported: set[str] = set()
     while not stop.is_set():
+        for line in mesh.revive():
+            print(f"corral up: {line}; see {mesh.data_dir}", file=sys.stderr, flush=True)
         for key, process in mesh.processes.items():
             code = process.poll()
             if code is not None and key not in reported:

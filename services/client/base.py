@@ -9,6 +9,7 @@ from typing import Any, Self
 
 import msgspec
 import nats.errors
+import nats.js.errors
 
 from schemas import subjects as s
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
@@ -129,7 +130,7 @@ class Connection:
             payload = self._payload(subject, request)
             await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
             message = await replies.next_msg(timeout=timeout or self.timeout)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
         finally:
             with contextlib.suppress(nats.errors.Error):

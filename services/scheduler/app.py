@@ -18,6 +18,7 @@ from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
 from services.runtime.codec import CodecError, decode
 from services.runtime.elections import new_election, record_election
+from services.runtime.follower import LogReplaced
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
@@ -50,13 +51,17 @@ class Writer:
         """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.
 
         Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
-        unsettled for good, so no snapshot records decisions the log may not hold.
+        unsettled for good, so no snapshot records decisions the log may not hold. Events stored at sequences the
+        view has already folded went to a new log (the event stream was made again): `LogReplaced`.
         """
         events = self.view.cluster.take_events()
         if not events:
             return 0
         self.unconfirmed = True
         sequences = await self.shell.bus.append(events)
+        if sequences[0] <= self.view.sequence:  # stored before what we folded: not the log we decided on
+            await self.shell.follower.caught_up()  # raises LogReplaced: nothing of this batch is answered
+            raise LogReplaced(f"the event log stored our events at {sequences[0]}, before what we folded")
         self.confirmed = max(self.confirmed, sequences[-1])
         self.unconfirmed = False
         return sequences[0]
@@ -82,6 +87,7 @@ async def main(settings: Settings) -> None:
         leader = Leader(shell, view, writer, settings.instance)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
+            group.start_soon(shell.follower.watch_log)
             epoch = await lease.acquire()
             log.info("scheduler %s won the lease: epoch %d", settings.instance, epoch)
             group.start_soon(_hold, lease, leader.epochs.put_nowait)  # renewed from now on, while taking over too
