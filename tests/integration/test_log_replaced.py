@@ -78,10 +78,11 @@ async def check_served_from_the_new_log_only(mesh: Mesh, client: Client) -> None
         assert "the event log" in log_of(mesh, name), f"{name} never said its log was gone or replaced"
 
 
-async def old_cluster(client: Client) -> None:
-    """A heartbeating node agent, a node nobody runs any more (the phantom to be), and work on both."""
+async def old_cluster(mesh: Mesh, client: Client) -> None:
+    """A heartbeating node agent, a node whose agent is gone (the phantom to be), and work on both."""
     await client.register_node("agent", {"CPU": 4})
-    await client.register_node("phantom", {"CPU": 64}, heartbeat=False)
+    async with Client(mesh.nats_url, timeout=10.0) as gone:
+        await gone.register_node("phantom", {"CPU": 64}, heartbeat=False)
     for index in range(4):
         await client.submit(ScheduleRequest(f"old{index}", {"CPU": 1}))
 
@@ -90,7 +91,7 @@ async def test_a_store_wiped_under_the_running_mesh_is_noticed_and_served_anew(m
     """nats-server restarted empty: services exit with EXIT_LOG_REPLACED, are revived, the agent re-registers."""
     async with Client(mesh.nats_url, timeout=10.0) as client:
         await client.wait_ready(timeout=15.0)
-        await old_cluster(client)
+        await old_cluster(mesh, client)
         await wipe_store_while_running(mesh)
         await revived_and_serving(mesh, client)
         await check_served_from_the_new_log_only(mesh, client)
@@ -101,7 +102,7 @@ async def test_an_event_stream_deleted_by_an_operator_is_noticed_and_served_anew
     """`nats stream rm CORRAL_EVENTS` under the running mesh: the same, with no NATS reconnect to prompt anyone."""
     async with Client(mesh.nats_url, timeout=10.0) as client:
         await client.wait_ready(timeout=15.0)
-        await old_cluster(client)
+        await old_cluster(mesh, client)
         await delete_streams(mesh, (s.EVENTS_STREAM,))
         await revived_and_serving(mesh, client)
         await check_served_from_the_new_log_only(mesh, client)
