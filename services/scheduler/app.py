@@ -83,7 +83,14 @@ async def main(settings: Settings) -> None:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
         writer = Writer(shell, view)
         _freeze_heap()
-        lease = Lease(await shell.bus.lease_bucket(), s.SCHEDULER_LEASE_KEY, settings.instance, settings.lease_ttl)
+        lease = Lease(
+            await shell.bus.lease_bucket(),
+            s.SCHEDULER_LEASE_KEY,
+            settings.instance,
+            settings.lease_ttl,
+            floor=lambda: view.cluster.view.epoch,
+            bucket=shell.bus.lease_bucket,
+        )
         leader = Leader(shell, view, writer, settings.instance)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)

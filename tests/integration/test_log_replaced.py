@@ -122,3 +122,31 @@ async def test_the_requests_stream_and_consumer_deleted_are_declared_again(mesh:
         await delete_streams(mesh, (s.REQUESTS_STREAM,))
         await revived_and_serving(mesh, client)
         assert mesh.revived == []  # nothing had to restart
+
+
+async def test_the_lease_bucket_deleted_is_made_again_with_epochs_above_the_logs(mesh: Mesh) -> None:
+    """`nats kv rm corral_leases` under the leader: it declares the bucket again and keeps leading; a scheduler that
+    wins the lease in the new bucket leads with an epoch above the log's (its decisions count in every view)."""
+    async with Client(mesh.nats_url, timeout=10.0) as client:
+        await client.wait_ready(timeout=15.0)
+        await client.register_node("agent", {"CPU": 8})
+        await client.submit(ScheduleRequest("before", {"CPU": 1}))
+        await delete_streams(mesh, (f"KV_{s.LEASE_BUCKET}",))
+        connection = await nats.connect(mesh.nats_url)
+        try:
+            deadline = time.monotonic() + PATIENCE
+            while True:
+                with contextlib.suppress(nats.js.errors.BucketNotFoundError):
+                    await connection.jetstream().key_value(s.LEASE_BUCKET)
+                    break
+                assert time.monotonic() < deadline, "the lease bucket was not declared again"
+                await asyncio.sleep(0.25)
+        finally:
+            await connection.close()
+        mesh.stop_service("scheduler")
+        mesh.start_service("scheduler")
+        await revived_and_serving(mesh, client)
+        decision = await client.submit(ScheduleRequest("after", {"CPU": 1}))
+        assert isinstance(decision, Placed) and decision.node_id == "agent", decision
+        assert set(await client.placements()) == {"before", "after"}
+        assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
