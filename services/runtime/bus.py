@@ -466,7 +466,7 @@ class Bus:
             try:
                 await self.js.consumer_info(stream, durable)
             except nats.js.errors.NotFoundError:
-                log.warning("consumer %s of %s missing: declaring it", durable, stream)
+                log.info("consumer %s of %s: declared", durable, stream)
                 await self.js.add_consumer(stream, config=config)
 
         await declare()

@@ -18,7 +18,6 @@ from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
 from services.runtime.codec import CodecError, decode
 from services.runtime.elections import new_election, record_election
-from services.runtime.follower import LogReplaced
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
@@ -52,16 +51,16 @@ class Writer:
 
         Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
         unsettled for good, so no snapshot records decisions the log may not hold. Events stored at sequences the
-        view has already folded went to a new log (the event stream was made again): `LogReplaced`.
+        view has already folded are a repeat of an append whose ack was lost, or went to a new log (the event
+        stream was made again: `LogReplaced`).
         """
         events = self.view.cluster.take_events()
         if not events:
             return 0
         self.unconfirmed = True
         sequences = await self.shell.bus.append(events)
-        if sequences[0] <= self.view.sequence:  # stored before what we folded: not the log we decided on
-            await self.shell.follower.caught_up()  # raises LogReplaced: nothing of this batch is answered
-            raise LogReplaced(f"the event log stored our events at {sequences[0]}, before what we folded")
+        if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
+            await self.shell.follower.check_log()  # LogReplaced in the second case: nothing of this batch is answered
         self.confirmed = max(self.confirmed, sequences[-1])
         self.unconfirmed = False
         return sequences[0]
