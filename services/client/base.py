@@ -130,7 +130,9 @@ class Connection:
             payload = self._payload(subject, request)
             await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
             message = await replies.next_msg(timeout=timeout or self.timeout)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError) as error:
+        except nats.js.errors.NoStreamResponseError:
+            raise UnavailableError(f"no stream stores {subject} (the requests stream is missing): retry") from None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
         finally:
             with contextlib.suppress(nats.errors.Error):
