@@ -31,7 +31,8 @@ def add_parsers(commands: Any) -> None:
         "services on this machine, wait until every service answers (dots on stderr), print where NATS listens, then "
         "run until SIGINT or SIGTERM and stop everything. The event log, Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
-        "`corral up` at a time may use a data directory.",
+        "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
+        "lease) or 4 (the event log was replaced) is started again.",
     )
     up.add_argument(
         "--nats-port",

@@ -104,6 +104,9 @@ async def test_an_event_stream_deleted_by_an_operator_is_noticed_and_served_anew
         await client.wait_ready(timeout=15.0)
         await old_cluster(mesh, client)
         await delete_streams(mesh, (s.EVENTS_STREAM,))
+        with contextlib.suppress(CorralError):  # decided on the lost log's view: never answered as placed
+            decision = await client.submit(ScheduleRequest("during", {"CPU": 1}), timeout=3.0)
+            assert not (isinstance(decision, Placed) and decision.node_id == "phantom"), decision
         await revived_and_serving(mesh, client)
         await check_served_from_the_new_log_only(mesh, client)
 
