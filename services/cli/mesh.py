@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.runtime.runner import RESTART_EXIT_CODES
 from services.runtime.servers import LocalServer, nats_server, redis_server
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
@@ -25,6 +26,10 @@ class Mesh:
     redis: LocalServer
     settings: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    """Which service each process runs (a standby scheduler's key is its instance name)."""
+    revived: list[str] = field(default_factory=list)
+    """A line per service process started again by `revive`."""
 
     @property
     def nats_url(self) -> str:
@@ -50,7 +55,20 @@ class Mesh:
                 [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
             )
         self.processes[key] = process
+        self.kinds[key] = name
         return process
+
+    def revive(self) -> list[str]:
+        """Start again every service that exited with a code asking for it (`RESTART_EXIT_CODES`: lease lost, event
+        log replaced); a line for each (also kept in `revived`). Other exits are left for the caller to report."""
+        lines = []
+        for key, process in list(self.processes.items()):
+            code = process.poll()
+            if code in RESTART_EXIT_CODES:
+                self.start_service(self.kinds[key], instance=key if key != self.kinds[key] else "")
+                lines.append(f"the {key} service exited with code {code}; started again")
+        self.revived.extend(lines)
+        return lines
 
     def stop_service(self, key: str, *, hard: bool = False) -> None:
         """Stop one service: SIGTERM and wait (a graceful drain), or SIGKILL with `hard`."""

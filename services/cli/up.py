@@ -31,7 +31,8 @@ def add_parsers(commands: Any) -> None:
         "services on this machine, wait until every service answers (dots on stderr), print where NATS listens, then "
         "run until SIGINT or SIGTERM and stop everything. The event log, Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
-        "`corral up` at a time may use a data directory.",
+        "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
+        "lease) or 4 (the event log was replaced) is started again.",
     )
     up.add_argument(
         "--nats-port",
@@ -95,9 +96,12 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
 
 
 async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
-    """Until stopped: report (once) any service process that exits."""
+    """Until stopped: start again a service that exits asking for it (lease lost, event log replaced), and report
+    (once) any other service process that exits."""
     reported: set[str] = set()
     while not stop.is_set():
+        for line in mesh.revive():
+            print(f"corral up: {line}; see {mesh.data_dir}", file=sys.stderr, flush=True)
         for key, process in mesh.processes.items():
             code = process.poll()
             if code is not None and key not in reported:

@@ -10,6 +10,7 @@ from typing import Any, Self
 
 import msgspec
 import nats.errors
+import nats.js.errors
 
 from schemas import subjects as s
 from schemas.commands import CreatePlacementGroup, SubmitActor
@@ -145,6 +146,8 @@ class Connection:
             if stored.duplicate:
                 return await self._resent_answer(request, timeout or self.timeout)
             message = await replies.next_msg(timeout=timeout or self.timeout)
+        except nats.js.errors.NoStreamResponseError:
+            raise UnavailableError(f"no stream stores {subject} (the requests stream is missing): retry") from None
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
         finally:

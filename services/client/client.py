@@ -95,11 +95,34 @@ class Client(VirtualClusterCalls):
         return accepted
 
     async def _beat(self, node_id: str) -> None:
+        """Heartbeat while connected; the labels service answers one of a node its log does not hold (the log was
+        replaced, or the node was declared dead), and the node is then registered again."""
         payload = encode(Heartbeat(node_id))
-        while True:
+
+        async def unknown(_msg: object) -> None:
+            await self._register_unknown(node_id)
+
+        inbox = self.bus.nc.new_inbox()
+        answers = await self.bus.nc.subscribe(inbox, cb=unknown)
+        try:
+            while True:
+                with contextlib.suppress(nats.errors.Error):
+                    await self.bus.nc.publish(s.heartbeat_subject(node_id), payload, reply=inbox)
+                await asyncio.sleep(self.settings.heartbeat_interval)
+        finally:
             with contextlib.suppress(nats.errors.Error):
-                await self.bus.nc.publish(s.heartbeat_subject(node_id), payload)
-            await asyncio.sleep(self.settings.heartbeat_interval)
+                await answers.unsubscribe()
+
+    async def _register_unknown(self, node_id: str) -> None:
+        command = self._nodes.get(node_id)
+        if command is None:
+            return
+        try:
+            await self._command(s.REGISTER_NODE, command)
+        except Exception as error:
+            log.warning("node %s is unknown to the mesh and not registered again yet: %s", node_id, error)
+        else:
+            log.info("node %s was unknown to the mesh (a new event log, or declared dead): registered again", node_id)
 
     async def _register_again(self) -> None:
         """After a reconnect, register every node again: the same id and resources resume it."""

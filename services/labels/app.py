@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -13,9 +14,10 @@ from nats.aio.msg import Msg
 from schemas import subjects as s
 from schemas.commands import Heartbeat, RegisterNode, RemoveNode, SetLabels
 from schemas.queries import ActorsQuery, NodesQuery
+from schemas.replies import Rejected
 from services.labels.handlers import LabelsHandlers
 from services.labels.view import LabelsView
-from services.runtime.codec import CodecError, decode
+from services.runtime.codec import CodecError, decode, encode
 from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.queries import query_handler
 from services.runtime.service import Shell, service_shell
@@ -42,15 +44,22 @@ async def main(settings: Settings) -> None:
         shell.subscriptions.append(await _listen_heartbeats(shell, view))
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
+            group.start_soon(shell.follower.watch_log)
             group.start_soon(Liveness(shell, desk, handlers, settings.heartbeat_timeout).run)
 
 
 async def _listen_heartbeats(shell: Shell, view: LabelsView) -> object:
     async def on_heartbeat(msg: Msg) -> None:
+        """Note a live node's heartbeat; tell the agent of a node the log does not hold to register it again."""
         try:
-            view.heard_from(decode(msg.data, Heartbeat).node_id)
+            node_id = decode(msg.data, Heartbeat).node_id
         except CodecError as error:
             log.warning("heartbeat ignored: %s", error)
+            return
+        if not view.heard_from(node_id) and msg.reply:
+            unknown = Rejected(f"node {node_id} is not a live node of the event log: register it again", "not_found")
+            with contextlib.suppress(nats.errors.Error):
+                await msg.respond(encode(unknown))
 
     return await shell.bus.nc.subscribe(s.HEARTBEATS, queue="labels", cb=on_heartbeat)
 

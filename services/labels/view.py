@@ -35,10 +35,12 @@ class LabelsView(FoldedView):
         """Every live node gets a fresh grace period (after the service could not hear heartbeats for a while)."""
         self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
 
-    def heard_from(self, node_id: str) -> None:
-        """A heartbeat (or a resuming registration) from a live node."""
-        if node_id in self.cluster.nodes:
-            self.last_seen[node_id] = self.clock()
+    def heard_from(self, node_id: str) -> bool:
+        """A heartbeat (or a resuming registration) from a node; whether it is a live node of the view."""
+        if node_id not in self.cluster.nodes:
+            return False
+        self.last_seen[node_id] = self.clock()
+        return True
 
     def overdue(self, timeout: float) -> list[str]:
         """Live nodes not heard from for longer than `timeout`."""

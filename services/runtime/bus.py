@@ -456,16 +456,23 @@ class Bus:
         """The durable pull consumer `config.durable_name` of `stream` (created with `config` when missing)."""
         durable = config.durable_name
         assert durable, "a durable pull consumer needs a durable_name"
-        try:
-            await self.js.consumer_info(stream, durable)
-        except nats.js.errors.NotFoundError:
-            if not config.filter_subjects:
-                config.filter_subject = subject
-            config.name = durable
-            await self.js.add_consumer(stream, config=config)
+        if not config.filter_subjects:
+            config.filter_subject = subject
+        config.name = durable
+
+        async def declare() -> None:
+            """The stream and the consumer, each made again if missing (deleted by an operator, say)."""
+            await self.ensure_streams((stream,))
+            try:
+                await self.js.consumer_info(stream, durable)
+            except nats.js.errors.NotFoundError:
+                log.info("consumer %s of %s: declared", durable, stream)
+                await self.js.add_consumer(stream, config=config)
+
+        await declare()
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox + ".*", pending_msgs_limit=200_000, pending_bytes_limit=512 * 1024 * 1024)
-        return PullConsumer(self, sub, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}", inbox)
+        return PullConsumer(self, sub, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}", inbox, declare)
 
     # request / reply
 
@@ -501,8 +508,12 @@ class PullConsumer:
     messages are taken whichever request brought them.
     """
 
-    def __init__(self, bus: Bus, sub: Subscription, next_subject: str, inbox: str) -> None:
+    def __init__(
+        self, bus: Bus, sub: Subscription, next_subject: str, inbox: str, declare: Callable[[], Awaitable[None]]
+    ) -> None:
         self.bus, self.sub, self.next_subject, self.inbox = bus, sub, next_subject, inbox
+        self.declare = declare
+        """Makes the stream and the consumer again when missing; run after a refused pull request."""
         self._requests = 0
         self._queue: asyncio.Queue[Msg] | None = getattr(sub, "_pending_queue", None)  # nats-py 2.16 internals
 
@@ -534,6 +545,8 @@ class PullConsumer:
                 if status not in (api.StatusCode.NO_MESSAGES, api.StatusCode.REQUEST_TIMEOUT) and not msgs:
                     log.warning("pull request on %s refused: %s %s", self.next_subject, status, msg.headers)
                     await asyncio.sleep(min(timeout, 0.25))
+                    with contextlib.suppress(TimeoutError, nats.errors.Error):  # the consumer or stream deleted?
+                        await self.declare()
                 break
         if not msgs:
             raise TimeoutError(f"no message on {self.next_subject} within {timeout}s")

@@ -16,7 +16,7 @@ from schemas.replies import Accepted, Rejected
 from services.core.request import ConflictError, UnknownIdError
 from services.runtime.bus import Bus
 from services.runtime.codec import CodecError, decode, encode
-from services.runtime.follower import LogFollower
+from services.runtime.follower import LogFollower, LogReplaced
 
 log = logging.getLogger("corral.commands")
 
@@ -72,6 +72,8 @@ class CommandDesk:
                     await self._before()
                 except TimeoutError:
                     return Rejected("the view did not catch up with the log in time; retry", "unavailable")
+                except LogReplaced as replaced:
+                    return Rejected(str(replaced), "unavailable")
             try:
                 outcome = handle()
             except Exception as error:  # a bad command, or a bug met on it: refused, never fatal

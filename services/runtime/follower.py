@@ -9,13 +9,27 @@ import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import anyio
+import nats.errors
+import nats.js.errors
 
 from schemas import AnyEvent
+from schemas.subjects import EVENTS_STREAM
 from services.runtime import collector
 from services.runtime.bus import Bus, LogEntry
+from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit
 from services.runtime.snapshots import SnapshotStore, StoredSnapshot
 
 log = logging.getLogger("corral.follower")
+
+LOG_CHECK_SECONDS = 1.0
+"""How often a running service checks that the event log is still the one its view folded."""
+
+
+class LogReplaced(ServiceExit):
+    """The event log the view folded is gone or was made again: the service must start again from the new log."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(EXIT_LOG_REPLACED, f"{reason}: restarting to rebuild the view from the new log")
 
 
 class LogFollower:
@@ -52,6 +66,8 @@ class LogFollower:
         self._snapshot_sequence = 0
         self.log_id = ""
         """The identity of the log folded (see `Bus.log_identity`), recorded with every snapshot."""
+        self.replaced = False
+        """The log was found gone or replaced: this view must not be saved any more."""
         self._reader: AsyncIterator[LogEntry] | None = None
         self._delivered: tuple[str, int] | None = None
         self._advanced = asyncio.Condition()
@@ -121,8 +137,38 @@ class LogFollower:
         return await self.bus.last_sequence(subjects=self.subjects)
 
     async def caught_up(self) -> None:
-        """Return once the view has folded the log up to its end as of now (what other writers appended too)."""
-        await self.wait_for(await self.log_end())
+        """Return once the view has folded the log up to its end as of now (what other writers appended too);
+        raises `LogReplaced` when the log is no longer the one folded (a view of a lost log answers nothing)."""
+        end = await self.check_log()
+        await self.wait_for(await self.log_end() if self.subjects else end)
+
+    async def check_log(self) -> int:
+        """The log's last sequence, once its identity is checked: `LogReplaced` when it is gone or another one."""
+        try:
+            log_id, end = await self.bus.log_identity()
+        except nats.js.errors.NotFoundError:
+            log_id, end = "", 0
+        if log_id == self.log_id:
+            return end
+        self.replaced = True
+        if not log_id:
+            raise LogReplaced(f"the event log {EVENTS_STREAM} is gone (deleted, or the JetStream store lost)")
+        raise LogReplaced(
+            f"the event log was replaced (created {log_id}; this view folded the one created {self.log_id})"
+        )
+
+    async def watch_log(self, every: float = LOG_CHECK_SECONDS) -> None:
+        """Check every `every` seconds that the log is still the one folded; raises `LogReplaced` (said in one log
+        line) when it is not. While NATS does not answer, nothing is decided."""
+        while True:
+            await anyio.sleep(every)
+            try:
+                await self.check_log()
+            except LogReplaced as replaced:
+                log.error("%s: %s", self.name, replaced)
+                raise
+            except (TimeoutError, nats.errors.Error):
+                continue
 
     def _read_from_next(self) -> AsyncIterator[LogEntry]:
         self._delivered = None
@@ -231,7 +277,10 @@ class LogFollower:
             self._waiters -= 1
 
     async def snapshot(self) -> bool:
-        """Save the view as of the current sequence (only if newer than the stored one)."""
+        """Save the view as of the current sequence (only if newer than the stored one; never once the log it was
+        folded from is gone)."""
+        if self.replaced:
+            return False
         sequence = self.sequence
         began = time.perf_counter()
         with collector.paused():

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import nats.errors
 import nats.js.errors
@@ -25,10 +26,23 @@ class Lease:
     as ours afterwards and never mistaken for another holder.
     """
 
-    def __init__(self, kv: KeyValue, key: str, instance: str, ttl: float) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        key: str,
+        instance: str,
+        ttl: float,
+        *,
+        floor: Callable[[], int] = lambda: 0,
+        bucket: Callable[[], Awaitable[KeyValue]] | None = None,
+    ) -> None:
         self.kv, self.key, self.instance, self.ttl = kv, key, instance, ttl
         self.value = f"{instance} {uuid.uuid4().hex}".encode()
         self.revision = 0
+        self.floor = floor
+        """The newest epoch the log has seen: an epoch won must be above it (a bucket made again starts at 1)."""
+        self.bucket = bucket
+        """Gets the bucket, making it again when it is missing (deleted by an operator, say)."""
 
     async def acquire(self) -> int:
         """Take the lease as soon as it is free; returns the epoch (the KV revision, always increasing)."""
@@ -36,7 +50,9 @@ class Lease:
         while True:
             try:
                 self.revision = await self.kv.create(self.key, self.value)
-                return self.revision
+                if await self._above_floor():
+                    return self.revision
+                continue
             except nats.js.errors.KeyWrongLastSequenceError:
                 if not announced:
                     log.info("%s: lease %s is held; standing by", self.instance, self.key)
@@ -45,7 +61,32 @@ class Lease:
                 if not unreachable:
                     log.warning("%s: lease %s not reachable (%s); retrying", self.instance, self.key, error)
                     unreachable = True
+                await self._bucket_again(error)
             await asyncio.sleep(self.ttl / 4)
+
+    async def _above_floor(self) -> bool:
+        """Whether the revision just won is above every epoch of the log; if not (the bucket was made again), the
+        bucket's revisions are moved past that epoch (our key goes with them) and the lease must be taken again."""
+        floor = self.floor()
+        if self.revision > floor:
+            return True
+        log.warning(
+            "%s: lease %s won at revision %d, not above the log's epoch %d (its bucket was made again): "
+            "moving its revisions past it",
+            self.instance,
+            self.key,
+            self.revision,
+            floor,
+        )
+        await self.kv._js.purge_stream(self.kv._stream, seq=floor + 1)  # nats-py internals: the bucket's stream
+        return False
+
+    async def _bucket_again(self, error: Exception) -> None:
+        """After an error saying the bucket's stream is missing, declare it again (when we know how)."""
+        gone = isinstance(error, nats.js.errors.NoStreamResponseError | nats.js.errors.BucketNotFoundError)
+        if gone and self.bucket is not None:
+            with contextlib.suppress(TimeoutError, nats.errors.Error):
+                self.kv = await self.bucket()
 
     async def hold(self, rewon: Callable[[int], None]) -> None:
         """Renew until cancelled; raises `LeaseLost` only once another instance holds the key.
@@ -69,6 +110,7 @@ class Lease:
                         rewon(self.revision)
                 renewed_at, warned = loop.time(), False
             except (TimeoutError, nats.errors.Error) as error:
+                await self._bucket_again(error)
                 late = loop.time() - renewed_at
                 if late >= self.ttl and not warned:
                     why = str(error) or type(error).__name__
@@ -89,6 +131,8 @@ class Lease:
             raise LeaseLost(f"lease {self.key} is held by {(entry.value or b'').decode(errors='replace')}")
         try:
             self.revision = await self.kv.create(self.key, self.value)
+            while not await self._above_floor():
+                self.revision = await self.kv.create(self.key, self.value)
         except nats.js.errors.KeyWrongLastSequenceError as error:
             raise LeaseLost(f"lease {self.key} lapsed and another instance took it") from error
         log.warning("%s: lease %s had lapsed; taken again at epoch %d", self.instance, self.key, self.revision)

@@ -11,6 +11,7 @@ from schemas.queries import PageQuery
 from schemas.replies import Rejected
 from services.runtime.codec import CodecError, decode, encode
 from services.runtime.commands import rejection
+from services.runtime.follower import LogReplaced
 from services.runtime.pages import Pager
 
 
@@ -37,6 +38,8 @@ def query_handler(
                 await before()
             except TimeoutError:
                 return encode(Rejected("the view did not catch up with the log in time; retry", "unavailable"))
+            except LogReplaced as replaced:
+                return encode(Rejected(str(replaced), "unavailable"))
         try:
             if pager is None:
                 return encode(answer(query))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import nats.errors
 
 from schemas import AnyEvent
 from schemas.queries import DigestQuery, DigestReply
@@ -90,6 +92,11 @@ async def service_shell(
         shell.subscriptions.append(await bus.serve(digest_subject(name), digest))
         log.info("%s: serving", name)
         yield shell
+    except Exception:
+        if not follower.replaced:  # a failure met because the log went away exits as that (EXIT_LOG_REPLACED)
+            with contextlib.suppress(TimeoutError, nats.errors.Error):
+                await follower.check_log()
+        raise
     finally:
         with anyio.CancelScope(shield=True):
             await _quietly(_let_go(shell, ready), f"{name}: stopping")

@@ -50,13 +50,17 @@ class Writer:
         """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.
 
         Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
-        unsettled for good, so no snapshot records decisions the log may not hold.
+        unsettled for good, so no snapshot records decisions the log may not hold. Events stored at sequences the
+        view has already folded are a repeat of an append whose ack was lost, or went to a new log (the event
+        stream was made again: `LogReplaced`).
         """
         events = self.view.cluster.take_events()
         if not events:
             return 0
         self.unconfirmed = True
         sequences = await self.shell.bus.append(events)
+        if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
+            await self.shell.follower.check_log()  # LogReplaced in the second case: nothing of this batch is answered
         self.confirmed = max(self.confirmed, sequences[-1])
         self.unconfirmed = False
         return sequences[0]
@@ -78,10 +82,18 @@ async def main(settings: Settings) -> None:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
         writer = Writer(shell, view)
         _freeze_heap()
-        lease = Lease(await shell.bus.lease_bucket(), s.SCHEDULER_LEASE_KEY, settings.instance, settings.lease_ttl)
+        lease = Lease(
+            await shell.bus.lease_bucket(),
+            s.SCHEDULER_LEASE_KEY,
+            settings.instance,
+            settings.lease_ttl,
+            floor=lambda: view.cluster.view.epoch,
+            bucket=shell.bus.lease_bucket,
+        )
         leader = Leader(shell, view, writer, settings.instance)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
+            group.start_soon(shell.follower.watch_log)
             epoch = await lease.acquire()
             log.info("scheduler %s won the lease: epoch %d", settings.instance, epoch)
             group.start_soon(_hold, lease, leader.epochs.put_nowait)  # renewed from now on, while taking over too

@@ -26,6 +26,7 @@ async def main(settings: Settings) -> None:
         desk = CommandDesk(shell.bus, shell.follower, "taints", before=shell.caught_up)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
+            group.start_soon(shell.follower.watch_log)
             await desk.execute(handlers.isolate_rare)
             routes = {
                 s.ADD_TAINTS: desk.handler(AddTaints, handlers.add),

@@ -42,3 +42,4 @@ async def main(settings: Settings) -> None:
             shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="vclusters"))
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
+            group.start_soon(shell.follower.watch_log)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
+from schemas import Placed, ScheduleRequest
+from schemas import subjects as s
 from services.cli.__main__ import main
-from services.client import SyncClient
+from services.client import CorralError, SyncClient
+from services.runtime.runner import EXIT_LOG_REPLACED
 from services.runtime.servers import free_port
 from tests.test_cli_commands import Lines, corral, stop
 
@@ -83,3 +90,40 @@ def test_a_restarted_corral_up_starts_from_its_snapshots_not_the_whole_log(
     with SyncClient(url) as client:
         assert sorted(client.placements()) == [f"a{index}" for index in range(5)]
     assert stop(second, signal.SIGTERM)[0] == 0
+
+
+def test_corral_up_starts_again_the_services_whose_event_log_was_deleted(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    """`nats stream rm CORRAL_EVENTS` under `corral up`: each service exits with code 4, is started again, and
+    the mesh serves the new log (the old node is gone; a node registered now takes new work)."""
+    data_dir, port = tmp_path / "corral", free_port()
+    url = f"nats://127.0.0.1:{port}"
+    up = _up(data_dir, port, started)
+    with SyncClient(url) as client:
+        client.register_node("old", {"CPU": 8}, heartbeat=False)
+        assert main(["submit", "a0", "--nats-url", url]) == 0
+    asyncio.run(_delete_events_stream(url))
+    deadline = time.monotonic() + 60
+    with SyncClient(url, timeout=2.0) as client:
+        while True:
+            with contextlib.suppress(CorralError, TimeoutError):
+                if client.nodes() == []:
+                    client.register_node("new", {"CPU": 8}, heartbeat=False)
+                    decision = client.submit(ScheduleRequest("a1", {"CPU": 1}))
+                    assert isinstance(decision, Placed) and decision.node_id == "new", decision
+                    break
+            assert time.monotonic() < deadline, "the mesh did not serve the new log within 60s"
+            time.sleep(0.25)
+    status, err = stop(up, signal.SIGTERM)
+    assert status == 0
+    for name in ("labels", "taints", "vclusters", "scheduler"):
+        assert f"the {name} service exited with code {EXIT_LOG_REPLACED}; started again" in err, err
+
+
+async def _delete_events_stream(url: str) -> None:
+    connection = await nats.connect(url)
+    try:
+        await connection.jetstream().delete_stream(s.EVENTS_STREAM)
+    finally:
+        await connection.close()
