@@ -9,7 +9,7 @@ from services.core.cluster import Cluster
 from services.core.labels import LabelError, parse_labels, parse_labels_file, validate_labels
 from services.core.request import RequestError
 from services.core.selectors import LabelSelector
-from services.core.state import ClusterView, replay
+from services.core.state import ClusterView, UnfoldableEventError, replay
 
 __all__ = [
     "Cluster",
@@ -19,6 +19,7 @@ __all__ = [
     "Pending",
     "Placed",
     "RequestError",
+    "UnfoldableEventError",
     "parse_labels",
     "parse_labels_file",
     "replay",

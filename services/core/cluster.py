@@ -159,10 +159,10 @@ class Cluster(VirtualClusterOps):
         """Fold an event another writer appended; with `react`, do what it calls for (fail, evict, re-try)."""
         node = self._view.nodes.get(event.node_id) if isinstance(event, TaintsChanged) else None
         before = node.taints if node is not None else ()
+        self._fold(event)  # first: an event that cannot be folded is not kept either
         if self.record:
             self._events.append(event)
             self._taken = len(self._events)
-        self._fold(event)
         if react:
             self._begin(getattr(event, "node_id", ""))
             self._cause = event.event_id

@@ -39,6 +39,7 @@ from services.core.labels import HOSTNAME, NODE_ID, REGION, ZONE
 from services.core.prng import stable_hash
 from services.core.ring import HashRing
 from services.core.state import vfold
+from services.core.state.checks import check
 from services.core.state.indexes import DomainIndex, LabelIndex
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
 from services.core.state.vtree import ROOT, VTree
@@ -144,9 +145,11 @@ class ClusterView:
     def fold(self, event: AnyEvent) -> None:
         """Apply one event (a scheduler event of an epoch older than the current lease is skipped).
 
-        Actor and placement-group events go to the scope of the virtual cluster the work runs in.
+        Actor and placement-group events go to the scope of the virtual cluster the work runs in. All or nothing:
+        an event that cannot be folded whole raises `UnfoldableEventError` and changes nothing (see `checks`).
         """
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
+            check(self, event)
             if isinstance(event, ActorPlaced):
                 for size in event.resized:  # the growth that made room comes first
                     vfold.on_resized(self, size)

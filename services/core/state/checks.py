@@ -1,0 +1,250 @@
+"""Whether an event can be folded into a view, decided before the fold changes anything (pure, reads only).
+
+A fold is all or nothing: `check` raises `UnfoldableEventError` for an event whose fold would fail half-way or
+corrupt the view (it names a node, actor, placement group, bundle or virtual cluster the view does not hold in
+the scope the event needs, an amount that does not fit, or a transition the work's state does not allow), and
+the view stays exactly as it was. Every reader skips the same events, since the check depends on the view alone.
+Events about things a reader may legitimately not know (a dead node dying again, labels or taints of a node
+already gone, a virtual cluster already destroyed) stay defined no-ops of the fold, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from schemas import (
+    ActorFailed,
+    ActorPending,
+    ActorPlaced,
+    ActorRemoved,
+    ActorSubmitted,
+    AnyEvent,
+    PlacementGroupBundlesLost,
+    PlacementGroupPending,
+    PlacementGroupPlaced,
+    PlacementGroupRemoved,
+    PlacementGroupSubmitted,
+    VirtualClusterDestroyed,
+    VirtualClusterRequested,
+    VirtualNodeResized,
+    VirtualNodeSize,
+    VirtualNodesReserved,
+)
+from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give
+from services.core.state.vtree import ROOT, positive
+
+if TYPE_CHECKING:
+    from services.core.state.view import ClusterView
+
+Sizes = dict[tuple[str, str], Resources | None]
+"""(cluster id, virtual node id) -> the node's total after an event's resizes (None: released)."""
+
+
+class UnfoldableEventError(ValueError):
+    """An event of the log that no view can fold; raised before the fold changes anything."""
+
+    def __init__(self, event: AnyEvent, rule: str) -> None:
+        super().__init__(f"{type(event).__name__} {event.event_id or '(no event_id)'}: {rule}")
+        self.event = event
+        self.rule = rule
+
+
+def check(view: ClusterView, event: AnyEvent) -> None:
+    """Raise `UnfoldableEventError` unless folding `event` into the root view `view` would succeed whole."""
+    rule = _CHECKS.get(type(event))
+    if rule is not None:
+        rule(view, event)
+
+
+def _scope_name(scope: ClusterView) -> str:
+    return f"virtual cluster {scope.scope_id!r}" if scope.scope_id else "the root cluster"
+
+
+def _new_actor(view: ClusterView, event: AnyEvent, actor_id: str) -> None:
+    if actor_id in view.scope_of(actor_id).actors:
+        raise UnfoldableEventError(event, f"actor_id {actor_id!r}: a live actor has this id")
+
+
+def _new_group(view: ClusterView, event: AnyEvent, pg_id: str) -> None:
+    if pg_id in view.scope_of(pg_id).groups:
+        raise UnfoldableEventError(event, f"pg_id {pg_id!r}: a live placement group has this id")
+
+
+def _actor(view: ClusterView, event: AnyEvent, actor_id: str) -> tuple[ClusterView, ActorState]:
+    scope = view.scope_of(actor_id)
+    actor = scope.actors.get(actor_id)
+    if actor is None:
+        raise UnfoldableEventError(event, f"actor_id {actor_id!r}: no such live actor")
+    return scope, actor
+
+
+def _group(view: ClusterView, event: AnyEvent, pg_id: str) -> GroupState:
+    group = view.scope_of(pg_id).groups.get(pg_id)
+    if group is None:
+        raise UnfoldableEventError(event, f"pg_id {pg_id!r}: no such live placement group")
+    return group
+
+
+def _node(scope: ClusterView, event: AnyEvent, field: str, node_id: str) -> NodeState:
+    node = scope.node(node_id)
+    if node is None:
+        raise UnfoldableEventError(event, f"{field} {node_id!r}: not a node of {_scope_name(scope)}")
+    return node
+
+
+def _unplaced(event: AnyEvent, actor: ActorState) -> None:
+    if actor.node_id is not None:
+        raise UnfoldableEventError(
+            event, f"actor_id {actor.request.actor_id!r}: is placed on node {actor.node_id!r} already"
+        )
+
+
+def _fit(event: AnyEvent, where: str, free: Resources, amount: Resources) -> None:
+    if not fits(free, amount):
+        raise UnfoldableEventError(event, f"{where}: {amount} does not fit in what is free ({free})")
+
+
+def _resizes(view: ClusterView, event: AnyEvent, sizes: Iterable[VirtualNodeResized | VirtualNodeSize]) -> Sizes:
+    """What `sizes` do to virtual nodes, in order; raises where one would carve from a node that does not exist."""
+    after: Sizes = {}
+    clusters = view.tree.clusters
+    for size in sizes:
+        vc = clusters.get(size.vc_id)
+        if vc is None:
+            continue  # a cluster already destroyed: the fold ignores it
+        if vc.parent != ROOT and vc.parent not in clusters:
+            raise UnfoldableEventError(event, f"vc_id {size.vc_id!r}: its parent {vc.parent!r} is gone")
+        key = (size.vc_id, size.vnode_id)
+        exists = after[key] is not None if key in after else size.vnode_id in vc.scope.nodes
+        if exists:
+            after[key] = positive(size.resources) or None
+            continue
+        parent = view if vc.parent == ROOT else clusters[vc.parent].scope
+        host = (vc.parent, size.parent_node)
+        if (after.get(host) is None) if host in after else parent.node(size.parent_node) is None:
+            raise UnfoldableEventError(
+                event, f"parent_node {size.parent_node!r}: not a node of {_scope_name(parent)} to carve from"
+            )
+        after[key] = positive(size.resources)
+    return after
+
+
+def _check_placed(view: ClusterView, event: ActorPlaced) -> None:
+    sizes = _resizes(view, event, event.resized)
+    if event.request is not None:
+        _new_actor(view, event, event.actor_id)
+        if event.request.actor_id != event.actor_id:
+            raise UnfoldableEventError(event, f"request.actor_id {event.request.actor_id!r}: differs from the actor_id")
+        vc_id = event.request.vcluster_id
+        scope = view.tree.clusters[vc_id].scope if vc_id and vc_id in view.tree.clusters else view
+        amount = event.request.resources
+    else:
+        scope, actor = _actor(view, event, event.actor_id)
+        _unplaced(event, actor)
+        amount = actor.request.resources
+    key = (scope.scope_id, event.node_id)
+    node = scope.nodes.get(event.node_id) if key in sizes else _node(scope, event, "node_id", event.node_id)
+    if key in sizes and sizes[key] is None:
+        raise UnfoldableEventError(event, f"node_id {event.node_id!r}: its virtual node is released by this event")
+    if event.placement_group_id:
+        group = scope.groups.get(event.placement_group_id)
+        if group is None:
+            raise UnfoldableEventError(event, f"placement_group_id {event.placement_group_id!r}: no such live group")
+        if not 0 <= event.bundle_index < len(group.bundles):
+            raise UnfoldableEventError(event, f"bundle_index {event.bundle_index}: the group has {len(group.bundles)}")
+        bundle = f"bundle {event.bundle_index} of {event.placement_group_id!r}"
+        _fit(event, bundle, group.bundle_free[event.bundle_index], amount)
+        return
+    free = dict(node.free) if node is not None else {}
+    grown = sizes.get(key)
+    if grown is not None:  # the resizes of this event come first
+        if node is None:
+            free = dict(grown)
+        else:
+            give(free, {name: grown.get(name, 0.0) - node.total.get(name, 0.0) for name in {*grown, *node.total}})
+    _fit(event, f"node_id {event.node_id!r}", free, amount)
+
+
+def _check_pending(view: ClusterView, event: ActorPending) -> None:
+    _unplaced(event, _actor(view, event, event.actor_id)[1])
+
+
+def _check_removed(view: ClusterView, event: ActorRemoved) -> None:
+    _actor(view, event, event.actor_id)
+    _resizes(view, event, event.resized)
+
+
+def _check_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
+    group = _group(view, event, event.pg_id)
+    options = len(group.request.fallback_strategy)
+    if not 0 <= event.option <= options:
+        raise UnfoldableEventError(event, f"option {event.option}: the group has options 0..{options}")
+    same = event.option == group.option
+    bundles = group.bundles if same else group.option_bundles(event.option)
+    if len(event.bundle_nodes) != len(bundles):
+        raise UnfoldableEventError(event, f"bundle_nodes: {len(event.bundle_nodes)} nodes for {len(bundles)} bundles")
+    scope = view.scope_of(event.pg_id)
+    wanted: dict[str, Resources] = {}
+    for index, node_id in enumerate(event.bundle_nodes):
+        if not same or group.bundle_nodes[index] is None:
+            _node(scope, event, f"bundle_nodes[{index}]", node_id)
+            give(wanted.setdefault(node_id, {}), bundles[index])
+    for node_id, amount in wanted.items():
+        _fit(event, f"node {node_id!r}", scope.node(node_id).free, amount)  # type: ignore[union-attr]
+
+
+def _check_bundles_lost(view: ClusterView, event: PlacementGroupBundlesLost) -> None:
+    group = _group(view, event, event.pg_id)
+    for index in event.bundle_indices:
+        if not 0 <= index < len(group.bundles):
+            raise UnfoldableEventError(event, f"bundle_indices: no bundle {index} (the group has {len(group.bundles)})")
+
+
+def _check_cluster_requested(view: ClusterView, event: VirtualClusterRequested) -> None:
+    clusters = view.tree.clusters
+    if event.vc_id in clusters:
+        return  # asked for again: the fold ignores it
+    if event.vc_id == ROOT:
+        raise UnfoldableEventError(event, "vc_id '': the root cluster cannot be requested")
+    if event.parent != ROOT and event.parent not in clusters:
+        raise UnfoldableEventError(event, f"parent {event.parent!r}: no such virtual cluster")
+
+
+def _check_reserved(view: ClusterView, event: VirtualNodesReserved) -> None:
+    vc = view.tree.clusters.get(event.vc_id)
+    if vc is None:
+        return  # destroyed already: the fold ignores it
+    if vc.parent != ROOT and vc.parent not in view.tree.clusters:
+        raise UnfoldableEventError(event, f"vc_id {event.vc_id!r}: its parent {vc.parent!r} is gone")
+    parent = view if vc.parent == ROOT else view.tree.clusters[vc.parent].scope
+    carved: set[str] = set()
+    for grant in event.vnodes:
+        if grant.vnode_id in vc.scope.nodes or grant.vnode_id in carved:
+            raise UnfoldableEventError(event, f"vnode_id {grant.vnode_id!r}: a live virtual node has this id")
+        carved.add(grant.vnode_id)
+        _node(parent, event, "parent_node", grant.parent_node)
+
+
+def _check_destroyed(view: ClusterView, event: VirtualClusterDestroyed) -> None:
+    vc = view.tree.clusters.get(event.vc_id)
+    if vc is not None and vc.children:
+        raise UnfoldableEventError(event, f"vc_id {event.vc_id!r}: its clusters {vc.children} are not destroyed yet")
+
+
+_CHECKS: dict[type, Callable[[ClusterView, Any], object]] = {
+    ActorSubmitted: lambda view, e: _new_actor(view, e, e.request.actor_id),
+    ActorPlaced: _check_placed,
+    ActorPending: _check_pending,
+    ActorFailed: lambda view, e: _actor(view, e, e.actor_id),
+    ActorRemoved: _check_removed,
+    PlacementGroupSubmitted: lambda view, e: _new_group(view, e, e.request.pg_id),
+    PlacementGroupPlaced: _check_group_placed,
+    PlacementGroupPending: lambda view, e: _group(view, e, e.pg_id),
+    PlacementGroupBundlesLost: _check_bundles_lost,
+    PlacementGroupRemoved: lambda view, e: _group(view, e, e.pg_id),
+    VirtualClusterRequested: _check_cluster_requested,
+    VirtualNodesReserved: _check_reserved,
+    VirtualNodeResized: lambda view, e: _resizes(view, e, [e]),
+    VirtualClusterDestroyed: _check_destroyed,
+}
