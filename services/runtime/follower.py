@@ -14,6 +14,7 @@ import nats.js.errors
 
 from schemas import AnyEvent
 from schemas.subjects import EVENTS_STREAM
+from services.core.state import UnfoldableEventError
 from services.runtime import collector
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit
@@ -236,6 +237,8 @@ class LogFollower:
         else:
             try:
                 self._apply(entry.event, entry.sequence)
+            except UnfoldableEventError as error:  # refused whole before the fold changed anything
+                await self._skip(entry, f"could not be folded: {error}")
             except Exception as error:
                 await self._skip(entry, f"could not be folded ({type(error).__name__}: {error})", error)
         self.sequence = entry.sequence
