@@ -60,7 +60,9 @@ def plain_cluster() -> Cluster:
     cluster.submit(make_actor("a0", 2))
     cluster.submit(make_actor("a1", 1, max_restarts=-1))
     cluster.submit(make_actor("big", 64))
-    cluster.create_placement_group(PlacementGroupRequest("g0", [{"CPU": 1}, {"CPU": 1}]))
+    cluster.create_placement_group(
+        PlacementGroupRequest("g0", [{"CPU": 1}, {"CPU": 1}], fallback_strategy=[{"bundles": [{"CPU": 1}]}])
+    )
     cluster.create_placement_group(
         PlacementGroupRequest("huge", [{"CPU": 64}], fallback_strategy=[{"bundles": [{"CPU": 32}]}])
     )
@@ -227,11 +229,13 @@ VIRTUAL = BASES["virtual"]
         (PLAIN, ActorPlaced(actor_id="big", node_id="n0"), r"'CPU': 64\S*\} does not fit"),
         (PLAIN, ActorPlaced(actor_id="a1", node_id="n1"), "'a1': is placed on node"),
         (PLAIN, ActorPlaced(actor_id="big", node_id="n0", placement_group_id="g0", bundle_index=5), "bundle_index 5"),
+        (PLAIN, ActorPlaced(actor_id="big", node_id="n3", placement_group_id="g0", bundle_index=1), "not on node .n3."),
         (PLAIN, ActorSubmitted(request=make_actor("a1")), "'a1': a live actor has this id"),
         (PLAIN, ActorRemoved(actor_id="ghost"), "'ghost': no such live actor"),
         (PLAIN, PlacementGroupPlaced(pg_id="huge", bundle_nodes=["n0", "n1"]), "2 nodes for 1 bundles"),
         (PLAIN, PlacementGroupPlaced(pg_id="huge", bundle_nodes=["n0"], option=1), r"'CPU': 32\S*\} does not fit"),
         (PLAIN, PlacementGroupPlaced(pg_id="huge", bundle_nodes=["n0"], option=2), "option 2"),
+        (PLAIN, PlacementGroupPlaced(pg_id="g0", bundle_nodes=["n0"], option=1), r"bundles \[0, 1\] of option 0"),
         (PLAIN, PlacementGroupBundlesLost(pg_id="g0", bundle_indices=[0, 7], reason="x"), "no bundle 7"),
         (PLAIN, PlacementGroupRemoved(pg_id="ghost"), "'ghost': no such live placement group"),
         (VIRTUAL, VirtualClusterRequested(vc_id="orphan", spec=spec(), parent="ghost"), "parent 'ghost'"),
@@ -253,11 +257,13 @@ VIRTUAL = BASES["virtual"]
         "an actor that does not fit its node is not placed",
         "a placed actor cannot be placed again",
         "an actor cannot be placed in a bundle the group does not have",
+        "an actor in a bundle goes to the node holding the bundle",
         "a live actor cannot be submitted again",
         "an unknown actor cannot be removed",
         "a group's bundles need one node each",
         "a group's fallback bundles must fit",
         "a group has no option past its fallbacks",
+        "a group cannot switch options while it holds bundles",
         "a group cannot lose a bundle it does not have",
         "an unknown group cannot be removed",
         "a cluster cannot be requested under an unknown parent",

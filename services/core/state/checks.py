@@ -154,6 +154,9 @@ def _check_placed(view: ClusterView, event: ActorPlaced) -> None:
         if not 0 <= event.bundle_index < len(group.bundles):
             raise UnfoldableEventError(event, f"bundle_index {event.bundle_index}: the group has {len(group.bundles)}")
         bundle = f"bundle {event.bundle_index} of {event.placement_group_id!r}"
+        holder = group.bundle_nodes[event.bundle_index]
+        if holder != event.node_id:
+            raise UnfoldableEventError(event, f"{bundle}: is held on {holder!r}, not on node {event.node_id!r}")
         _fit(event, bundle, group.bundle_free[event.bundle_index], amount)
         return
     free = dict(node.free) if node is not None else {}
@@ -181,6 +184,9 @@ def _check_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
     if not 0 <= event.option <= options:
         raise UnfoldableEventError(event, f"option {event.option}: the group has options 0..{options}")
     same = event.option == group.option
+    held = [index for index, node_id in enumerate(group.bundle_nodes) if node_id is not None]
+    if not same and held:
+        raise UnfoldableEventError(event, f"option {event.option}: bundles {held} of option {group.option} are held")
     bundles = group.bundles if same else group.option_bundles(event.option)
     if len(event.bundle_nodes) != len(bundles):
         raise UnfoldableEventError(event, f"bundle_nodes: {len(event.bundle_nodes)} nodes for {len(bundles)} bundles")
