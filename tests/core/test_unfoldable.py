@@ -229,7 +229,7 @@ VIRTUAL = BASES["virtual"]
         (PLAIN, ActorPlaced(actor_id="big", node_id="n0"), r"'CPU': 64\S*\} does not fit"),
         (PLAIN, ActorPlaced(actor_id="a1", node_id="n1"), "'a1': is placed on node"),
         (PLAIN, ActorPlaced(actor_id="big", node_id="n0", placement_group_id="g0", bundle_index=5), "bundle_index 5"),
-        (PLAIN, ActorPlaced(actor_id="big", node_id="n3", placement_group_id="g0", bundle_index=1), "not on node .n3."),
+        (PLAIN, ActorPlaced(actor_id="big", node_id="n3", placement_group_id="g0", bundle_index=1), "not on .n3."),
         (PLAIN, ActorSubmitted(request=make_actor("a1")), "'a1': a live actor has this id"),
         (PLAIN, ActorRemoved(actor_id="ghost"), "'ghost': no such live actor"),
         (PLAIN, PlacementGroupPlaced(pg_id="huge", bundle_nodes=["n0", "n1"]), "2 nodes for 1 bundles"),

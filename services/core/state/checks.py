@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 Sizes = dict[tuple[str, str], Resources | None]
 """(cluster id, virtual node id) -> the node's total after an event's resizes (None: released)."""
+NO_SIZES: Sizes = {}
+"""What an event without resizes does to virtual nodes (read only)."""
 
 
 class UnfoldableEventError(ValueError):
@@ -61,18 +63,24 @@ def _scope_name(scope: ClusterView) -> str:
     return f"virtual cluster {scope.scope_id!r}" if scope.scope_id else "the root cluster"
 
 
+def _scope_of(view: ClusterView, work_id: str) -> ClusterView:
+    """`view.scope_of(work_id)`, in one call (checks run on every event)."""
+    vc_id = view.tree.work_scope.get(work_id)
+    return view.tree.clusters[vc_id].scope if vc_id else view
+
+
 def _new_actor(view: ClusterView, event: AnyEvent, actor_id: str) -> None:
-    if actor_id in view.scope_of(actor_id).actors:
+    if actor_id in _scope_of(view, actor_id).actors:
         raise UnfoldableEventError(event, f"actor_id {actor_id!r}: a live actor has this id")
 
 
 def _new_group(view: ClusterView, event: AnyEvent, pg_id: str) -> None:
-    if pg_id in view.scope_of(pg_id).groups:
+    if pg_id in _scope_of(view, pg_id).groups:
         raise UnfoldableEventError(event, f"pg_id {pg_id!r}: a live placement group has this id")
 
 
 def _actor(view: ClusterView, event: AnyEvent, actor_id: str) -> tuple[ClusterView, ActorState]:
-    scope = view.scope_of(actor_id)
+    scope = _scope_of(view, actor_id)
     actor = scope.actors.get(actor_id)
     if actor is None:
         raise UnfoldableEventError(event, f"actor_id {actor_id!r}: no such live actor")
@@ -80,14 +88,14 @@ def _actor(view: ClusterView, event: AnyEvent, actor_id: str) -> tuple[ClusterVi
 
 
 def _group(view: ClusterView, event: AnyEvent, pg_id: str) -> GroupState:
-    group = view.scope_of(pg_id).groups.get(pg_id)
+    group = _scope_of(view, pg_id).groups.get(pg_id)
     if group is None:
         raise UnfoldableEventError(event, f"pg_id {pg_id!r}: no such live placement group")
     return group
 
 
 def _node(scope: ClusterView, event: AnyEvent, field: str, node_id: str) -> NodeState:
-    node = scope.node(node_id)
+    node = scope.nodes.get(node_id) or scope.dead.get(node_id)  # `scope.node(node_id)`, in one call
     if node is None:
         raise UnfoldableEventError(event, f"{field} {node_id!r}: not a node of {_scope_name(scope)}")
     return node
@@ -100,9 +108,8 @@ def _unplaced(event: AnyEvent, actor: ActorState) -> None:
         )
 
 
-def _fit(event: AnyEvent, where: str, free: Resources, amount: Resources) -> None:
-    if not fits(free, amount):
-        raise UnfoldableEventError(event, f"{where}: {amount} does not fit in what is free ({free})")
+def _misfit(amount: Resources, free: Resources) -> str:
+    return f"{amount} does not fit in what is free ({free})"
 
 
 def _resizes(view: ClusterView, event: AnyEvent, sizes: Iterable[VirtualNodeResized | VirtualNodeSize]) -> Sizes:
@@ -131,42 +138,53 @@ def _resizes(view: ClusterView, event: AnyEvent, sizes: Iterable[VirtualNodeResi
 
 
 def _check_placed(view: ClusterView, event: ActorPlaced) -> None:
-    sizes = _resizes(view, event, event.resized)
-    if event.request is not None:
+    sizes = _resizes(view, event, event.resized) if event.resized else NO_SIZES
+    request = event.request
+    if request is not None:
         _new_actor(view, event, event.actor_id)
-        if event.request.actor_id != event.actor_id:
-            raise UnfoldableEventError(event, f"request.actor_id {event.request.actor_id!r}: differs from the actor_id")
-        vc_id = event.request.vcluster_id
+        if request.actor_id != event.actor_id:
+            raise UnfoldableEventError(event, f"request.actor_id {request.actor_id!r}: differs from the actor_id")
+        vc_id = request.vcluster_id
         scope = view.tree.clusters[vc_id].scope if vc_id and vc_id in view.tree.clusters else view
-        amount = event.request.resources
     else:
         scope, actor = _actor(view, event, event.actor_id)
         _unplaced(event, actor)
-        amount = actor.request.resources
+        request = actor.request
     key = (scope.scope_id, event.node_id)
-    node = scope.nodes.get(event.node_id) if key in sizes else _node(scope, event, "node_id", event.node_id)
-    if key in sizes and sizes[key] is None:
-        raise UnfoldableEventError(event, f"node_id {event.node_id!r}: its virtual node is released by this event")
+    if key in sizes:  # the resizes of this event come first
+        free = _free_after(event, scope.nodes.get(event.node_id), sizes[key])
+    else:
+        free = _node(scope, event, "node_id", event.node_id).free
     if event.placement_group_id:
-        group = scope.groups.get(event.placement_group_id)
-        if group is None:
-            raise UnfoldableEventError(event, f"placement_group_id {event.placement_group_id!r}: no such live group")
-        if not 0 <= event.bundle_index < len(group.bundles):
-            raise UnfoldableEventError(event, f"bundle_index {event.bundle_index}: the group has {len(group.bundles)}")
-        bundle = f"bundle {event.bundle_index} of {event.placement_group_id!r}"
-        holder = group.bundle_nodes[event.bundle_index]
-        if holder != event.node_id:
-            raise UnfoldableEventError(event, f"{bundle}: is held on {holder!r}, not on node {event.node_id!r}")
-        _fit(event, bundle, group.bundle_free[event.bundle_index], amount)
-        return
-    free = dict(node.free) if node is not None else {}
-    grown = sizes.get(key)
-    if grown is not None:  # the resizes of this event come first
-        if node is None:
-            free = dict(grown)
-        else:
-            give(free, {name: grown.get(name, 0.0) - node.total.get(name, 0.0) for name in {*grown, *node.total}})
-    _fit(event, f"node_id {event.node_id!r}", free, amount)
+        _check_bundle(scope, event, request.resources)
+    elif not fits(free, request.resources):
+        raise UnfoldableEventError(event, f"node_id {event.node_id!r}: {_misfit(request.resources, free)}")
+
+
+def _free_after(event: ActorPlaced, node: NodeState | None, total: Resources | None) -> Resources:
+    """What is free on a virtual node once the event's resizes made it `total` (None: released)."""
+    if total is None:
+        raise UnfoldableEventError(event, f"node_id {event.node_id!r}: its virtual node is released by this event")
+    if node is None:
+        return dict(total)
+    free = dict(node.free)
+    give(free, {name: total.get(name, 0.0) - node.total.get(name, 0.0) for name in {*total, *node.total}})
+    return free
+
+
+def _check_bundle(scope: ClusterView, event: ActorPlaced, amount: Resources) -> None:
+    group = scope.groups.get(event.placement_group_id)
+    if group is None:
+        raise UnfoldableEventError(event, f"placement_group_id {event.placement_group_id!r}: no such live group")
+    index = event.bundle_index
+    if not 0 <= index < len(group.bundles):
+        raise UnfoldableEventError(event, f"bundle_index {index}: the group has {len(group.bundles)}")
+    bundle = f"bundle {index} of {event.placement_group_id!r}"
+    holder = group.bundle_nodes[index]
+    if holder != event.node_id:
+        raise UnfoldableEventError(event, f"{bundle}: is held on {holder!r}, not on {event.node_id!r}")
+    if not fits(group.bundle_free[index], amount):
+        raise UnfoldableEventError(event, f"{bundle}: {_misfit(amount, group.bundle_free[index])}")
 
 
 def _check_pending(view: ClusterView, event: ActorPending) -> None:
@@ -175,7 +193,8 @@ def _check_pending(view: ClusterView, event: ActorPending) -> None:
 
 def _check_removed(view: ClusterView, event: ActorRemoved) -> None:
     _actor(view, event, event.actor_id)
-    _resizes(view, event, event.resized)
+    if event.resized:
+        _resizes(view, event, event.resized)
 
 
 def _check_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
@@ -190,14 +209,16 @@ def _check_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
     bundles = group.bundles if same else group.option_bundles(event.option)
     if len(event.bundle_nodes) != len(bundles):
         raise UnfoldableEventError(event, f"bundle_nodes: {len(event.bundle_nodes)} nodes for {len(bundles)} bundles")
-    scope = view.scope_of(event.pg_id)
+    scope = _scope_of(view, event.pg_id)
     wanted: dict[str, Resources] = {}
     for index, node_id in enumerate(event.bundle_nodes):
         if not same or group.bundle_nodes[index] is None:
             _node(scope, event, f"bundle_nodes[{index}]", node_id)
             give(wanted.setdefault(node_id, {}), bundles[index])
     for node_id, amount in wanted.items():
-        _fit(event, f"node {node_id!r}", scope.node(node_id).free, amount)  # type: ignore[union-attr]
+        free = _node(scope, event, "bundle_nodes", node_id).free
+        if not fits(free, amount):
+            raise UnfoldableEventError(event, f"node {node_id!r}: {_misfit(amount, free)}")
 
 
 def _check_bundles_lost(view: ClusterView, event: PlacementGroupBundlesLost) -> None:
