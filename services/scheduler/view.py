@@ -25,9 +25,7 @@ class SchedulerView(FollowedCluster):
     def apply(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log (the leader's own events were applied when it decided them)."""
         self.sequence = sequence
-        if event is self.own_echo:
-            return
-        if self.leading and isinstance(event, SCHEDULER_EVENTS) and event.epoch == self.cluster.epoch:
+        if event is self.own_echo:  # the bus hands back the stand-in for every event this leader wrote
             return
         self.cluster.observe(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
         if isinstance(event, SchedulerElected) and event.event_id == self.awaited_election:

@@ -297,3 +297,21 @@ def test_a_skipped_event_leaves_a_replay_equal_to_a_replay_without_it() -> None:
         with contextlib.suppress(UnfoldableEventError):
             view.fold(event)
     assert digest(view) == digest(replay(PLAIN))
+
+
+def test_a_leader_folds_a_foreign_event_of_its_own_epoch_as_every_follower_does() -> None:
+    """Only the bus's stand-in marks the leader's own events: anything else in the log is folded by it too."""
+    leader, follower = SchedulerView(0, ()), SchedulerView(0, ())
+    log: list[AnyEvent] = [
+        NodeRegistered(node_id="n0", resources={"CPU": 4}, labels={}),
+        SchedulerElected(instance="s", epoch=1),
+        ActorSubmitted(request=make_actor("forged", 1), epoch=1),
+    ]
+    for view in (leader, follower):
+        for sequence, event in enumerate(log[:2], 1):
+            view.apply(event, sequence)
+    leader.lead(1, "s")
+    for view in (leader, follower):
+        view.apply(log[2], 3)
+    assert "forged" in leader.cluster.view.actors
+    assert leader.digest() == follower.digest()
