@@ -93,7 +93,8 @@ async def test_a_snapshot_of_another_service_is_refused_and_replaced_by_the_serv
 ) -> None:
     """The taints snapshot (nodes only) copied into the scheduler's key: refused, nothing placed is forgotten."""
     await workload(client, "")
-    await client.register_node("late", {"CPU": 2})  # the taints snapshot now lies past every actor event
+    # The taints snapshot now lies past every actor event; tainted, the node takes none of the waiting work.
+    await client.register_node("late", {"CPU": 2}, taints={"hold": "true"})
     placed = await client.placements()
     mesh.stop_service("taints")
     mesh.stop_service("scheduler")
