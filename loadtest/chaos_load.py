@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from loadtest.chaos_figures import Kind, Request
-from loadtest.nodes import NodeShape, node_shapes
+from loadtest.nodes import NodeShape, node_shapes, register_node
 from loadtest.workloads import Mix, Ticket
 from schemas import ScheduleRequest, Taint, VirtualCluster
 from services.client import Client, RejectedError
@@ -190,18 +190,7 @@ class Load:
     async def _add_node(self, rng: random.Random) -> None:
         shape = next(self.shapes)
         client = self._client(rng)
-        if await self._retrying(
-            "register",
-            shape.node_id,
-            lambda _sent: client.register_node(
-                shape.node_id,
-                shape.resources,
-                shape.labels,
-                shape.taints,
-                zone=shape.zone,
-                accelerator_type=shape.accelerator_type,
-            ),
-        ):
+        if await self._retrying("register", shape.node_id, lambda _sent: register_node(client, shape)):
             self.live_nodes.append(shape.node_id)
 
 

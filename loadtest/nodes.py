@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas import Taint
+from schemas.replies import Accepted
 from services.client import Client
 
 ZONES = ("z0", "z1", "z2", "z3", "z4")
@@ -56,6 +57,18 @@ def node_shapes(count: int, prefix: str) -> list[NodeShape]:
     return shapes
 
 
+async def register_node(client: Client, shape: NodeShape) -> Accepted:
+    """Register one simulated node through `client` (its heartbeats go out while the client is connected)."""
+    return await client.register_node(
+        shape.node_id,
+        shape.resources,
+        shape.labels,
+        shape.taints,
+        zone=shape.zone,
+        accelerator_type=shape.accelerator_type,
+    )
+
+
 async def register_nodes(
     clients: Sequence[Client], shapes: Sequence[NodeShape], *, in_flight: int = 100, quiet: bool = False
 ) -> float:
@@ -68,14 +81,7 @@ async def register_nodes(
     async def one(index: int, shape: NodeShape) -> None:
         nonlocal done
         async with gate:
-            await clients[index % len(clients)].register_node(
-                shape.node_id,
-                shape.resources,
-                shape.labels,
-                shape.taints,
-                zone=shape.zone,
-                accelerator_type=shape.accelerator_type,
-            )
+            await register_node(clients[index % len(clients)], shape)
         done += 1
         if not quiet and (done % step == 0 or done == len(shapes)):
             print(f"  registered {done:,}/{len(shapes):,} nodes", file=sys.stderr, flush=True)
