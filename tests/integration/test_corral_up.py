@@ -115,10 +115,21 @@ def test_corral_up_starts_again_the_services_whose_event_log_was_deleted(
                     break
             assert time.monotonic() < deadline, "the mesh did not serve the new log within 60s"
             time.sleep(0.25)
+    for name in ("labels", "taints", "vclusters", "scheduler"):  # each notices at its next check, and is restarted
+        while f"{name}: serving" not in _after_last_rebuild(data_dir / f"{name}.log"):
+            assert time.monotonic() < deadline, f"{name} did not serve the new log within 60s"
+            time.sleep(0.25)
     status, err = stop(up, signal.SIGTERM)
     assert status == 0
     for name in ("labels", "taints", "vclusters", "scheduler"):
         assert f"the {name} service exited with code {EXIT_LOG_REPLACED}; started again" in err, err
+
+
+def _after_last_rebuild(log: Path) -> str:
+    """What a service logged after it last said it must rebuild its view from a new log ("" before it said so)."""
+    text = log.read_text()
+    said = text.rfind("rebuild the view from the new log")
+    return "" if said < 0 else text[said:]
 
 
 async def _delete_events_stream(url: str) -> None:
