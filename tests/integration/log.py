@@ -7,10 +7,10 @@ from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 
 
-async def read_events(nats_url: str) -> list[AnyEvent]:
-    """Every event in CORRAL_EVENTS, in order."""
+async def read_events(nats_url: str, last: int = 0) -> list[AnyEvent]:
+    """Every event in CORRAL_EVENTS, in order (up to sequence `last` when given)."""
     bus = await Bus.connect(Settings(nats_url=nats_url), "test-log-reader")
     try:
-        return await bus.read_to(await bus.last_sequence())
+        return await bus.read_to(last or await bus.last_sequence())
     finally:
         await bus.close()

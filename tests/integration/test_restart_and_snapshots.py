@@ -48,6 +48,18 @@ async def full_replay_digest(mesh: Mesh) -> str:
     return digest(replay(await read_events(mesh.nats_url)))
 
 
+async def digest_of_a_replay_at(mesh: Mesh, client: Client, service: str, patience: float = 10.0) -> tuple[str, str]:
+    """A service's live digest and that of a replay of the log to the same sequence, once they agree or after
+    `patience` seconds (a leader holds its newest decisions a moment before the log does)."""
+    deadline = asyncio.get_running_loop().time() + patience
+    while True:
+        live = await service_digest(client, service)
+        replayed = digest(replay(await read_events(mesh.nats_url, live.sequence)))
+        if live.digest == replayed or asyncio.get_running_loop().time() > deadline:
+            return live.digest, replayed
+        await asyncio.sleep(0.2)
+
+
 async def restart(mesh: Mesh, client: Client, service: str) -> None:
     """Stop a service gracefully and start it again."""
     mesh.stop_service(service)
