@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.mesh import Mesh, start_mesh
+from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.client import Client
 from services.runtime.servers import LocalServer, ServerPath, choose_servers, nats_container, redis_container
 
@@ -57,9 +57,9 @@ def containers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
     return nats_container(data_dir / "nats"), redis_container(data_dir / "redis")
 
 
-def start_test_mesh(data_dir: Path, path: ServerPath) -> Mesh:
-    """start_mesh with FAST settings, its servers on the chosen path."""
-    return start_mesh(data_dir, settings=FAST, servers=None if path == "local" else containers)
+def start_test_mesh(data_dir: Path, path: ServerPath, services: tuple[str, ...] = SERVICES) -> Mesh:
+    """start_mesh with FAST settings, its servers on the chosen path (with no `services`: the servers alone)."""
+    return start_mesh(data_dir, services=services, settings=FAST, servers=None if path == "local" else containers)
 
 
 @pytest.fixture
