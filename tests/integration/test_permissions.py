@@ -155,3 +155,26 @@ async def test_only_the_scheduler_may_publish_its_events_its_lease_and_the_elect
         await client.register_node("n1", {"CPU": 1})
         assert await client.submit(ScheduleRequest("a", {"CPU": 1})) == Placed("a", "n1")
     assert "Permissions Violation" not in log_of(secured_mesh, "scheduler")
+
+
+STREAM_UPDATES = tuple(
+    f"$JS.API.STREAM.UPDATE.{stream}"
+    for stream in (
+        s.EVENTS_STREAM,
+        s.REQUESTS_STREAM,
+        s.DEAD_LETTERS_STREAM,
+        f"KV_{s.LEASE_BUCKET}",
+        f"KV_{s.ELECTIONS_BUCKET}",
+    )
+)
+"""Changing a stream's configuration (a subject transform could file anyone's messages under the scheduler's
+subjects): nobody's business at run time."""
+
+
+async def test_no_user_may_change_a_streams_configuration(secured_mesh: Mesh) -> None:
+    """Every user's stream update is refused by the server; the services never need one."""
+    port = secured_mesh.nats.port
+    async with Client(url(port, "client")) as client:
+        await client.wait_ready()
+        for user in USERS:
+            assert await refused_publishes(port, user, STREAM_UPDATES) == set(STREAM_UPDATES), user
