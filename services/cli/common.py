@@ -17,10 +17,29 @@ import nats.errors
 
 from services.cli import args as types
 from services.client import Client
+from services.runtime.codec import MAX_BYTES
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_URL_ENV = "CORRAL_NATS_URL"
 DEFAULT_TIMEOUT = 5.0
+
+
+def read_input(source: str, option: str) -> bytes:
+    """The bytes of the file `source` (`-`: standard input) that `option` names, refused past the codec's size limit.
+
+    At most one byte over the limit is read, so `/dev/zero` or a huge file is refused without filling memory.
+    """
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(source, "rb") as file:
+                data = file.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise CliError(f"{option}: cannot read it ({error.strerror or error})") from None
+    if len(data) > MAX_BYTES:
+        raise CliError(f"{option}: over the {MAX_BYTES}-byte limit")
+    return data
 
 
 class CliError(Exception):

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from schemas import Placed, ScheduleRequest
 from services.cli import args as types
-from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
+from services.cli.common import CliError, UsageError, add_connection_arguments, connected, read_input, say
 from services.runtime.codec import CodecError, decode
 
 STRATEGIES = ("DEFAULT", "SPREAD")
@@ -161,10 +159,7 @@ _REQUEST_FLAGS = ("cpu", "resources", "labels", "namespace", "selector", "tolera
 
 def read_request(source: str, actor_id: str | None) -> ScheduleRequest:
     """The ScheduleRequest in the JSON file `source` (`-`: stdin); `actor_id` replaces its own when given."""
-    try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except OSError as error:
-        raise CliError(f"--json {source}: cannot read it ({error.strerror or error})") from None
+    data = read_input(source, f"--json {source}")
     try:
         request: ScheduleRequest = decode(data, ScheduleRequest)
     except CodecError as error:

@@ -352,7 +352,7 @@ def stale(out: Path) -> list[str]:
     differing = []
     for name, document in documents().items():
         path = out / name
-        if not path.exists() or path.read_text(encoding="utf-8") != render(document):
+        if not path.is_file() or path.read_bytes() != render(document).encode():
             differing.append(name)
     return differing
 

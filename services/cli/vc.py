@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from schemas import Admitted, Destroyed, Queued, VirtualCluster, VirtualClusterInfo
-from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
+from services.cli.common import CliError, add_connection_arguments, connected, json_text, read_input, say
 from services.cli.table import format_table
 from services.core.labels import SYSTEM_PREFIX
 from services.runtime.codec import CodecError, decode
@@ -106,14 +104,10 @@ def read_spec(text: str) -> VirtualCluster:
     """A VirtualCluster from JSON text, or from a file with `@path` (`@-`: standard input)."""
     source = "--spec"
     if text.startswith("@"):
-        path = text[1:]
         source = f"--spec {text}"
-        try:
-            data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-        except OSError as error:
-            raise CliError(f"{source}: cannot read it ({error.strerror or error})") from None
+        data = read_input(text[1:], source)
     else:
-        data = text.encode()
+        data = text.encode(errors="surrogateescape")  # bytes that were not UTF-8 in argv: refused by `decode`
     try:
         spec: VirtualCluster = decode(data, VirtualCluster)
     except CodecError as error:

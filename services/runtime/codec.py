@@ -8,6 +8,7 @@ is refused (or set aside) and never stops the process that read it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from types import UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin
@@ -36,9 +37,21 @@ class CodecError(ValueError):
     """A message could not be read as the type its subject carries; the text says where and why."""
 
     def __init__(self, kind: Any, reason: str) -> None:
+        reason = _one_line(reason)
         super().__init__(f"{_name(kind)}: {reason}")
         self.reason = reason
         """Why, without the type's name."""
+
+
+def _one_line(text: str) -> str:
+    """`text` with line breaks and other control or invisible characters escaped (`\\n`, `\\u2028`): a reason quotes
+    the message (an unknown field's name, say), and must stay one line in a log or on a terminal."""
+    return "".join(
+        char.encode("unicode_escape", "backslashreplace").decode("ascii")
+        if unicodedata.category(char)[0] == "C" or unicodedata.category(char) in ("Zl", "Zp")
+        else char
+        for char in text
+    )
 
 
 def encode(value: object) -> bytes:
