@@ -40,7 +40,7 @@ FUZZ_EXAMPLES ?= 2000
 .PHONY: fuzz
 fuzz: venv redis nats
 	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -m fuzz -s -p no:cacheprovider --timeout 3600 \
-	  tests/integration/test_fuzz.py
+	  tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py
 
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo_mesh

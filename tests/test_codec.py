@@ -59,3 +59,9 @@ def test_a_wide_message_with_many_brackets_is_read() -> None:
 def test_a_key_with_invalid_utf8_beside_a_wrong_type_is_a_codec_error() -> None:
     with pytest.raises(CodecError, match="RegisterNode"):
         decode(b'{"\xed\xb3\xbf": 1, "node_id": 5}', RegisterNode)
+
+
+def test_a_reason_quoting_the_message_stays_one_line() -> None:
+    with pytest.raises(CodecError) as refused:
+        decode(b'{"node_id": "n1", "x\\ny\\u2028z\\u0085": 1}', RegisterNode)
+    assert refused.value.reason == "Object contains unknown field `x\\ny\\u2028z\\x85`"

@@ -78,6 +78,21 @@ def test_schema_export_check_tells_when_the_files_are_stale(tmp_path: Path, caps
     assert "events.json" in capsys.readouterr().err
 
 
+def test_schema_export_check_calls_a_file_that_is_not_utf8_or_a_directory_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["schema", "export", "--out", str(tmp_path)]) == 0
+    (tmp_path / "events.json").write_bytes(b"\xff")
+    (tmp_path / "replies.json").unlink()
+    (tmp_path / "replies.json").mkdir()
+    assert main(["schema", "export", "--out", str(tmp_path), "--check"]) == 1
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith("corral schema export: error: events.json, replies.json in ")
+    )
+
+
 def test_every_group_names_its_entry_types_in_defs() -> None:
     assert {"RegisterNode", "SetLabels", "RemoveNode", "Heartbeat", "AddTaints", "RemoveTaints"} <= set(
         load("commands.json")["$defs"]

@@ -88,6 +88,8 @@ JSON_VALUES = st.recursive(
     max_leaves=10,
 )
 NOT_OBJECTS = st.lists(JSON_VALUES, max_size=3) | st.none() | st.booleans() | st.floats() | st.text(max_size=10)
+FIELD_NAMES = st.text(st.sampled_from("x_\n\r\t\x00\u2028\u202e") | st.characters(), min_size=1, max_size=12)
+"""Names of unknown fields, often with line breaks and control characters (an error message quotes the name)."""
 BAD_AMOUNTS = st.sampled_from([b"-1", b"-0.5", b"1e999", b"-1e999", b'"NaN"', b"NaN", b"Infinity", b'"1"', b"null"])
 BAD_UTF8 = st.sampled_from([b"\xed\xb3\xbf", b"\xff", b"\xc3", b"\x80abc", b"\xf4\x90\x80\x80"])
 
@@ -112,7 +114,7 @@ def cases(command: str) -> st.SearchStrategy[Case]:
         ),
         st.integers(1, 4096).map(lambda n: Case("over the limit", b"{" + b" " * (MAX_BYTES + n) + b"}")),
         NOT_OBJECTS.map(lambda v: Case("wrong type", _json(v))),
-        st.tuples(valid_body(command), st.text(min_size=1, max_size=12), JSON_VALUES)
+        st.tuples(valid_body(command), FIELD_NAMES, JSON_VALUES)
         .filter(lambda t: t[1] not in KNOWN[command])
         .map(lambda t: Case("unknown field", _json({**t[0], t[1]: t[2]}))),
         BAD_AMOUNTS.map(lambda amount: Case("bad amount", prefix + amounts_field + b': {"CPU": ' + amount + b"}}")),
