@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,21 @@ def test_bench_core_prints_a_table_without_json(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "DECISIONS/S" in out
     assert "taints" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["up", "--data-dir"], "corral up: error: --data-dir {path}: cannot use it as a directory ("),
+        (["schema", "export", "--out"], "corral schema export: error: --out {path}: cannot write there ("),
+    ],
+)
+def test_a_file_where_a_directory_should_be_is_refused_in_one_line(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "a-file"
+    path.write_text("not a directory\n")
+    assert main([*argv, str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(says.format(path=path)) and len(err.splitlines()) == 1, err
+    assert path.read_text() == "not a directory\n"

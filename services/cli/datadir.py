@@ -17,12 +17,15 @@ LOCK_FILE = "corral-up.lock"
 
 @contextlib.contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
-    """Hold `data_dir` for this process, or a `CliError` naming the process that holds it.
+    """Hold `data_dir` for this process, or a `CliError` naming the process that holds it (or why it is unusable).
 
     The lock is the kernel's (`flock`): it ends with the process, even one killed with SIGKILL.
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    handle = (data_dir / LOCK_FILE).open("a+")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        handle = (data_dir / LOCK_FILE).open("a+")
+    except OSError as error:  # a file where the directory should be, no permission, ...
+        raise CliError(f"--data-dir {data_dir}: cannot use it as a directory ({error.strerror or error})") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -383,6 +383,10 @@ def run_export(args: argparse.Namespace) -> int:
             raise CliError(f"{', '.join(differing)} in {args.out} differ from the schemas: run `corral schema export`")
         say(f"{args.out}: up to date")
         return 0
-    for path in export(args.out):
+    try:
+        written = export(args.out)
+    except OSError as error:  # a file where the folder should be, no permission, ...
+        raise CliError(f"--out {args.out}: cannot write there ({error.strerror or error})") from None
+    for path in written:
         say(f"wrote {path}")
     return 0
