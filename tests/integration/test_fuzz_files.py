@@ -1,11 +1,11 @@
 """Fuzz suite for the files the CLI reads from a user (`corral submit --json FILE`, `corral vc create --spec @FILE`,
 either from standard input with `-`), against one real mesh: hostile contents (random bytes, invalid UTF-8, deep
 nesting, over the size limit, JSON of the wrong type, unknown fields, impossible amounts, empty), a directory or a
-missing path instead of a file, and valid files.
+missing path instead of a file, and valid files (padded up to the size limit, too).
 
 A refused file gives exit status 1, no traceback, and one line on stderr naming the option, the file and the
 problem, and changes nothing in the mesh; a valid file is accepted; every service stays alive. `make test` runs
-CORRAL_FUZZ_EXAMPLES (default 100) files; `make fuzz` many more.
+about CORRAL_FUZZ_EXAMPLES (default 100) files, each kind for each command in turn; `make fuzz` many more.
 """
 
 from __future__ import annotations
@@ -50,17 +50,17 @@ COMMANDS = ("submit", "vc")
 class Case:
     """One file to hand the CLI: its contents (None: `path` is used as it is), and whether it must be accepted."""
 
-    family: str
     data: bytes | None
     valid: bool = False
     path: str = ""
 
     def __repr__(self) -> str:
         shown = self.data if self.data is None or len(self.data) < 200 else self.data[:200] + b"..."
-        return f"Case({self.family}, {shown!r}, path={self.path!r})"
+        return f"Case({shown!r}, path={self.path!r})"
 
 
 def _json(value: Any) -> bytes:
+    """`value` as JSON bytes."""
     return json.dumps(value).encode()
 
 
@@ -95,33 +95,43 @@ BAD_UTF8 = st.sampled_from([b"\xed\xb3\xbf", b"\xff", b"\xc3", b"\x80abc", b"\xf
 
 
 def valid_body(command: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Valid contents for `command`'s file, as a dict."""
     return VALID_SUBMIT if command == "submit" else VALID_VC
 
 
-def cases(command: str) -> st.SearchStrategy[Case]:
-    """Every kind of file for `command`; only the `valid` family must be accepted."""
+def cases(command: str) -> dict[str, st.SearchStrategy[Case]]:
+    """Every kind of file for `command` by name; only the `valid` ones must be accepted."""
     amounts_field = b'"resources"' if command == "submit" else b'"flexible_resource_max"'
     prefix = b'{"actor_id": "x", ' if command == "submit" else b"{"
-    return st.one_of(
-        valid_body(command).map(lambda body: Case("valid", _json(body), valid=True)),
+    body = valid_body(command)
+    return {
+        "valid": body.map(lambda body: Case(_json(body), valid=True)),
+        "valid at the size limit": body.map(lambda body: Case(_json(body).ljust(MAX_BYTES), valid=True)),
         # Any bytes but a JSON object (both types are objects; `{}` is a valid VirtualCluster).
-        st.binary(max_size=64).filter(lambda b: not b.lstrip().startswith(b"{")).map(lambda b: Case("bytes", b)),
-        BAD_UTF8.map(lambda b: Case("invalid utf-8", prefix + b'"namespace": "' + b + b'"}')),
-        BAD_UTF8.map(lambda b: Case("invalid utf-8 key", prefix + b'"' + b + b'": 1}')),
-        st.integers(MAX_DEPTH + 1, 5_000).map(lambda n: Case("deep", b"[" * n + b"]" * n)),
-        st.integers(MAX_DEPTH, 2_000).map(
-            lambda n: Case("deep field", prefix + b'"labels": ' + b"{" * n + b"}" * n + b"}")
+        "bytes": st.binary(max_size=64).filter(lambda b: not b.lstrip().startswith(b"{")).map(Case),
+        "invalid utf-8": BAD_UTF8.map(lambda b: Case(prefix + b'"namespace": "' + b + b'"}')),
+        "invalid utf-8 key": BAD_UTF8.map(lambda b: Case(prefix + b'"' + b + b'": 1}')),
+        "deep": st.integers(MAX_DEPTH + 1, 5_000).map(lambda n: Case(b"[" * n + b"]" * n)),
+        "deep field": st.integers(MAX_DEPTH, 2_000).map(
+            lambda n: Case(prefix + b'"labels": ' + b"{" * n + b"}" * n + b"}")
         ),
-        st.integers(1, 4096).map(lambda n: Case("over the limit", b"{" + b" " * (MAX_BYTES + n) + b"}")),
-        NOT_OBJECTS.map(lambda v: Case("wrong type", _json(v))),
-        st.tuples(valid_body(command), FIELD_NAMES, JSON_VALUES)
+        "over the size limit": st.tuples(body, st.integers(1, 4096)).map(
+            lambda t: Case(_json(t[0]).ljust(MAX_BYTES + t[1]))
+        ),
+        "wrong type": NOT_OBJECTS.map(lambda v: Case(_json(v))),
+        "unknown field": st.tuples(body, FIELD_NAMES, JSON_VALUES)
         .filter(lambda t: t[1] not in KNOWN[command])
-        .map(lambda t: Case("unknown field", _json({**t[0], t[1]: t[2]}))),
-        BAD_AMOUNTS.map(lambda amount: Case("bad amount", prefix + amounts_field + b': {"CPU": ' + amount + b"}}")),
-        st.just(Case("empty", b"")),
-        st.just(Case("a directory", None, path=".")),
-        st.just(Case("missing", None, path="no/such/file.json")),
-    )
+        .map(lambda t: Case(_json({**t[0], t[1]: t[2]}))),
+        "bad amount": BAD_AMOUNTS.map(lambda amount: Case(prefix + amounts_field + b': {"CPU": ' + amount + b"}}")),
+        "empty": st.just(Case(b"")),
+        "a directory": st.just(Case(None, path=".")),
+        "missing": st.just(Case(None, path="no/such/file.json")),
+    }
+
+
+TURNS = [(command, family, strategy) for command in COMMANDS for family, strategy in cases(command).items()]
+PER_TURN = max(2, -(-EXAMPLES // len(TURNS)))
+"""Examples of each kind of file for each command (a random pick among the kinds would favour the first few)."""
 
 
 class FileFuzzer:
@@ -176,17 +186,25 @@ def fuzzer(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) ->
         mesh.close()
 
 
+@pytest.mark.parametrize(
+    ("command", "kind"), [(command, strategy) for command, _, strategy in TURNS], ids=[f"{c}: {f}" for c, f, _ in TURNS]
+)
 @settings(
-    max_examples=EXAMPLES,
+    max_examples=PER_TURN,
     deadline=None,
     phases=[Phase.explicit, Phase.generate],  # examples change the mesh: a shrunk one would meet another mesh
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(data=st.data(), command=st.sampled_from(COMMANDS), stdin=st.booleans())
+@given(data=st.data(), stdin=st.booleans())
 def test_a_hostile_file_is_refused_in_one_line_and_changes_nothing_and_a_valid_one_is_accepted(
-    fuzzer: FileFuzzer, capsys: pytest.CaptureFixture[str], data: st.DataObject, command: str, stdin: bool
+    fuzzer: FileFuzzer,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    kind: st.SearchStrategy[Case],
+    data: st.DataObject,
+    stdin: bool,
 ) -> None:
-    case = data.draw(cases(command), label="case")
+    case = data.draw(kind, label="case")
     stdin = stdin and case.data is not None
     before = fuzzer.state()
     status, out, err, named = fuzzer.run(command, case, stdin, capsys)
@@ -209,9 +227,7 @@ def test_a_hostile_file_is_refused_in_one_line_and_changes_nothing_and_a_valid_o
 
 
 def test_the_mesh_still_takes_a_file_after_the_fuzzing(fuzzer: FileFuzzer, capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, err, _ = fuzzer.run(
-        "submit", Case("valid", b'{"actor_id": "x", "resources": {"CPU": 1}}'), False, capsys
-    )
+    status, out, err, _ = fuzzer.run("submit", Case(b'{"actor_id": "x", "resources": {"CPU": 1}}'), False, capsys)
     assert status == 0 and out.endswith(" placed on big\n"), err
     fuzzer.assert_alive()
 
