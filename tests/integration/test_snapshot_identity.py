@@ -23,7 +23,7 @@ from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.runtime.codec import decode, encode
 from services.runtime.servers import ContainerServer
-from services.runtime.snapshots import SnapshotStore
+from services.runtime.snapshots import SnapshotStore, seal
 from tests.core.builders import affinity
 from tests.integration.conftest import log_of, wait_ready
 from tests.integration.test_restart_and_snapshots import (
@@ -159,6 +159,7 @@ async def test_a_stale_writer_does_not_replace_a_newer_snapshot_of_the_same_log(
             "log": "log-b",
             "service": "standby-test",
             "version": str(SNAPSHOT_VERSION),
+            "seal": seal("2", b"two", "log-b", "standby-test", str(SNAPSHOT_VERSION)),
         }
     finally:
         await store.close()
