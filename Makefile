@@ -35,12 +35,14 @@ lint: venv
 test: venv redis nats lint
 	$(BIN)/pytest
 
-# The fuzz suite with many more examples than `make test` sends (FUZZ_EXAMPLES=...).
+# The fuzz suites with many more examples than `make test` sends (FUZZ_EXAMPLES messages, FUZZ_SNAPSHOTS restarts).
 FUZZ_EXAMPLES ?= 2000
+FUZZ_SNAPSHOTS ?= 300
 .PHONY: fuzz
 fuzz: venv redis nats
-	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -m fuzz -s -p no:cacheprovider --timeout 3600 \
-	  tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py
+	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CORRAL_FUZZ_SNAPSHOTS=$(FUZZ_SNAPSHOTS) $(BIN)/pytest -m fuzz -s \
+	  -p no:cacheprovider --timeout 3600 tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py \
+	  tests/integration/test_fuzz_snapshots.py
 
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo_mesh

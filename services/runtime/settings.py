@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from urllib.parse import urlsplit
 
 
 class SettingsError(ValueError):
     """An environment variable holds a value the service cannot use."""
+
+
+DAY_S = 86_400.0
+SECONDS = ("heartbeat_interval", "heartbeat_timeout", "lease_ttl", "request_ack_wait")
+"""Durations: finite, above 0 (0 would spin, or make a lease that never lapses), at most a day."""
+COUNTS = {
+    "request_batch": (1, 100_000),
+    "snapshot_every": (1, 2**63),
+    "max_message_bytes": (1024, 64 * 1024 * 1024),
+    "seed": (0, 2**64 - 1),
+}
+"""Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
+limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits."""
+URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,7 @@ class Settings:
             if raw is None or raw == "":
                 continue
             values[field.name] = _parse(name, raw, getattr(cls, field.name))
+            _check(field.name, name, raw, values[field.name])
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
         return settings
@@ -75,3 +93,33 @@ def _parse(name: str, raw: str, default: object) -> object:
     if isinstance(value, int | float) and value < 0:
         raise SettingsError(f"{name} {raw!r}: must be >= 0")
     return value
+
+
+def _check(field: str, name: str, raw: str, value: object) -> None:
+    """Reject a value that parses but would stop, spin or hang a service later."""
+    rule = ""
+    if field in SECONDS:
+        ok = isinstance(value, float) and math.isfinite(value) and 0 < value <= DAY_S
+        rule = "" if ok else f"must be a number of seconds above 0 and at most {DAY_S:g}"
+    elif field in COUNTS:
+        low, high = COUNTS[field]
+        rule = "" if isinstance(value, int) and low <= value <= high else f"must be a whole number from {low} to {high}"
+    elif field in URL_SCHEMES:
+        rule = _url_rule(str(value), URL_SCHEMES[field])
+    elif field == "log_level" and str(value).upper() not in LOG_LEVELS:
+        rule = f"must be one of {', '.join(LOG_LEVELS)}"
+    if rule:
+        raise SettingsError(f"{name} {raw!r}: {rule}")
+
+
+def _url_rule(value: str, schemes: tuple[str, ...]) -> str:
+    """Why `value` is not a URL (or a comma-separated list of them) of one of `schemes`; "" when it is."""
+    for url in value.split(","):
+        try:
+            parts = urlsplit(url.strip())
+            parts.port  # noqa: B018  (raises on a port that is not a number from 0 to 65535)
+        except ValueError as error:
+            return f"not a URL ({error})"
+        if parts.scheme not in schemes or not (parts.hostname or parts.path):
+            return f"must be a URL like {schemes[0]}://host:port (schemes: {', '.join(schemes)})"
+    return ""

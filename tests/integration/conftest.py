@@ -57,9 +57,13 @@ def containers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
     return nats_container(data_dir / "nats"), redis_container(data_dir / "redis")
 
 
-def start_test_mesh(data_dir: Path, path: ServerPath, services: tuple[str, ...] = SERVICES) -> Mesh:
-    """start_mesh with FAST settings, its servers on the chosen path (with no `services`: the servers alone)."""
-    return start_mesh(data_dir, services=services, settings=FAST, servers=None if path == "local" else containers)
+def start_test_mesh(
+    data_dir: Path, path: ServerPath, services: tuple[str, ...] = SERVICES, settings: dict[str, str] | None = None
+) -> Mesh:
+    """start_mesh with FAST settings (and `settings` over them), its servers on the chosen path (with no
+    `services`: the servers alone)."""
+    servers = None if path == "local" else containers
+    return start_mesh(data_dir, services=services, settings={**FAST, **(settings or {})}, servers=servers)
 
 
 @pytest.fixture

@@ -24,16 +24,16 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from loadtest.digests import check_digests, live_digest
-from schemas import ScheduleRequest
 from schemas import subjects as s
 from services.cli.mesh import Mesh
-from services.client import Client, CorralError
+from services.client import Client
 from services.runtime.bus import Bus
 from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.payloads import Payload, Target, sends
+from tests.integration.probe import does_not_place
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -143,24 +143,6 @@ async def _wait_ready(mesh: Mesh) -> None:
         await client.wait_ready(timeout=30.0)
 
 
-async def _does_not_place(mesh: Mesh) -> str:
-    """Register a fresh node and place an actor on it through the client (its label selects the node, and it
-    alone tolerates the node's taint): "" when it is placed there, else what went wrong."""
-    tag = secrets.token_hex(4)
-    try:
-        async with Client(mesh.nats_url, timeout=10.0) as client:
-            # Tainted for the probe alone: forged work waiting in the queue cannot take the node first.
-            await client.register_node(f"probe-{tag}", {"CPU": 2}, labels={"probe": tag}, taints={f"probe-{tag}": tag})
-            probe = ScheduleRequest(
-                f"probe-{tag}", {"CPU": 1}, label_selector={"probe": tag}, tolerations={f"probe-{tag}": tag}
-            )
-            await client.submit(probe)
-            placed = await client.wait_placed(f"probe-{tag}", timeout=20.0)
-    except (CorralError, TimeoutError) as error:
-        return f"a new actor is not placed: {type(error).__name__}: {error}"
-    return "" if placed.node_id == f"probe-{tag}" else f"the new actor went to {placed.node_id}, not probe-{tag}"
-
-
 def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_replayable(fuzzer: Fuzzer) -> None:
     """Every payload kind to every subject; then alive, still places, live digest == replay digest."""
 
@@ -181,7 +163,7 @@ def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_repl
     one_message()
     print(f"{fuzzer.sent} messages sent:", dict(sorted(fuzzer.tally.items())))
     fuzzer.assert_alive(f"after {fuzzer.sent} messages")
-    problems = [problem] if (problem := fuzzer.runner.run(_does_not_place(fuzzer.mesh))) else []
+    problems = [problem] if (problem := fuzzer.runner.run(does_not_place(fuzzer.mesh))) else []
     checks = fuzzer.runner.run(check_digests(fuzzer.settings, fuzzer.bus, timeout=20.0))
     problems += [f"{check.service}: live digest != replay ({check.detail})" for check in checks if not check.equal]
     assert not problems, f"after {fuzzer.sent} messages: " + "; ".join(problems)

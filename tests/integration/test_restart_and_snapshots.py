@@ -125,6 +125,41 @@ async def test_an_unreadable_snapshot_is_refused(client: Client, mesh: Mesh, blo
     assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
 
 
+async def test_a_snapshot_with_one_bit_flipped_is_refused(client: Client, mesh: Mesh) -> None:
+    """A blob that still decodes after a bit flipped (a free amount, a label) fails its seal: a full replay, not a
+    view that differs from the log."""
+    await workload(client, "")
+    mesh.stop_service("labels")
+    key = SnapshotStore.key("labels")
+    async with redis.Redis(port=mesh.redis.port) as raw:
+        blob = await raw.hget(key, "blob")
+        assert isinstance(blob, bytes)
+        free = blob.index(b"\xa4free")  # the first node's free amounts: a flip there still decodes
+        flipped = blob[: free + 12] + bytes([blob[free + 12] ^ 1]) + blob[free + 13 :]
+        await raw.hset(key, "blob", flipped)
+    mesh.start_service("labels")
+    await wait_ready(client)
+    live, replayed = await digest_of_a_replay_at(mesh, client, "labels", patience=2.0)
+    assert live == replayed
+    assert "the record is not as it was saved" in log_of(mesh, "labels")
+
+
+async def test_a_snapshot_key_of_another_redis_type_is_replaced_at_the_next_save(client: Client, mesh: Mesh) -> None:
+    """A string where the snapshot hash belongs: the service replays the whole log, and its next snapshot (at
+    stop) takes the key back."""
+    await workload(client, "")
+    mesh.stop_service("taints")
+    key = SnapshotStore.key("taints")
+    async with redis.Redis(port=mesh.redis.port) as raw:
+        await raw.delete(key)
+        await raw.set(key, b"not a hash")
+        await restart(mesh, client, "taints")
+        mesh.stop_service("taints")
+        assert await raw.type(key) == b"hash"
+        assert int(await raw.hget(key, "sequence") or 0) > 0
+    assert "snapshot of taints unreadable (WRONGTYPE" in log_of(mesh, "taints")
+
+
 async def test_nats_restarted_under_the_services_loses_nothing(client: Client, mesh: Mesh) -> None:
     """Stop and start nats-server (same store): services reconnect, old placements stay, new requests decide."""
     await workload(client, "")
