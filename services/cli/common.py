@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -29,16 +30,19 @@ def read_input(source: str, option: str) -> bytes:
 
     At most one byte over the limit is read, so `/dev/zero` or a huge file is refused without filling memory.
     """
+    size = ""
     try:
         if source == "-":
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
             with open(source, "rb") as file:
                 data = file.read(MAX_BYTES + 1)
+                if len(data) > MAX_BYTES and stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    size = f"{os.fstat(file.fileno()).st_size} bytes, "
     except OSError as error:
         raise CliError(f"{option}: cannot read it ({error.strerror or error})") from None
     if len(data) > MAX_BYTES:
-        raise CliError(f"{option}: over the {MAX_BYTES}-byte limit")
+        raise CliError(f"{option}: {size}over the {MAX_BYTES}-byte limit")
     return data
 
 
