@@ -84,10 +84,13 @@ class _Drop:
 
 _DROP = _Drop()
 
+msgpack_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+"""What msgpack can carry at all: a record holds only encodable values."""
+
 leaves = (
     st.none()
     | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | msgpack_ints
     | st.floats()
     | st.text(max_size=20)
     | st.binary(max_size=20)
@@ -99,7 +102,7 @@ anything = st.recursive(
 )
 snapshot_parts = st.sampled_from(ViewSnapshot.__struct_fields__)
 shapes = anything | st.fixed_dictionaries(
-    {"snapshot_version": st.just(SNAPSHOT_VERSION) | st.integers(), "sequence": st.integers(min_value=0)},
+    {"snapshot_version": st.just(SNAPSHOT_VERSION) | msgpack_ints, "sequence": st.integers(0, 2**64 - 1)},
     optional={"nodes": anything, "actors": anything, "pending": anything, "vclusters": anything},
 )
 blobs = st.one_of(
