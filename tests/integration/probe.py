@@ -1,12 +1,28 @@
-"""A probe of a running mesh: does it still place a new actor?"""
+"""What the fuzz suites share: hypothesis settings for examples that change one live mesh, and a probe of
+whether the mesh still places a new actor."""
 
 from __future__ import annotations
 
 import secrets
 
+from hypothesis import HealthCheck, Phase, settings
+
 from schemas import ScheduleRequest
 from services.cli.mesh import Mesh
 from services.client import Client, CorralError
+
+
+def on_one_mesh(examples: int) -> settings:
+    """Settings for `examples` examples sent to one live mesh: never shrunk nor replayed from a database (each
+    example changes the mesh, so a shrunk one would meet another mesh), no deadline, no health checks."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.explicit, Phase.generate),
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
 
 
 async def does_not_place(mesh: Mesh) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 import nats.errors
 import nats.js.errors
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 
 from loadtest.digests import check_digests, live_digest
 from schemas import subjects as s
@@ -33,7 +33,7 @@ from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.payloads import Payload, Target, sends
-from tests.integration.probe import does_not_place
+from tests.integration.probe import does_not_place, on_one_mesh
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -146,14 +146,7 @@ async def _wait_ready(mesh: Mesh) -> None:
 def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_replayable(fuzzer: Fuzzer) -> None:
     """Every payload kind to every subject; then alive, still places, live digest == replay digest."""
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=(Phase.explicit, Phase.generate),
-        suppress_health_check=list(HealthCheck),
-        print_blob=True,
-    )
+    @on_one_mesh(EXAMPLES)
     @given(sends)
     def one_message(send: tuple[Target, Payload]) -> None:
         target, payload = send

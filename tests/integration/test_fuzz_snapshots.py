@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 
 from loadtest.digests import check_digest, live_digest
 from schemas import ScheduleRequest
@@ -30,7 +30,7 @@ from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
 from tests.integration.conftest import log_of, start_test_mesh
-from tests.integration.probe import does_not_place
+from tests.integration.probe import does_not_place, on_one_mesh
 from tests.integration.records import SERVICES, Recipe, Record, recipes
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
@@ -153,14 +153,7 @@ def test_a_hostile_snapshot_record_neither_stops_a_service_nor_changes_its_view(
     """Each example: one service restarted over a hostile record; alive, equal to a replay, decisions kept."""
     assert restarts.decided, "the setup placed nothing"
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=(Phase.explicit, Phase.generate),
-        suppress_health_check=list(HealthCheck),
-        print_blob=True,
-    )
+    @on_one_mesh(EXAMPLES)
     @given(recipes)
     @example(Recipe("taints", blob=("other", "labels")))
     @example(Recipe("labels", blob=("flipped", 0.6, 0)))
