@@ -22,6 +22,7 @@ from nats.js.kv import KeyValue
 
 from schemas import SchedulerElected
 from schemas import subjects as s
+from services.runtime.codec import CodecError, decode
 
 log = logging.getLogger("corral.elections")
 
@@ -58,7 +59,7 @@ async def record_election(js: JetStreamContext, elected: SchedulerElected) -> No
                 await kv.create(str(elected.epoch), msgspec.json.encode(record))
             except nats.js.errors.KeyWrongLastSequenceError:
                 found = await kv.get(str(elected.epoch))
-                if msgspec.json.decode(found.value or b"", type=ElectionRecord) != record:
+                if _readable(found.value) != record:  # another's, or garbage: this epoch is not ours
                     raise
             return  # written now, or by an earlier try whose answer was lost
         except nats.js.errors.KeyWrongLastSequenceError:
@@ -66,6 +67,15 @@ async def record_election(js: JetStreamContext, elected: SchedulerElected) -> No
         except (TimeoutError, nats.errors.Error) as error:
             log.warning("election %d not recorded yet (%s); retrying", elected.epoch, error or type(error).__name__)
             await asyncio.sleep(RETRY_SECONDS)
+
+
+def _readable(data: bytes | None) -> ElectionRecord | None:
+    """A stored record, or None when what is stored is not one (anyone who may write the bucket could write it)."""
+    try:
+        record: ElectionRecord = decode(data or b"", ElectionRecord)
+    except CodecError:
+        return None
+    return record
 
 
 async def _bucket(js: JetStreamContext) -> KeyValue:
@@ -97,10 +107,8 @@ class ElectionCheck:
         while True:
             try:
                 raw = await self.js.get_last_msg(f"KV_{s.ELECTIONS_BUCKET}", _subject(epoch))
-                return msgspec.json.decode(raw.data or b"", type=ElectionRecord)
+                return _readable(raw.data)
             except nats.js.errors.NotFoundError:
-                return None
-            except msgspec.DecodeError:
                 return None
             except (TimeoutError, nats.errors.Error) as error:
                 if not warned:

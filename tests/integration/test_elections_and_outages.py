@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections import Counter
 
+import msgspec
 import nats
 import pytest
 
@@ -177,3 +178,30 @@ async def test_a_leader_alone_wins_its_lapsed_lease_again_after_an_outage_longer
     assert [e.instance for e in elections] == ["scheduler", "scheduler"]
     assert elections[0].epoch < elections[1].epoch
     await assert_nothing_lost_or_doubled(client, mesh, before)
+
+
+HOSTILE_RECORDS = (b"[" * 5000 + b"]" * 5000, b'{"instance":"\xed\xb3\xbf","event_id":"x"}', b"\xff\xfe", b"{}")
+"""What anyone allowed to write the election records could store: deep nesting, invalid UTF-8, bytes, a stub."""
+
+
+async def test_hostile_election_records_are_no_elections_and_stop_no_reader(client: Client, mesh: Mesh) -> None:
+    """Garbage stored as the records of some epochs, then elections claiming those epochs: every reader skips them
+    and goes on; the leader goes on deciding and its digest equals a replay's."""
+    await placed_actors(client, 1, 1, "")
+    nc = await nats.connect(mesh.nats_url)
+    try:
+        js = nc.jetstream()
+        for index, record in enumerate(HOSTILE_RECORDS):
+            epoch = 999_000 + index
+            await js.publish(f"$KV.{s.ELECTIONS_BUCKET}.{epoch}", record)
+            forged = SchedulerElected(epoch=epoch, instance="scheduler", event_id=f"hostile-{epoch}")
+            await js.publish(s.ELECTIONS, msgspec.json.encode(forged))
+    finally:
+        await nc.close()
+    decision = await client.submit(ScheduleRequest("after-records", {"CPU": 1}), timeout=10)
+    assert decision == Placed("after-records", "n0")
+    assert all(process.poll() is None for process in mesh.processes.values())
+    for service in ("scheduler", "labels", "vclusters"):
+        reasons = await dead_letter_reasons(mesh.nats_url, service)
+        assert sum("forged election" in reason for reason in reasons) == len(HOSTILE_RECORDS), (service, reasons)
+    assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)
