@@ -17,6 +17,7 @@ from schemas.queries import ActorsQuery, NodesQuery
 from schemas.replies import Rejected
 from services.labels.handlers import LabelsHandlers
 from services.labels.view import LabelsView
+from services.runtime.bus import answerable
 from services.runtime.codec import CodecError, decode, encode
 from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.queries import query_handler
@@ -56,7 +57,7 @@ async def _listen_heartbeats(shell: Shell, view: LabelsView) -> object:
         except CodecError as error:
             log.warning("heartbeat ignored: %s", error)
             return
-        if not view.heard_from(node_id) and msg.reply:
+        if not view.heard_from(node_id) and answerable(msg.reply):
             unknown = Rejected(f"node {node_id} is not a live node of the event log: register it again", "not_found")
             with contextlib.suppress(nats.errors.Error):
                 await msg.respond(encode(unknown))

@@ -482,8 +482,10 @@ class Bus:
         async def respond(msg: Msg) -> None:
             with telemetry.span_from(msg.headers, subject):
                 reply = await handler(msg)
-            if msg.reply:
+            if answerable(msg.reply):
                 await msg.respond(reply)
+            elif msg.reply:
+                log.warning("request on %s names %r as its reply subject: not answered", subject, msg.reply[:200])
 
         return await self.nc.subscribe(subject, queue=queue, cb=respond)
 
@@ -496,6 +498,12 @@ class Bus:
             await asyncio.wait_for(self.nc.flush(), timeout=1.0)
         with contextlib.suppress(nats.errors.Error, OSError):  # the connection may be down (a reset socket)
             await self.nc.close()
+
+
+def answerable(reply: str) -> bool:
+    """Whether a message's reply subject may be answered: an inbox, never a Corral or JetStream subject (a hostile
+    sender could otherwise have a service publish into the event log or call the JetStream API)."""
+    return bool(reply) and not reply.startswith((f"{s.PREFIX}.", "$"))
 
 
 class PullConsumer:

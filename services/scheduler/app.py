@@ -16,6 +16,7 @@ from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
+from services.runtime.bus import answerable
 from services.runtime.codec import CodecError, decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
@@ -256,7 +257,7 @@ async def _answer(shell: Shell, batch: Sequence[Msg], decided: Sequence[Decided]
 
 async def _reply(shell: Shell, subject: str, inbox: str, reply: RequestReply) -> None:
     """Publish a reply to a request's inbox: never to a Corral or JetStream subject, nor to a malformed one."""
-    if inbox.startswith((f"{s.PREFIX}.", "$")):
+    if not answerable(inbox):
         log.warning("request on %s names %r as its reply inbox: not answered", subject, inbox[:200])
         return
     try:

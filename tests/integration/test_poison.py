@@ -161,3 +161,17 @@ async def test_poison_on_every_subject_stops_no_service_and_views_replay_the_sam
     again = await client.dead_letters(limit=10_000)
     assert {(letter.service, letter.sequence) for letter in again if letter.sequence} == event_letters
     assert len([letter for letter in again if letter.sequence]) == len(event_letters), "dead-lettered twice"
+
+
+async def test_a_reply_subject_in_the_event_log_is_never_answered(client: Client) -> None:
+    """A heartbeat of an unknown node and a query whose reply subject names the event log (or the JetStream API):
+    the services answer neither there, so nothing lands in the log; both still serve."""
+    await client.register_node("n1", {"CPU": 1})
+    before = (await client.bus.js.stream_info(s.EVENTS_STREAM)).state.last_seq
+    heartbeat = b'{"node_id": "nobody"}'
+    for reply in ("corral.evt.node.forged", "$JS.API.STREAM.DELETE.CORRAL_EVENTS"):
+        await client.bus.nc.publish(s.HEARTBEATS, heartbeat, reply=reply)
+        await client.bus.nc.publish(s.NODES_QUERY, b"{}", reply=reply)
+    await client.bus.nc.flush()
+    assert [node.node_id for node in await client.nodes()] == ["n1"]  # answered after the hostile messages
+    assert (await client.bus.js.stream_info(s.EVENTS_STREAM)).state.last_seq == before
