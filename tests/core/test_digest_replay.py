@@ -174,3 +174,28 @@ def test_stand_in_nodes_leave_the_tombstone_of_a_flexible_node_whose_host_came_b
     replayed = replay(cluster.events())
     assert sorted(replayed.tree.clusters["vc"].scope.dead) == ["vc-flex-n0"], "the case this test is about"
     assert digest(cluster.view) == digest(replayed)
+
+
+def test_a_placement_that_a_shrink_in_the_same_event_makes_room_for_folds_on_replay() -> None:
+    """A destroy frees a child's virtual node; the flexible node it was carved from shrinks, and the placement that
+    shrink makes room for on the physical node carries it: a replay folds that placement, as the decider did."""
+    gpu = ScheduleRequest("placeholder", {"CPU": 0.5, "GPU": 1.0})
+    nodes = [
+        NodeSpec({"CPU": 1.0}, {"row": "r1"}, [], None),
+        NodeSpec({"CPU": 1.0, "GPU": 1.0}, {"row": "r1"}, [], None),
+    ]
+    submit = Op("submit", 0, gpu, None, None, None)
+    ops: list[Op | VcOp] = [
+        submit,
+        Op("remove_actor", 0, None, None, None, {}),
+        VcOp("create", 0, (), None, None),
+        VcOp("create", 0, (1.0,), None, None),
+        submit,
+        VcOp("destroy", 1, (), None, None),
+    ]
+    workload = Mix(0, nodes, ops)
+    cluster = new_cluster(Workload(workload.seed, workload.nodes, []))
+    for step, op in enumerate(workload.ops):
+        run(cluster, workload, op, step)
+    assert cluster.view.actors["a4"].status == "placed"
+    assert digest(replay(cluster.events(), workload.seed)) == digest(cluster.view)

@@ -155,10 +155,38 @@ def _check_placed(view: ClusterView, event: ActorPlaced) -> None:
         free = _free_after(event, scope.nodes.get(event.node_id), sizes[key])
     else:
         free = _node(scope, event, "node_id", event.node_id).free
+    if sizes:
+        free = _give_back(view, event, key, sizes, free)
     if event.placement_group_id:
         _check_bundle(scope, event, request.resources)
     elif not fits(free, request.resources):
         raise UnfoldableEventError(event, f"node_id {event.node_id!r}: {_misfit(request.resources, free)}")
+
+
+def _give_back(
+    view: ClusterView,
+    event: ActorPlaced,
+    host: tuple[str, str],
+    sizes: dict[tuple[str, str], Resources | None],
+    free: Resources,
+) -> Resources:
+    """What is free on `host` (scope id, node id) once the event's resizes grew or shrank the virtual nodes carved
+    from it (a shrink applied before the placement gives resources back to the node it is placed on)."""
+    free = dict(free)
+    for (vc_id, vnode_id), total in sizes.items():
+        vc = view.tree.clusters.get(vc_id)
+        if vc is None or (vc.parent, event_parent(event, vc_id, vnode_id)) != host:
+            continue
+        before = vc.scope.nodes.get(vnode_id)
+        old = before.total if before is not None else {}
+        new = total or {}
+        give(free, {name: old.get(name, 0.0) - new.get(name, 0.0) for name in {*old, *new}})
+    return free
+
+
+def event_parent(event: ActorPlaced, vc_id: str, vnode_id: str) -> str:
+    """The parent node the event names for a resized virtual node."""
+    return next(size.parent_node for size in event.resized if (size.vc_id, size.vnode_id) == (vc_id, vnode_id))
 
 
 def _free_after(event: ActorPlaced, node: NodeState | None, total: Resources | None) -> Resources:
