@@ -29,6 +29,7 @@ nats: venv
 	$(BIN)/nats-server --version
 
 lint: venv
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

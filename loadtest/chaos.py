@@ -188,8 +188,7 @@ def format_report(report: dict[str, Any]) -> str:
         "exited on their own (codes): "
         + (", ".join(f"{key} {codes}" for key, codes in sorted(report["exits"].items())) or "none"),
         "",
-        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'answered':>10}{'rejected':>10}"
-        f"{'unanswered':>12}{'lost':>7}",
+        f"{'requests':<12}{'sent':>8}{'attempts':>10}{'answered':>10}{'rejected':>10}{'unanswered':>12}{'lost':>7}",
     ]
     for kind, row in report["requests"].items():
         lines.append(

@@ -87,14 +87,7 @@ _DROP = _Drop()
 msgpack_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 """What msgpack can carry at all: a record holds only encodable values."""
 
-leaves = (
-    st.none()
-    | st.booleans()
-    | msgpack_ints
-    | st.floats()
-    | st.text(max_size=20)
-    | st.binary(max_size=20)
-)
+leaves = st.none() | st.booleans() | msgpack_ints | st.floats() | st.text(max_size=20) | st.binary(max_size=20)
 anything = st.recursive(
     leaves,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
