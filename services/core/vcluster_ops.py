@@ -16,7 +16,7 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide_actor import new_nodes_fail, place_actor
+from services.core.decide.actor import new_nodes_fail, place_actor
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest, UnknownIdError

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from schemas import Prefer, RunAfter
+from services.core.framework.plugin import RANK_DATAFLOW, Filter, Scorer
+from services.core.framework.registry import ActorWork, Rule, Rules, register
 from services.core.labels import HOSTNAME
-from services.core.plugins.base import RANK_DATAFLOW, Filter, Scorer
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
@@ -63,3 +64,14 @@ class DataFlowPrefer(Scorer):
     def weight(self, node: NodeState) -> int:
         labels = node.labels
         return sum(weight for key, value, weight in self.wanted if labels.get(key) == value)
+
+
+def for_actor(view: ClusterView, work: ActorWork) -> Rules:
+    """`run_after`: Require filters, Prefer scores."""
+    run_after = work.request.run_after
+    if run_after is None:
+        return ()
+    return (DataFlowRequire(view, run_after),) if run_after.policy == "Require" else (DataFlowPrefer(view, run_after),)
+
+
+register(Rule(__name__, RANK_DATAFLOW, actor=for_actor))

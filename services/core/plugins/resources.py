@@ -1,35 +1,11 @@
-"""Resource rules: enough capacity in total (feasible) and free now (placeable) (pure)."""
+"""Resource rule: the node's total can hold the work, whatever is in use (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from services.core.plugins.base import RANK_CAPACITY, Filter
-from services.core.state import NodeState, Resources
-from services.core.state.model import EPSILON
-
-
-def shortage(have: Resources, need: Resources) -> str | None:
-    """`Insufficient <resource>` for the first resource `have` lacks, else None."""
-    for name, amount in need.items():
-        if have.get(name, 0.0) + EPSILON < amount:
-            return f"Insufficient {name}"
-    return None
-
-
-def beyond_every_node(nodes: Iterable[NodeState], need: Resources) -> str:
-    """Why no node could hold `need` even empty: `needs CPU 64; the largest node has 16` per resource no node has
-    enough of, or `needs CPU 12, GPU 1 together; no node has all of them`."""
-    totals = [node.total for node in nodes]
-    parts = []
-    for name, amount in need.items():
-        largest = max((total.get(name, 0.0) for total in totals), default=0.0)
-        if largest + EPSILON < amount:
-            parts.append(f"needs {name} {amount:g}; the largest node has {largest:g}")
-    if parts:
-        return "; ".join(parts)
-    wanted = ", ".join(f"{name} {amount:g}" for name, amount in need.items())
-    return f"needs {wanted} together; no node has all of them"
+from services.core.framework.plugin import RANK_CAPACITY, Filter
+from services.core.framework.registry import ActorWork, BundleWork, Rule, Rules, register
+from services.core.framework.shortage import shortage
+from services.core.state import ClusterView, NodeState, Resources
 
 
 class Capacity(Filter):
@@ -42,3 +18,18 @@ class Capacity(Filter):
 
     def check(self, node: NodeState) -> str | None:
         return shortage(node.total, self.resources)
+
+
+def for_actor(_view: ClusterView, work: ActorWork) -> Rules:
+    """Outside a bundle, unless lenders' room (which can grow a node) replaces the node's total."""
+    if work.borrowing or work.request.group_target is not None:
+        return ()
+    return (Capacity(work.request.resources),)
+
+
+def for_bundle(_view: ClusterView, work: BundleWork) -> Rules:
+    """Every bundle."""
+    return (Capacity(work.need),)
+
+
+register(Rule(__name__, RANK_CAPACITY, actor=for_actor, bundle=for_bundle))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from services.core.plugins.base import RANK_TAINTS, Filter, Scorer
+from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
+from services.core.framework.registry import ActorWork, BundleWork, Rule, Rules, register
 from services.core.selectors import Tolerations
-from services.core.state import NodeState
+from services.core.state import ClusterView, NodeState
 
 PENALTY = 100
 
@@ -41,3 +42,22 @@ class PreferNoScheduleScorer(Scorer):
             if not self.tolerations.tolerates(taint.key, taint.value):
                 total -= PENALTY
         return total
+
+
+def _rules(view: ClusterView, tolerations: Tolerations) -> Rules:
+    if view.prefer_tainted:
+        return TaintFilter(tolerations), PreferNoScheduleScorer(tolerations)
+    return (TaintFilter(tolerations),)
+
+
+def for_actor(view: ClusterView, work: ActorWork) -> Rules:
+    """Outside a bundle (a bundle was placed honouring them)."""
+    return () if work.request.group_target is not None else _rules(view, work.request.tolerations)
+
+
+def for_bundle(view: ClusterView, work: BundleWork) -> Rules:
+    """Every bundle."""
+    return _rules(view, work.group.tolerations)
+
+
+register(Rule(__name__, RANK_TAINTS, actor=for_actor, bundle=for_bundle))
