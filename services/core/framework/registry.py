@@ -27,7 +27,7 @@ class BundleWork(NamedTuple):
     selector: LabelSelector
 
 
-Rules = Sequence[Filter | Scorer]
+Prepared = Sequence[Filter | Scorer]
 """What a rule prepares for one piece of work: its filters and scorers (none when it does not apply)."""
 W = TypeVar("W")
 
@@ -41,11 +41,11 @@ class Rule:
 
     module: str
     order: int
-    actor: Callable[[ClusterView, ActorWork], Rules] | None = None
+    actor: Callable[[ClusterView, ActorWork], Prepared] | None = None
     """For an actor or task, shared by all its options."""
     option: Callable[[ClusterView, LabelSelector], Sequence[Filter]] | None = None
     """For one option (the primary label selector or a fallback) of an actor or task."""
-    bundle: Callable[[ClusterView, BundleWork], Rules] | None = None
+    bundle: Callable[[ClusterView, BundleWork], Prepared] | None = None
     """For one bundle of a placement group."""
 
 
@@ -63,7 +63,7 @@ def registered() -> tuple[Rule, ...]:
 
 
 def prepare(
-    makers: Sequence[Callable[[ClusterView, W], Rules]], view: ClusterView, work: W
+    makers: Sequence[Callable[[ClusterView, W], Prepared]], view: ClusterView, work: W
 ) -> tuple[list[Filter], list[Scorer]]:
     """Ask each rule (in order) what it prepares for the work, as the filters and the scorers of a plan."""
     filters: list[Filter] = []

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from schemas import ActorAffinityMatchExpression, ActorAffinityOperator, ActorAffinitySchedulingStrategy
 from services.core.framework.plugin import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
-from services.core.framework.registry import ActorWork, Rule, Rules, register
+from services.core.framework.registry import ActorWork, Prepared, Rule, register
 from services.core.labels import NODE_ID
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
@@ -156,7 +156,7 @@ class ExistingAntiAffinityFilter(Filter):
         return None
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Rules:
+def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
     """The ActorAffinity strategy's hard and soft expressions, then placed actors' anti-affinity to this one."""
     request = work.request.request
     rules: list[Filter | Scorer] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas import PlacementGroupSchedulingStrategy
 from services.core.framework.plugin import RANK_BUNDLE, Filter
-from services.core.framework.registry import ActorWork, BundleWork, Rule, Rules, register
+from services.core.framework.registry import ActorWork, BundleWork, Prepared, Rule, register
 from services.core.framework.shortage import shortage
 from services.core.plugins.node_labels import SelectorFilter
 from services.core.state import ClusterView, NodeState, Resources, fits
@@ -54,13 +54,13 @@ class BundleTarget(Filter):
         return self.group.bundle_free[self.slot(node)]
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Rules:
+def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
     """An actor of a placement group goes into one of its reserved bundles."""
     target = work.request.group_target
     return () if target is None else (BundleTarget(view, target, work.request.resources),)
 
 
-def for_bundle(view: ClusterView, work: BundleWork) -> Rules:
+def for_bundle(view: ClusterView, work: BundleWork) -> Prepared:
     """A bundle honours its bundle label selector, when it has terms."""
     return (SelectorFilter(view, work.selector, BUNDLE_SELECTOR_REASON, RANK_BUNDLE),) if work.selector else ()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas import Prefer, RunAfter
 from services.core.framework.plugin import RANK_DATAFLOW, Filter, Scorer
-from services.core.framework.registry import ActorWork, Rule, Rules, register
+from services.core.framework.registry import ActorWork, Prepared, Rule, register
 from services.core.labels import HOSTNAME
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
@@ -66,7 +66,7 @@ class DataFlowPrefer(Scorer):
         return sum(weight for key, value, weight in self.wanted if labels.get(key) == value)
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Rules:
+def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
     """`run_after`: Require filters, Prefer scores."""
     run_after = work.request.run_after
     if run_after is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_CAPACITY, Filter
-from services.core.framework.registry import ActorWork, BundleWork, Rule, Rules, register
+from services.core.framework.registry import ActorWork, BundleWork, Prepared, Rule, register
 from services.core.framework.shortage import shortage
 from services.core.state import ClusterView, NodeState, Resources
 
@@ -20,14 +20,14 @@ class Capacity(Filter):
         return shortage(node.total, self.resources)
 
 
-def for_actor(_view: ClusterView, work: ActorWork) -> Rules:
+def for_actor(_view: ClusterView, work: ActorWork) -> Prepared:
     """Outside a bundle, unless lenders' room (which can grow a node) replaces the node's total."""
     if work.borrowing or work.request.group_target is not None:
         return ()
     return (Capacity(work.request.resources),)
 
 
-def for_bundle(_view: ClusterView, work: BundleWork) -> Rules:
+def for_bundle(_view: ClusterView, work: BundleWork) -> Prepared:
     """Every bundle."""
     return (Capacity(work.need),)
 

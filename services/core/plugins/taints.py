@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
-from services.core.framework.registry import ActorWork, BundleWork, Rule, Rules, register
+from services.core.framework.registry import ActorWork, BundleWork, Prepared, Rule, register
 from services.core.selectors import Tolerations
 from services.core.state import ClusterView, NodeState
 
@@ -44,18 +44,18 @@ class PreferNoScheduleScorer(Scorer):
         return total
 
 
-def _rules(view: ClusterView, tolerations: Tolerations) -> Rules:
+def _rules(view: ClusterView, tolerations: Tolerations) -> Prepared:
     if view.prefer_tainted:
         return TaintFilter(tolerations), PreferNoScheduleScorer(tolerations)
     return (TaintFilter(tolerations),)
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Rules:
+def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
     """Outside a bundle (a bundle was placed honouring them)."""
     return () if work.request.group_target is not None else _rules(view, work.request.tolerations)
 
 
-def for_bundle(view: ClusterView, work: BundleWork) -> Rules:
+def for_bundle(view: ClusterView, work: BundleWork) -> Prepared:
     """Every bundle."""
     return _rules(view, work.group.tolerations)
 
