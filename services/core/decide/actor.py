@@ -8,7 +8,7 @@ import services.core.plugins  # noqa: F401 - importing the package registers eve
 from schemas import Explanation
 from services.core.framework.pipeline import Plan, choose, explain, feasible
 from services.core.framework.plugin import Filter
-from services.core.framework.registry import ActorWork, prepare, registered
+from services.core.framework.registry import prepare, registered
 from services.core.plugins.bundles import BundleTarget
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
@@ -25,7 +25,9 @@ def actor_plans(
 
     A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total.
     """
-    filters, scorers = prepare(_SHARED, view, ActorWork(work, borrowing=room is not None))
+    filters, scorers = prepare(_SHARED, view, work)
+    if room is not None:
+        filters = [rule for rule in filters if not rule.checks_total]
     bundle = _bundle_target(filters) if work.group_target is not None else None
     plans = []
     for selector in work.options:

@@ -21,6 +21,8 @@ class Filter:
     new_nodes_fail = False
     """True when a node added now, hosting no work yet, could not pass (the rule needs work on the node itself,
     or work that is nowhere): growing a virtual cluster by new nodes cannot help."""
+    checks_total = False
+    """True when the rule checks the node's total resources, which a room lent from elsewhere replaces."""
 
     def check(self, node: NodeState) -> str | None:
         """None, or the rejection reason."""

@@ -12,13 +12,6 @@ from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, Resources
 
 
-class ActorWork(NamedTuple):
-    """An actor or task, as every option of it shares; `borrowing`: lenders' room replaces the node's total."""
-
-    request: CompiledRequest
-    borrowing: bool
-
-
 class BundleWork(NamedTuple):
     """One bundle of a placement group (STRICT_PACK: all of them, summed) and its bundle label selector."""
 
@@ -41,7 +34,7 @@ class Rule:
 
     module: str
     order: int
-    actor: Callable[[ClusterView, ActorWork], Prepared] | None = None
+    actor: Callable[[ClusterView, CompiledRequest], Prepared] | None = None
     """For an actor or task, shared by all its options."""
     option: Callable[[ClusterView, LabelSelector], Sequence[Filter]] | None = None
     """For one option (the primary label selector or a fallback) of an actor or task."""

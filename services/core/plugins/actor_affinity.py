@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from schemas import ActorAffinityMatchExpression, ActorAffinityOperator, ActorAffinitySchedulingStrategy
 from services.core.framework.plugin import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
-from services.core.framework.registry import ActorWork, Prepared, Rule, register
+from services.core.framework.registry import Prepared, Rule, register
 from services.core.labels import NODE_ID
+from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
@@ -156,15 +157,15 @@ class ExistingAntiAffinityFilter(Filter):
         return None
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
     """The ActorAffinity strategy's hard and soft expressions, then placed actors' anti-affinity to this one."""
-    request = work.request.request
+    request = work.request
     rules: list[Filter | Scorer] = []
-    if work.request.affinity is not None:
-        affinity = ActorAffinityFilter(view, request.namespace, request.labels, work.request.affinity)
+    if work.affinity is not None:
+        affinity = ActorAffinityFilter(view, request.namespace, request.labels, work.affinity)
         if affinity.active:
             rules.append(affinity)
-        soft = ActorAffinityScorer(view, request.namespace, work.request.affinity)
+        soft = ActorAffinityScorer(view, request.namespace, work.affinity)
         if soft.active:
             rules.append(soft)
     if request.labels:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from schemas import PlacementGroupSchedulingStrategy
 from services.core.framework.plugin import RANK_BUNDLE, Filter
-from services.core.framework.registry import ActorWork, BundleWork, Prepared, Rule, register
+from services.core.framework.registry import BundleWork, Prepared, Rule, register
 from services.core.framework.shortage import shortage
 from services.core.plugins.node_labels import SelectorFilter
+from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
 
 BUNDLE_SELECTOR_REASON = "didn't match the bundle label selector"
@@ -54,10 +55,10 @@ class BundleTarget(Filter):
         return self.group.bundle_free[self.slot(node)]
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
     """An actor of a placement group goes into one of its reserved bundles."""
-    target = work.request.group_target
-    return () if target is None else (BundleTarget(view, target, work.request.resources),)
+    target = work.group_target
+    return () if target is None else (BundleTarget(view, target, work.resources),)
 
 
 def for_bundle(view: ClusterView, work: BundleWork) -> Prepared:

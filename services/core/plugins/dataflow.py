@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from schemas import Prefer, RunAfter
 from services.core.framework.plugin import RANK_DATAFLOW, Filter, Scorer
-from services.core.framework.registry import ActorWork, Prepared, Rule, register
+from services.core.framework.registry import Prepared, Rule, register
 from services.core.labels import HOSTNAME
+from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
@@ -66,9 +67,9 @@ class DataFlowPrefer(Scorer):
         return sum(weight for key, value, weight in self.wanted if labels.get(key) == value)
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
     """`run_after`: Require filters, Prefer scores."""
-    run_after = work.request.run_after
+    run_after = work.run_after
     if run_after is None:
         return ()
     return (DataFlowRequire(view, run_after),) if run_after.policy == "Require" else (DataFlowPrefer(view, run_after),)

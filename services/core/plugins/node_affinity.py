@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_NODE_AFFINITY, Filter, Scorer
-from services.core.framework.registry import ActorWork, Prepared, Rule, register
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState
 
 NODE_AFFINITY_REASON = "didn't match the node affinity"
@@ -35,9 +36,9 @@ class NodeAffinityScorer(Scorer):
         return SOFT_WEIGHT if node.node_id == self.node_id else 0
 
 
-def for_actor(_view: ClusterView, work: ActorWork) -> Prepared:
+def for_actor(_view: ClusterView, work: CompiledRequest) -> Prepared:
     """The NodeAffinity strategy: soft scores its node, hard filters every other."""
-    affinity = work.request.node_affinity
+    affinity = work.node_affinity
     if affinity is None:
         return ()
     return (NodeAffinityScorer(affinity.node_id),) if affinity.soft else (NodeAffinityFilter(affinity.node_id),)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.core.framework.plugin import RANK_NODE_LABELS, RANK_SELECTOR, Filter, Scorer
-from services.core.framework.registry import ActorWork, Prepared, Rule, register
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.selectors import EXISTS, IN, LabelSelector, Term
 from services.core.state import ClusterView, NodeState
@@ -58,9 +59,9 @@ class SoftLabels(Scorer):
         return SOFT_WEIGHT * sum(1 for term in self.terms if term.matches(labels))
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
     """The NodeLabel strategy: its hard selector filters, its soft one scores."""
-    hard, soft = work.request.node_label_hard, work.request.node_label_soft
+    hard, soft = work.node_label_hard, work.node_label_soft
     rules: list[Filter | Scorer] = []
     if hard is not None:
         rules.append(SelectorFilter(view, hard, rank=RANK_NODE_LABELS))

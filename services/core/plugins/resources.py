@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_CAPACITY, Filter
-from services.core.framework.registry import ActorWork, BundleWork, Prepared, Rule, register
+from services.core.framework.registry import BundleWork, Prepared, Rule, register
 from services.core.framework.shortage import shortage
+from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources
 
 
@@ -12,6 +13,7 @@ class Capacity(Filter):
     """The node's total resources can hold the request (ignoring what is in use)."""
 
     rank = RANK_CAPACITY
+    checks_total = True
 
     def __init__(self, resources: Resources) -> None:
         self.resources = resources
@@ -20,11 +22,9 @@ class Capacity(Filter):
         return shortage(node.total, self.resources)
 
 
-def for_actor(_view: ClusterView, work: ActorWork) -> Prepared:
-    """Outside a bundle, unless lenders' room (which can grow a node) replaces the node's total."""
-    if work.borrowing or work.request.group_target is not None:
-        return ()
-    return (Capacity(work.request.resources),)
+def for_actor(_view: ClusterView, work: CompiledRequest) -> Prepared:
+    """Outside a bundle."""
+    return () if work.group_target is not None else (Capacity(work.resources),)
 
 
 def for_bundle(_view: ClusterView, work: BundleWork) -> Prepared:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
-from services.core.framework.registry import ActorWork, BundleWork, Prepared, Rule, register
+from services.core.framework.registry import BundleWork, Prepared, Rule, register
+from services.core.request import CompiledRequest
 from services.core.selectors import Tolerations
 from services.core.state import ClusterView, NodeState
 
@@ -50,9 +51,9 @@ def _rules(view: ClusterView, tolerations: Tolerations) -> Prepared:
     return (TaintFilter(tolerations),)
 
 
-def for_actor(view: ClusterView, work: ActorWork) -> Prepared:
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
     """Outside a bundle (a bundle was placed honouring them)."""
-    return () if work.request.group_target is not None else _rules(view, work.request.tolerations)
+    return () if work.group_target is not None else _rules(view, work.tolerations)
 
 
 def for_bundle(view: ClusterView, work: BundleWork) -> Prepared:
