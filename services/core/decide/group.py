@@ -7,7 +7,7 @@ from collections.abc import Callable
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation, PlacementStrategy
 from services.core.framework.pipeline import Plan, choose, explain, feasible, free_room
-from services.core.framework.registry import BundleWork, prepare, registered
+from services.core.framework.registry import prepare, registered
 from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
@@ -52,7 +52,7 @@ def _bundle_plan(
     selector: LabelSelector,
     room: Callable[[NodeState], Resources],
 ) -> Plan:
-    filters, scorers = prepare(_PER_BUNDLE, view, BundleWork(work, need, selector))
+    filters, scorers = prepare(_PER_BUNDLE, view, work, need, selector)
     return Plan(need, filters, scorers, "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT", room)
 
 

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import TypeVarTuple
 
 from services.core.framework.plugin import Filter, Scorer
 from services.core.request import CompiledGroup, CompiledRequest
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, Resources
 
-
-class BundleWork(NamedTuple):
-    """One bundle of a placement group (STRICT_PACK: all of them, summed) and its bundle label selector."""
-
-    group: CompiledGroup
-    need: Resources
-    selector: LabelSelector
-
-
 Prepared = Sequence[Filter | Scorer]
 """What a rule prepares for one piece of work: its filters and scorers (none when it does not apply)."""
-W = TypeVar("W")
+Args = TypeVarTuple("Args")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +29,8 @@ class Rule:
     """For an actor or task, shared by all its options."""
     option: Callable[[ClusterView, LabelSelector], Sequence[Filter]] | None = None
     """For one option (the primary label selector or a fallback) of an actor or task."""
-    bundle: Callable[[ClusterView, BundleWork], Prepared] | None = None
-    """For one bundle of a placement group."""
+    bundle: Callable[[ClusterView, CompiledGroup, Resources, LabelSelector], Prepared] | None = None
+    """For one bundle of a placement group (STRICT_PACK: all of them, summed): its need and label selector."""
 
 
 _RULES: list[Rule] = []
@@ -55,14 +46,12 @@ def registered() -> tuple[Rule, ...]:
     return tuple(sorted(_RULES, key=lambda rule: (rule.order, rule.module)))
 
 
-def prepare(
-    makers: Sequence[Callable[[ClusterView, W], Prepared]], view: ClusterView, work: W
-) -> tuple[list[Filter], list[Scorer]]:
+def prepare(makers: Sequence[Callable[[*Args], Prepared]], *args: *Args) -> tuple[list[Filter], list[Scorer]]:
     """Ask each rule (in order) what it prepares for the work, as the filters and the scorers of a plan."""
     filters: list[Filter] = []
     scorers: list[Scorer] = []
     for make in makers:
-        for rule in make(view, work):
+        for rule in make(*args):
             if isinstance(rule, Filter):
                 filters.append(rule)
             else:

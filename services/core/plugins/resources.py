@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_CAPACITY, Filter
-from services.core.framework.registry import BundleWork, Prepared, Rule, register
+from services.core.framework.registry import Prepared, Rule, register
 from services.core.framework.shortage import shortage
-from services.core.request import CompiledRequest
+from services.core.request import CompiledGroup, CompiledRequest
+from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources
 
 
@@ -27,9 +28,9 @@ def for_actor(_view: ClusterView, work: CompiledRequest) -> Prepared:
     return () if work.group_target is not None else (Capacity(work.resources),)
 
 
-def for_bundle(_view: ClusterView, work: BundleWork) -> Prepared:
+def for_bundle(_view: ClusterView, _group: CompiledGroup, need: Resources, _selector: LabelSelector) -> Prepared:
     """Every bundle."""
-    return (Capacity(work.need),)
+    return (Capacity(need),)
 
 
 register(Rule(__name__, RANK_CAPACITY, actor=for_actor, bundle=for_bundle))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
-from services.core.framework.registry import BundleWork, Prepared, Rule, register
-from services.core.request import CompiledRequest
-from services.core.selectors import Tolerations
-from services.core.state import ClusterView, NodeState
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.request import CompiledGroup, CompiledRequest
+from services.core.selectors import LabelSelector, Tolerations
+from services.core.state import ClusterView, NodeState, Resources
 
 PENALTY = 100
 
@@ -56,9 +56,9 @@ def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
     return () if work.group_target is not None else _rules(view, work.tolerations)
 
 
-def for_bundle(view: ClusterView, work: BundleWork) -> Prepared:
+def for_bundle(view: ClusterView, group: CompiledGroup, _need: Resources, _selector: LabelSelector) -> Prepared:
     """Every bundle."""
-    return _rules(view, work.group.tolerations)
+    return _rules(view, group.tolerations)
 
 
 register(Rule(__name__, RANK_TAINTS, actor=for_actor, bundle=for_bundle))
