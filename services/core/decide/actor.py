@@ -14,8 +14,8 @@ from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources
 
-_SHARED = tuple(rule.actor for rule in registered() if rule.actor is not None)
-_PER_OPTION = tuple(rule.option for rule in registered() if rule.option is not None)
+_ACTOR_RULES = tuple(rule.actor for rule in registered() if rule.actor is not None)
+_OPTION_RULES = tuple(rule.option for rule in registered() if rule.option is not None)
 
 
 def actor_plans(
@@ -25,14 +25,14 @@ def actor_plans(
 
     A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total.
     """
-    filters, scorers = prepare(_SHARED, view, work)
+    filters, scorers = prepare(_ACTOR_RULES, view, work)
     if room is not None:
         filters = [rule for rule in filters if not rule.checks_total]
     bundle = _bundle_target(filters) if work.group_target is not None else None
     plans = []
     for selector in work.options:
         rules = list(filters)
-        for make in _PER_OPTION:
+        for make in _OPTION_RULES:
             rules += make(view, selector)
         plan = Plan(work.resources, rules, scorers, work.policy)
         if bundle is not None:

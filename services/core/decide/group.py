@@ -13,7 +13,7 @@ from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
 
-_PER_BUNDLE = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
+_BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
 
 GroupDecision = tuple[int, list[str]] | Explanation
 """(option index, node per bundle), or why the group waits."""
@@ -52,7 +52,7 @@ def _bundle_plan(
     selector: LabelSelector,
     room: Callable[[NodeState], Resources],
 ) -> Plan:
-    filters, scorers = prepare(_PER_BUNDLE, view, work, need, selector)
+    filters, scorers = prepare(_BUNDLE_RULES, view, work, need, selector)
     return Plan(need, filters, scorers, "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT", room)
 
 
