@@ -8,7 +8,9 @@ ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,17 @@ async def client(mesh: Mesh) -> AsyncIterator[Client]:
 async def wait_ready(client: Client) -> None:
     """Wait until labels, taints and the scheduler answer queries (after a start or a restart)."""
     await client.wait_ready(timeout=15.0)
+
+
+async def holds_within(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> bool:
+    """Whether `check` holds within `timeout` seconds, asked every 50 ms (the services react to a command a
+    moment after it returned)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def log_of(mesh: Mesh, key: str) -> str:
