@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from schemas import ActorAffinityMatchExpression, ActorAffinitySchedulingStrategy
-from services.core import Cluster
+from services.core import Cluster, Placed
 from tests.core.builders import (
     SIX_NODES,
     ZONE_OF_N2,
@@ -320,14 +320,16 @@ def test_the_first_of_a_group_joins_a_matching_actor_when_one_is_placed() -> Non
 def test_one_expression_means_the_same_with_or_without_is_or_semantics_for_the_first_of_a_group() -> None:
     cluster = six_nodes()
     rule = affinity("app", "IN", ["web"], is_or_semantics=True)
-    node_of(cluster.submit(make_actor("first", labels={"app": "web"}, scheduling_strategy=rule)))
+    decision = cluster.submit(make_actor("first", labels={"app": "web"}, scheduling_strategy=rule))
+    assert isinstance(decision, Placed), decision
 
 
 def test_the_first_of_a_group_may_start_it_when_placed_actors_match_only_part_of_its_expressions() -> None:
     cluster = six_nodes()
     node_of(cluster.submit(make_actor("web-only", labels={"app": "web"})))
     rule = strategy(expression("app", "IN", ["web"]), expression("tier", "IN", ["front"]))
-    node_of(cluster.submit(make_actor("first", labels={"app": "web", "tier": "front"}, scheduling_strategy=rule)))
+    decision = cluster.submit(make_actor("first", labels={"app": "web", "tier": "front"}, scheduling_strategy=rule))
+    assert isinstance(decision, Placed), decision
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from schemas import (
     RunAfter,
     ScheduleRequest,
 )
-from services.core import Cluster, ClusterView
+from services.core import Cluster, ClusterView, Placed
 from services.core.state.snapshot import digest, dump, restore
 from tests.core.builders import SIX_NODES, ZONE_OF_N2, make_actor, node_of, on_node, six_nodes, waiting
 
@@ -237,8 +237,8 @@ def test_the_empty_policy_inherits_nothing(run_after: RunAfter, allowed: set[str
     ],
 )
 def test_only_require_waits_for_the_earlier_operation(run_after: RunAfter) -> None:
-    cluster = six_nodes()
-    node_of(cluster.submit(make_actor("B", run_after=run_after)))
+    decision = six_nodes().submit(make_actor("B", run_after=run_after))
+    assert isinstance(decision, Placed), decision
 
 
 @pytest.mark.parametrize(
