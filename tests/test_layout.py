@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,3 +197,130 @@ def test_docstrings(folder: str) -> None:
         if ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) is None
     ]
     assert not missing, "\n".join(["these modules have no docstring:", *missing])
+
+
+# no import cycles among the project's own modules
+
+PROJECT = ("schemas", "services", "loadtest")
+
+
+def deferred_import_lines(path: Path) -> set[int]:
+    """The lines of the imports inside function bodies: they run when called, not when the module loads."""
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {
+        inner.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, functions)
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Import | ast.ImportFrom)
+    }
+
+
+def module_level_imports(path: Path, modules: set[str], root: Path = ROOT) -> Iterator[tuple[int, str]]:
+    """The project modules a file imports as it loads (`if TYPE_CHECKING:` blocks included), with their lines:
+    `from a import b` is the module `a.b` when there is one, else `a`; other libraries are left out."""
+    deferred = deferred_import_lines(path)
+    for line, name in imported_modules(path, root):
+        module = name if name in modules else name.rpartition(".")[0]
+        if line not in deferred and module in modules:
+            yield line, module
+
+
+def import_graph(folders: tuple[str, ...] = PROJECT, root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """Module -> the project modules it imports at module level -> where (`path:line`); no module imports
+    itself (a package naming its own attributes)."""
+    paths = {module_name(path, root): path for folder in folders for path in sorted((root / folder).rglob("*.py"))}
+    graph: dict[str, dict[str, list[str]]] = {module: {} for module in paths}
+    for module, path in paths.items():
+        for line, imported in module_level_imports(path, set(paths), root):
+            where = graph[module].setdefault(imported, []) if imported != module else []
+            if f"{path.relative_to(root)}:{line}" not in where:
+                where.append(f"{path.relative_to(root)}:{line}")
+    return graph
+
+
+def reachable(graph: Mapping[str, Iterable[str]], start: str) -> set[str]:
+    """Every node a path of one edge or more leads to from `start`."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The import cycles: each set of nodes that all reach one another (sorted), sorted by first member."""
+    reach = {node: reachable(graph, node) for node in graph}
+    found = {
+        tuple(sorted(other for other in reach[node] if node in reach.get(other, ())))
+        for node in graph
+        if node in reach[node]
+    }
+    return sorted(list(members) for members in found)
+
+
+def test_the_projects_modules_import_no_cycle() -> None:
+    graph = import_graph()
+    report = []
+    for members in cycles(graph):
+        report.append("cycle: " + ", ".join(members))
+        report += [
+            f"  {where} imports {imported}"
+            for module in members
+            for imported, lines in graph[module].items()
+            if imported in members
+            for where in lines
+        ]
+    assert not report, "\n".join(["the project's modules import each other in a circle:", *report])
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": ["b"], "b": ["c"], "c": []}, []),
+        ({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}, [["a", "b", "c"]]),
+        ({"a": ["b"], "b": ["a"], "c": ["d"], "d": ["c", "a"]}, [["a", "b"], ["c", "d"]]),
+        ({"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": ["a"]}, [["a", "b", "c", "d"]]),
+    ],
+    ids=[
+        "a chain has no cycle",
+        "a triangle is one cycle; a module importing into it is not in it",
+        "two cycles joined one way stay two",
+        "two paths back to the start make one cycle of all their members",
+    ],
+)
+def test_the_cycle_finder(graph: dict[str, list[str]], expected: list[list[str]]) -> None:
+    assert cycles(graph) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from pkg import leaf", {"pkg.leaf"}),
+        ("from pkg.leaf import Thing", {"pkg.leaf"}),
+        ("from pkg import Thing", {"pkg"}),
+        ("import json\nfrom msgspec import Struct", set()),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import leaf", {"pkg.leaf"}),
+        ("def f() -> None:\n    from pkg import leaf", set()),
+    ],
+    ids=[
+        "a module imported from its package is that module",
+        "a name imported from a module is that module",
+        "a name imported from a package is the package",
+        "other libraries are left out",
+        "an import for the type checker counts",
+        "an import inside a function does not count",
+    ],
+)
+def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "leaf.py").write_text("", encoding="utf-8")
+    path = tmp_path / "scratch.py"
+    path.write_text(source + "\n", encoding="utf-8")
+    modules = {"pkg", "pkg.leaf", "scratch"}
+    assert {module for _, module in module_level_imports(path, modules, root=tmp_path)} == expected
