@@ -227,16 +227,16 @@ def module_level_imports(path: Path, modules: set[str], root: Path = ROOT) -> It
             yield line, module
 
 
-def import_graph(folders: tuple[str, ...] = PROJECT, root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+def import_graph(folders: tuple[str, ...] = PROJECT) -> dict[str, dict[str, list[str]]]:
     """Module -> the project modules it imports at module level -> where (`path:line`); no module imports
     itself (a package naming its own attributes)."""
-    paths = {module_name(path, root): path for folder in folders for path in sorted((root / folder).rglob("*.py"))}
+    paths = {module_name(path, ROOT): path for folder in folders for path in python_files(folder)}
     graph: dict[str, dict[str, list[str]]] = {module: {} for module in paths}
     for module, path in paths.items():
-        for line, imported in module_level_imports(path, set(paths), root):
-            where = graph[module].setdefault(imported, []) if imported != module else []
-            if f"{path.relative_to(root)}:{line}" not in where:
-                where.append(f"{path.relative_to(root)}:{line}")
+        for line, imported in module_level_imports(path, set(paths)):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if imported != module and where not in graph[module].setdefault(imported, []):
+                graph[module][imported].append(where)
     return graph
 
 
