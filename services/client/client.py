@@ -41,9 +41,9 @@ from schemas.queries import (
     TaintsReply,
 )
 from schemas.replies import Accepted
-from services.client.errors import UnavailableError
 from services.client.job import Job
 from services.client.vclusters import VirtualClusterCalls
+from services.core.errors import UnavailableError
 from services.runtime.codec import encode
 
 log = logging.getLogger("corral.client")

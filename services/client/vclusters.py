@@ -26,7 +26,7 @@ from schemas.queries import (
 )
 from schemas.selectors import SelectorSpec
 from services.client.base import Connection
-from services.client.errors import UnavailableError
+from services.core.errors import UnavailableError
 from services.runtime.codec import decode
 
 VNODE_FACTS = f"{s.PREFIX}.evt.{s.VNODE}.>"

@@ -15,10 +15,11 @@ from schemas import subjects as s
 from schemas.commands import Heartbeat, RegisterNode, RemoveNode, SetLabels
 from schemas.queries import ActorsQuery, NodesQuery
 from schemas.replies import Rejected
+from services.core.errors import CodecError
 from services.labels.handlers import LabelsHandlers
 from services.labels.view import LabelsView
 from services.runtime.bus import answerable
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import decode, encode
 from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.queries import query_handler
 from services.runtime.service import Shell, service_shell

@@ -14,7 +14,7 @@ import nats.js.errors
 
 from schemas import AnyEvent
 from schemas.subjects import EVENTS_STREAM
-from services.core.state import UnfoldableEventError
+from services.core.errors import UnfoldableEventError
 from services.runtime import collector
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit

@@ -16,8 +16,9 @@ from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
+from services.core.errors import CodecError
 from services.runtime.bus import answerable
-from services.runtime.codec import CodecError, decode
+from services.runtime.codec import decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
