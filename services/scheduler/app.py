@@ -173,12 +173,12 @@ async def _hold(lease: Lease, rewon: Callable[[int], None]) -> None:
 
 
 async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
-    routes = {
-        s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
-        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
-    }
-    for subject, handler in routes.items():
-        shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
+    await shell.serve(
+        {
+            s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
+            s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
+        }
+    )
 
 
 async def _consume_requests(
