@@ -57,7 +57,7 @@ def test_two_hundred_thousand_actors_list_completely_in_pages_under_the_limit() 
         for i in range(200_000)
     ]
     for sequence, event in enumerate(events, start=1):
-        view.apply(event, sequence)
+        view.fold(event, sequence)
     whole = view.status(StatusQuery())
     assert len(whole.actors) == 200_000
     assert len(encode(whole)) > 10 * LIMIT

@@ -32,7 +32,7 @@ STOP_FOLD_SECONDS = 2.0
 class View(Protocol):
     """What a service's view offers its follower."""
 
-    def apply(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event."""
 
     def dump(self, sequence: int) -> bytes:
@@ -85,7 +85,7 @@ async def service_shell(
         bus,
         store,
         name,
-        view.apply,
+        view.fold,
         view.dump,
         view.load,
         snapshot_every=settings.snapshot_every,

@@ -15,10 +15,10 @@ from schemas.queries import (
 from services.core import LabelSelector
 from services.core.errors import NotFoundError
 from services.core.state.vtree import VClusterState
-from services.runtime.views import FollowedCluster, actor_info, node_info
+from services.runtime.views import FoldedCluster, actor_info, node_info
 
 
-class VClustersView(FollowedCluster):
+class VClustersView(FoldedCluster):
     """Every virtual cluster with its tree, admission queue and scope (nodes, work), as the log says.
 
     The scheduler decides admissions and reservations; this view only folds its facts, so the vclusters service

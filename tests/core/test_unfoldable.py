@@ -207,7 +207,7 @@ def test_every_service_view_folds_an_event_whole_or_not_at_all(base: str, servic
     view = service_views()[service]()
     sequence = len(BASES[base])
     view.load(SNAPSHOTS[base], sequence)
-    fold_all_or_nothing(lambda: view.apply(event, sequence + 1), lambda: (view.digest(), view.dump(sequence)))
+    fold_all_or_nothing(lambda: view.fold(event, sequence + 1), lambda: (view.digest(), view.dump(sequence)))
 
 
 def refused(events: list[AnyEvent], event: AnyEvent, rule: str) -> None:
@@ -309,9 +309,9 @@ def test_a_leader_folds_a_foreign_event_of_its_own_epoch_as_every_follower_does(
     ]
     for view in (leader, follower):
         for sequence, event in enumerate(log[:2], 1):
-            view.apply(event, sequence)
+            view.fold(event, sequence)
     leader.lead(1, "s")
     for view in (leader, follower):
-        view.apply(log[2], 3)
+        view.fold(log[2], 3)
     assert "forged" in leader.cluster.view.actors
     assert leader.digest() == follower.digest()
