@@ -41,6 +41,19 @@ def rejection(error: Exception) -> Rejected:
     return Rejected(f"the service failed on this message ({type(error).__name__}: {error})", "unavailable")
 
 
+async def not_ready(before: Callable[[], Awaitable[None]] | None) -> Rejected | None:
+    """Run `before` (fold the log up to its end, say): None, or the reply saying why the service cannot answer."""
+    if before is None:
+        return None
+    try:
+        await before()
+    except TimeoutError:
+        return Rejected("the view did not catch up with the log in time; retry", "unavailable")
+    except LogReplaced as replaced:
+        return Rejected(str(replaced), "unavailable")
+    return None
+
+
 class CommandDesk:
     """One command at a time: validate, append, wait until folded (so the next command sees it), reply."""
 
@@ -67,13 +80,9 @@ class CommandDesk:
     async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
         """Run a handler under the lock and append what it decided."""
         async with self._lock:
-            if self._before is not None:
-                try:
-                    await self._before()
-                except TimeoutError:
-                    return Rejected("the view did not catch up with the log in time; retry", "unavailable")
-                except LogReplaced as replaced:
-                    return Rejected(str(replaced), "unavailable")
+            unready = await not_ready(self._before)
+            if unready is not None:
+                return unready
             try:
                 outcome = handle()
             except Exception as error:  # a bad command is refused; a bug met on it fails this one command only

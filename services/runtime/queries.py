@@ -9,11 +9,9 @@ import msgspec
 from nats.aio.msg import Msg
 
 from schemas.queries import PageQuery
-from schemas.replies import Rejected
 from services.core.errors import CodecError
 from services.runtime.codec import decode, encode
-from services.runtime.commands import Responder, rejection
-from services.runtime.follower import LogReplaced
+from services.runtime.commands import Responder, not_ready, rejection
 from services.runtime.pages import Pager
 
 Q = TypeVar("Q")
@@ -37,13 +35,9 @@ def query_handler(
             query: Q = decode(msg.data or b"{}", kind)
         except CodecError as error:
             return encode(rejection(error))
-        if before is not None:
-            try:
-                await before()
-            except TimeoutError:
-                return encode(Rejected("the view did not catch up with the log in time; retry", "unavailable"))
-            except LogReplaced as replaced:
-                return encode(Rejected(str(replaced), "unavailable"))
+        unready = await not_ready(before)
+        if unready is not None:
+            return encode(unready)
         try:
             if pager is None:
                 return encode(answer(query))
