@@ -10,7 +10,7 @@ from services.core.state import ClusterView, NodeState
 
 
 def live_node(view: ClusterView, node_id: str) -> NodeState:
-    """The live node `node_id`, or a `RejectedError` naming it."""
+    """The live node `node_id`, or a `NotFoundError` naming it."""
     node = view.nodes.get(node_id)
     if node is None:
         raise NotFoundError(f"node_id {node_id!r}: no such node")
