@@ -7,7 +7,7 @@ Real NATS; the failing handlers are served the way every service serves its comm
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,16 +27,6 @@ from tests.integration.conftest import start_test_mesh
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
-@pytest.fixture
-def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
-    """nats-server and redis-server, no services."""
-    running = start_test_mesh(tmp_path / "mesh", server_path, services=())
-    try:
-        yield running
-    finally:
-        running.close()
-
-
 KNOWN: dict[str, Outcome] = {}
 
 
@@ -50,20 +40,24 @@ def refusing(command: RemoveNode) -> Outcome:
 
 
 @pytest.fixture
-async def labels_service(servers: Mesh) -> AsyncIterator[None]:
-    """The labels service's command subjects served by handlers that fail or refuse (nothing is appended)."""
-    settings = Settings(**{**Settings.from_env().__dict__, "nats_url": servers.nats_url})
-    bus = await Bus.connect(settings, "labels", timeout=10.0)
-    desk = CommandDesk(bus, cast(Any, None), "labels")  # never reached: no handler here gets as far as appending
-    await bus.serve(s.SET_LABELS, desk.handler(SetLabels, buggy), queue="labels")
-    await bus.serve(s.REMOVE_NODE, desk.handler(RemoveNode, refusing), queue="labels")
+async def servers(tmp_path: Path, server_path: ServerPath) -> AsyncIterator[Mesh]:
+    """nats-server and redis-server, with the labels service's command subjects served by handlers that fail or
+    refuse (no handler here gets as far as appending, so the desk needs no log)."""
+    mesh = start_test_mesh(tmp_path / "mesh", server_path, services=())
+    settings = Settings(**{**Settings.from_env().__dict__, "nats_url": mesh.nats_url})
     try:
-        yield
+        bus = await Bus.connect(settings, "labels", timeout=10.0)
+        desk = CommandDesk(bus, cast(Any, None), "labels")
+        try:
+            await bus.serve(s.SET_LABELS, desk.handler(SetLabels, buggy), queue="labels")
+            await bus.serve(s.REMOVE_NODE, desk.handler(RemoveNode, refusing), queue="labels")
+            yield mesh
+        finally:
+            await bus.close()
     finally:
-        await bus.close()
+        mesh.close()
 
 
-@pytest.mark.usefixtures("labels_service")
 async def test_a_handler_bug_reaches_the_client_as_the_service_failing(servers: Mesh) -> None:
     async with Client(servers.nats_url, timeout=5.0) as client:
         with pytest.raises(ServiceFailedError, match=r"the service failed on this message \(KeyError: 'n1'\)") as bug:
@@ -73,7 +67,6 @@ async def test_a_handler_bug_reaches_the_client_as_the_service_failing(servers: 
             await client.remove_node("n1")
 
 
-@pytest.mark.usefixtures("labels_service")
 async def test_the_cli_says_the_service_failed_not_that_it_refused(servers: Mesh) -> None:
     command = [sys.executable, "-m", "services.cli", "label", "--node-id", "n1", "tier=a"]
     done = await anyio.run_process([*command, "--nats-url", servers.nats_url, "--timeout", "5"], check=False)
