@@ -65,7 +65,7 @@ def fold_in_process(blobs: Sequence[bytes], cut: int, settings: Settings) -> InP
     view = SchedulerView(settings.seed, settings.rare_resources)
     began = time.perf_counter()
     for sequence in range(1, cut + 1):
-        view.apply(decoded[sequence - 1], sequence)
+        view.fold(decoded[sequence - 1], sequence)
     fold_s = time.perf_counter() - began
     began = time.perf_counter()
     with collector.paused():  # as `LogFollower.snapshot` builds it
@@ -73,7 +73,7 @@ def fold_in_process(blobs: Sequence[bytes], cut: int, settings: Settings) -> InP
     dump_s = time.perf_counter() - began
     began = time.perf_counter()
     for sequence in range(cut + 1, len(decoded) + 1):
-        view.apply(decoded[sequence - 1], sequence)
+        view.fold(decoded[sequence - 1], sequence)
     fold_s += time.perf_counter() - began
     return InProcess(decode_s, fold_s, dump_s, blob, view.digest(), len(view.cluster.view.actors))
 

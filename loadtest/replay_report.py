@@ -51,7 +51,7 @@ def format_report(report: ReplayReport) -> str:
         ),
         _row("decode only (codec.decode)", rates["decode"]["seconds"], per_s["decode"], rates["decode"]["cpu_s"]),
         _row(
-            "fold only (SchedulerView.apply)",
+            "fold only (SchedulerView.fold)",
             rates["fold_only"]["seconds"],
             per_s["fold_only"],
             rates["fold_only"]["cpu_s"],

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from services.cli import bench_core, deadletters, demo, node, ops, schema, sim, status, up, vc
 from services.cli.common import CliError, UsageError, not_answering
-from services.client import CorralError, RejectedError, TooLargeError, UnavailableError
+from services.client import CorralError, RejectedError, ServiceFailedError, TooLargeError, UnavailableError
 from services.runtime.settings import SettingsError
 
 
@@ -65,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:  # a bad CORRAL_* variable: bad usage, one line
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+    except ServiceFailedError as error:  # it answered: the fault is the service's, not the request's
+        print(f"{prog}: error: the {getattr(args, 'service', 'mesh')} could not serve it: {error}", file=sys.stderr)
+        return 1
     except UnavailableError as error:
         print(f"{prog}: error: {not_answering(args, str(error))}", file=sys.stderr)
         return 1

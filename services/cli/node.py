@@ -16,8 +16,9 @@ from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, json_text, say, stop_signals
 from services.cli.status import cpu_usage, label_list, other_resources, taint_list
 from services.cli.table import format_table
-from services.core.labels import ZONE, LabelError, merge_labels, parse_labels_file
-from services.runtime.codec import CodecError, decode
+from services.core.errors import CodecError, LabelError
+from services.core.labels import ZONE, merge_labels, parse_labels_file
+from services.runtime.codec import decode
 
 ACTOR_EVENTS = f"{s.PREFIX}.evt.{s.ACTOR}.>"
 

@@ -11,7 +11,8 @@ import msgspec
 from schemas import Placed, ScheduleRequest
 from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, read_input, say
-from services.runtime.codec import CodecError, decode
+from services.core.errors import CodecError
+from services.runtime.codec import decode
 
 STRATEGIES = ("DEFAULT", "SPREAD")
 

@@ -12,8 +12,9 @@ import msgspec
 from schemas import Admitted, Destroyed, Queued, VirtualCluster, VirtualClusterInfo
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, read_input, say
 from services.cli.table import format_table
+from services.core.errors import CodecError
 from services.core.labels import SYSTEM_PREFIX
-from services.runtime.codec import CodecError, decode
+from services.runtime.codec import decode
 
 NONE = "<none>"
 

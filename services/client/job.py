@@ -24,7 +24,7 @@ from schemas import (
     VirtualClusterInfo,
 )
 from schemas.queries import ActorInfo, NodeInfo
-from services.client.errors import CorralError
+from services.core.errors import CorralError
 
 if TYPE_CHECKING:
     from services.client.client import Client

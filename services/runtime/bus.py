@@ -21,8 +21,9 @@ from nats.js.kv import KeyValue
 from schemas import AnyEvent, SchedulerElected
 from schemas import subjects as s
 from schemas.subjects import subject_of
+from services.core.errors import CodecError
 from services.runtime import telemetry
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import decode, encode
 from services.runtime.elections import ElectionCheck
 from services.runtime.settings import Settings
 

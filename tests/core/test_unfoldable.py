@@ -204,7 +204,7 @@ def test_every_service_view_folds_an_event_whole_or_not_at_all(base: str, servic
     view.load(SNAPSHOTS[base], sequence)
     before = (view.digest(), view.dump(sequence))
     try:
-        view.apply(event, sequence + 1)
+        view.fold(event, sequence + 1)
     except UnfoldableEventError:
         assert (view.digest(), view.dump(sequence)) == before, f"refusing {event} changed the {service} view"
 
@@ -304,9 +304,9 @@ def test_a_leader_folds_a_foreign_event_of_its_own_epoch_as_every_follower_does(
     ]
     for view in (leader, follower):
         for sequence, event in enumerate(log[:2], 1):
-            view.apply(event, sequence)
+            view.fold(event, sequence)
     leader.lead(1, "s")
     for view in (leader, follower):
-        view.apply(log[2], 3)
+        view.fold(log[2], 3)
     assert "forged" in leader.cluster.view.actors
     assert leader.digest() == follower.digest()

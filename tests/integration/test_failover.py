@@ -18,7 +18,7 @@ from schemas import (
 from schemas import subjects as s
 from services.cli.mesh import Mesh
 from services.client import Client
-from services.client.errors import UnavailableError
+from services.core.errors import UnavailableError
 from services.core.state import replay
 from services.runtime.bus import Bus
 from services.runtime.elections import new_election, record_election
