@@ -45,12 +45,12 @@ from schemas import AnyEvent, SchedulerElected, ScheduleRequest, SelectorValue
 from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
 from services.cli.args import non_negative_int, positive_int
+from services.cli.servers import LocalServer, nats_server, redis_server
 from services.core import Cluster
 from services.runtime import collector
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.elections import record_election
-from services.runtime.servers import LocalServer, nats_server, redis_server
 from services.runtime.service import service_shell
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore

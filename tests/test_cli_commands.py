@@ -23,10 +23,10 @@ from services.cli.__main__ import build_parser, main
 from services.cli.mesh import Mesh, start_mesh
 from services.cli.node import ActorWatch
 from services.cli.ops import build_request
+from services.cli.servers import free_port
 from services.cli.sim import sim_nodes
 from services.cli.status import render_why
 from services.client import SyncClient
-from services.runtime.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5"}

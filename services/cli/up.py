@@ -14,8 +14,8 @@ from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
 from services.cli.mesh import Mesh, start_mesh
+from services.cli.servers import ServerError
 from services.client import Client, CorralError
-from services.runtime.servers import ServerError
 from services.runtime.settings import Settings
 
 DEFAULT_NATS_PORT = 4222

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from services.cli.mesh import SERVICES, Mesh, start_mesh
+from services.cli.servers import LocalServer
 from services.client import Client
-from services.runtime.servers import LocalServer, ServerPath, choose_servers, nats_container, redis_container
+from services.testing.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",

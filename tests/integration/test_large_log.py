@@ -29,8 +29,8 @@ from services.client import Client
 from services.core import Cluster
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
-from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
+from services.testing.servers import ServerPath
 from tests.integration.conftest import FAST, log_of, start_test_mesh
 
 pytestmark = pytest.mark.anyio
