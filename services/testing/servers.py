@@ -1,7 +1,7 @@
 """How the tests get their servers: the local binaries, or the same servers as Docker containers (testcontainers)
 published on free ports of 127.0.0.1 when a Docker engine answers; `choose_servers` says which a test session uses.
 
-Test tooling: only tests/ (and the load tests) import this package; no service and no CLI module does.
+Test tooling: only tests/ import it; no service and no CLI module does (tests/test_layout.py checks).
 """
 
 from __future__ import annotations
