@@ -78,6 +78,16 @@ def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
 
 
 @pytest.fixture
+def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """nats-server and redis-server alone: no services yet (`start_service` starts one)."""
+    running = start_test_mesh(tmp_path / "mesh", server_path, services=())
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
 async def client(mesh: Mesh) -> AsyncIterator[Client]:
     """A client of the mesh, once every service answers."""
     async with Client(mesh.nats_url, timeout=10.0) as connected:

@@ -5,9 +5,8 @@ those attributes fails here, loudly, instead of the bus silently falling back to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from importlib.metadata import version
-from pathlib import Path
 
 import nats
 import pytest
@@ -15,24 +14,12 @@ from nats.aio.client import Client as NatsClient
 
 from services.cli.mesh import Mesh
 from services.runtime.nats_private import PendingQueue, pending_queue
-from services.testing.servers import ServerPath
-from tests.integration.conftest import start_test_mesh
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 PAYLOAD = b"x" * 100
 LIMIT = 1000
 """The subscription's pending byte limit: ten payloads; nats-py drops what arrives past it (slow consumer)."""
-
-
-@pytest.fixture
-def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
-    """nats-server and redis-server alone, no services."""
-    running = start_test_mesh(tmp_path / "servers", server_path, services=())
-    try:
-        yield running
-    finally:
-        running.close()
 
 
 @pytest.fixture
