@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,3 +325,43 @@ def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -
     path.write_text(source + "\n", encoding="utf-8")
     modules = {"pkg", "pkg.leaf", "scratch"}
     assert {module for _, module in module_level_imports(path, modules, root=tmp_path)} == expected
+
+
+TEST_TOOLING = ("services.testing", "testcontainers")
+"""Test tooling: the servers in Docker containers and the library that starts them."""
+
+PRODUCT_PACKAGES = ("labels", "taints", "vclusters", "scheduler", "runtime", "core", "client", "cli")
+
+TOOLING_RULES = [
+    Rule(f"services.{package} never imports test tooling", f"services/{package}", allowed=None, forbidden=TEST_TOOLING)
+    for package in PRODUCT_PACKAGES
+]
+
+
+@pytest.mark.parametrize("rule", TOOLING_RULES, ids=[rule.sentence for rule in TOOLING_RULES])
+def test_no_service_and_no_command_imports_test_tooling(rule: Rule) -> None:
+    test_dependency_rule(rule)
+
+
+def test_only_the_testing_package_and_the_tests_import_testcontainers() -> None:
+    testing = ROOT / "services" / "testing"
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for folder in ("schemas", "services", "loadtest")
+        for path in python_files(folder)
+        if not path.is_relative_to(testing)
+        for line, module in imported_modules(path)
+        if within(module, ("testcontainers",))
+    ]
+    assert not found, "\n".join(["testcontainers is test tooling (services/testing), but:", *found])
+
+
+def test_testcontainers_is_a_dev_dependency_only() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    runtime = [requirement for requirement in project["dependencies"] if requirement.startswith("testcontainers")]
+    dev = [
+        requirement
+        for requirement in project["optional-dependencies"]["dev"]
+        if requirement.startswith("testcontainers")
+    ]
+    assert (runtime, len(dev)) == ([], 1)

@@ -28,7 +28,7 @@ from schemas.commands import SubmitActor
 from schemas.queries import NodeInfo, NodesReply
 from schemas.subjects import subject_of
 from services.cli.__main__ import main
-from services.cli.schema import DEFAULT_OUT, export, subject_constants
+from services.cli.commands.schema import DEFAULT_OUT, export, subject_constants
 
 CHECKED_IN = Path(__file__).resolve().parent.parent / "schemas" / "jsonschema"
 FILES = ("commands.json", "events.json", "replies.json", "queries.json", "subjects.json")

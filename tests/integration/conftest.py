@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from services.cli.mesh import SERVICES, Mesh, start_mesh
+from services.cli.servers import LocalServer
 from services.client import Client
-from services.runtime.servers import LocalServer, ServerPath, choose_servers, nats_container, redis_container
+from services.testing.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",
@@ -72,6 +73,16 @@ def start_test_mesh(
 def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
     """nats-server and redis-server on free ports, and the labels, taints and scheduler processes."""
     running = start_test_mesh(tmp_path / "mesh", server_path)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """nats-server and redis-server alone: no services yet (`start_service` starts one)."""
+    running = start_test_mesh(tmp_path / "mesh", server_path, services=())
     try:
         yield running
     finally:

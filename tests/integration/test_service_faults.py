@@ -20,8 +20,8 @@ from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, ServiceFailedError
 from services.runtime.bus import Bus
 from services.runtime.commands import CommandDesk, Outcome
-from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
+from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from schemas import Pending, Placed
 from schemas.queries import ActorInfo, NodeInfo, StatusReply
 from services.cli.args import format_taint, positive_int
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
+from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import RejectedError
 from services.client.client import WorkKind
@@ -126,7 +126,7 @@ def render_why(decision: Placed | Pending, work_id: str, kind: str) -> str:
     return "\n".join(lines)
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `status` and `why`."""
     status = commands.add_parser(
         "status",
