@@ -17,9 +17,10 @@ from schemas import (
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide.actor import new_nodes_fail, place_actor
+from services.core.errors import NotFoundError
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
-from services.core.request import CompiledRequest, UnknownIdError
+from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.model import EPSILON
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
@@ -121,7 +122,7 @@ class VirtualClusterOps:
     def _cluster(self, vc_id: str) -> VClusterState:
         vc = self._view.tree.clusters.get(vc_id)
         if vc is None:
-            raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
+            raise NotFoundError(f"vc_id {vc_id!r}: no such virtual cluster")
         return vc
 
     def _spec_of(self, vc_id: str) -> CompiledSpec:
