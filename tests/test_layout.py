@@ -431,3 +431,58 @@ def _noop(_view: object, _work: object) -> tuple[()]:
 )
 def test_registration_check(rules: tuple[registry.Rule, ...], expected: list[str]) -> None:
     assert registration_problems(["services.core.plugins.a"], rules) == expected
+
+
+# the core's packages import only downward
+
+CORE_RANKS = {
+    **dict.fromkeys(("errors", "labels", "selectors", "amounts", "prng", "ring"), 0),
+    "state": 1,
+    **dict.fromkeys(("request", "node_events"), 2),
+    "framework": 3,
+    "plugins": 4,
+    "decide": 5,
+    "vclusters": 6,
+    **dict.fromkeys(("cluster", "recording", ""), 7),
+}
+"""The rank of each part of services.core (a module or a package; "" is the package's own face): a part
+imports only parts of its own rank or lower, so the core reads bottom-up, leaf modules first."""
+
+
+def core_part(module: str) -> str:
+    """The part of services.core a module or imported name belongs to: `services.core.state.view` -> `state`;
+    a name the package itself exports (`services.core.Cluster`) -> "" (the package)."""
+    head = module.removeprefix("services.core").lstrip(".").split(".")[0]
+    return head if head in CORE_RANKS else ""
+
+
+def upward_imports(folder: Path = ROOT / "services" / "core", root: Path = ROOT) -> list[str]:
+    """Each import in the core that reaches a part ranked above the importer's, as `path:line imports module`."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        rank = CORE_RANKS[core_part(module_name(path, root))]
+        for line, imported in imported_modules(path, root):
+            if within(imported, ("services.core",)) and CORE_RANKS[core_part(imported)] > rank:
+                found.append(f"{path.relative_to(root)}:{line} imports {imported}")
+    return found
+
+
+def test_every_part_of_the_core_has_a_rank() -> None:
+    parts = {path.stem if path.is_file() else path.name for path in (ROOT / "services" / "core").iterdir()}
+    unranked = sorted(p for p in parts - {"__init__", "__pycache__"} if p not in CORE_RANKS)
+    assert unranked == [], f"give these parts of services.core a rank in CORE_RANKS: {unranked}"
+
+
+def test_the_cores_packages_import_only_downward() -> None:
+    found = upward_imports()
+    assert found == [], "\n".join(["services.core imports upward (see CORE_RANKS):", *found])
+
+
+def test_an_upward_import_in_the_core_is_found(tmp_path: Path) -> None:
+    core = tmp_path / "services" / "core"
+    (core / "state").mkdir(parents=True)
+    (core / "state" / "view.py").write_text("from services.core.decide.actor import place_actor\n", encoding="utf-8")
+    (core / "request.py").write_text("from services.core.state import ClusterView\n", encoding="utf-8")
+    assert upward_imports(core, tmp_path) == [
+        "services/core/state/view.py:1 imports services.core.decide.actor.place_actor"
+    ]
