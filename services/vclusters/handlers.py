@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.commands import CreateVirtualCluster, DestroyVirtualCluster
 from services.core.request import RequestError, UnknownIdError
-from services.core.vcluster_spec import destroy_requested, requested
+from services.core.vclusters.spec import destroy_requested, requested
 from services.runtime.commands import ConflictError, Outcome
 from services.vclusters.view import VClustersView
 

@@ -14,8 +14,8 @@ from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.vfold import parent_scope
 from services.core.state.vtree import VClusterState, flexible_id, positive
-from services.core.vcluster_admission import admission_need
-from services.core.vcluster_spec import CompiledSpec
+from services.core.vclusters.admission import admission_need
+from services.core.vclusters.spec import CompiledSpec
 
 Specs = Callable[[str], CompiledSpec]
 

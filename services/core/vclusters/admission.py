@@ -16,7 +16,7 @@ from services.core.state import ClusterView, NodeState, Resources, fits, give, t
 from services.core.state.model import EPSILON
 from services.core.state.vfold import STARVATION_LIMIT, parent_scope
 from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
-from services.core.vcluster_spec import CompiledSpec
+from services.core.vclusters.spec import CompiledSpec
 
 
 class _Hold:
