@@ -47,7 +47,7 @@ from services.core.request import (
     check_same_request,
 )
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
-from services.core.state.vtree import ROOT
+from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
 

@@ -14,7 +14,7 @@ from schemas.queries import (
 )
 from services.core import LabelSelector
 from services.core.request import UnknownIdError
-from services.core.state.vtree import VClusterState
+from services.core.state.tree import VClusterState
 from services.runtime.views import FollowedCluster, actor_info, node_info
 
 

@@ -14,7 +14,7 @@ DEFAULT_PREFER = (Prefer(HOSTNAME, 100),)
 
 def recorded(view: ClusterView, operation_id: str) -> dict[str, str] | None:
     """What the earlier operation recorded; a placed placement group records nothing; None while never placed."""
-    record = view.records.get(operation_id)
+    record = view.footprints.get(operation_id)
     if record is None:
         group = view.groups.get(operation_id)
         if group is not None and group.status == "placed":

@@ -32,7 +32,7 @@ from schemas import (
     VirtualNodesReserved,
 )
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give
-from services.core.state.vtree import ROOT, positive
+from services.core.state.tree import ROOT, positive
 
 if TYPE_CHECKING:
     from services.core.state.view import ClusterView

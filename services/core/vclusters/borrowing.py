@@ -12,8 +12,7 @@ from collections.abc import Callable
 from schemas import VirtualNodeResized
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, NodeState, Resources
-from services.core.state.vfold import parent_scope
-from services.core.state.vtree import VClusterState, flexible_id, positive
+from services.core.state.tree import VClusterState, flexible_id, parent_scope, positive
 from services.core.vclusters.admission import admission_need
 from services.core.vclusters.spec import CompiledSpec
 

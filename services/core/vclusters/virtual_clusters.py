@@ -24,9 +24,15 @@ from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest, UnknownIdError
 from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.model import EPSILON
-from services.core.state.vfold import STARVATION_LIMIT, parent_scope
-from services.core.state.vtree import ROOT, VClusterState, VNode, flexible_id, vnode_labels
-from services.core.vclusters.admission import FreeCapacity, blocker, queue_position, queued_message, reserve
+from services.core.state.tree import ROOT, VClusterState, VNode, flexible_id, parent_scope, vnode_labels
+from services.core.vclusters.admission import (
+    STARVATION_LIMIT,
+    FreeCapacity,
+    blocker,
+    queue_position,
+    queued_message,
+    reserve,
+)
 from services.core.vclusters.borrowing import Lender, parent_growth
 from services.core.vclusters.info import cluster_info, quota_reason
 from services.core.vclusters.spec import CompiledSpec, destroy_requested, requested
@@ -260,12 +266,10 @@ class VirtualClusters:
         standins: dict[str, str] = {}
         placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
         if placed is None and not new_nodes_fail(scope, work):  # no flexible node can grow enough: try new ones
-            standins = self._standins(vc, spec, work, lender, headroom)
-            try:
-                placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
-            finally:
-                for vnode_id in standins:  # a tombstone of the same id (its host died and came back) stays
-                    scope.remove_live_node(vnode_id)
+            nodes = self._standins(vc, spec, work, lender, headroom)
+            standins = {node.node_id: host_id for node, host_id in nodes}
+            scratch = scope.with_candidates(node for node, _ in nodes)
+            placed = place_actor(scratch, work, self._prng, self.sample_size, lender.room(vc, standins))
         if placed is None:
             return None
         node_id, bundle_index = placed[0].node_id, placed[1]
@@ -279,12 +283,12 @@ class VirtualClusters:
 
     def _standins(
         self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender, headroom: Resources
-    ) -> dict[str, str]:
-        """Add to the scope, for one decision, empty flexible nodes on parent nodes that could lend `work`'s needs."""
+    ) -> list[tuple[NodeState, str]]:
+        """Stand-ins for one decision: empty flexible nodes (with their parent node) that could lend `work`'s needs."""
         parent_view = parent_scope(self._view, vc)
         ids = parent_view.ring.ids
         allowed, tolerated = TaintFilter(spec.tolerations), TaintFilter(work.tolerations)
-        standins: dict[str, str] = {}
+        standins: list[tuple[NodeState, str]] = []
         start = self._prng.below(len(ids)) if ids else 0
         for step in range(len(ids)):
             host = parent_view.nodes[ids[(start + step) % len(ids)]]
@@ -297,9 +301,8 @@ class VirtualClusters:
             if not fits(lender.lendable(vc, host, headroom), work.resources):
                 continue
             node = NodeState(vnode_id, stable_hash(self._view.seed, vnode_id), {}, labels)
-            vc.scope.set_taints(node, list(host.taints))
-            vc.scope.add_live_node(node)
-            standins[vnode_id] = host.node_id
+            node.set_taints(list(host.taints))
+            standins.append((node, host.node_id))
             if len(standins) >= STANDINS:
                 break
         return standins

@@ -1,13 +1,10 @@
-"""Folding the virtual-cluster events into a root view, and carrying node changes down to virtual nodes (pure)."""
+"""Folding the virtual-cluster events into a root view: the tree, and the virtual nodes carved for it (pure)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from schemas import (
-    NodeDied,
-    NodeLabelsChanged,
-    TaintsChanged,
     VirtualClusterDestroyed,
     VirtualClusterDestroyRequested,
     VirtualClusterQueued,
@@ -18,30 +15,21 @@ from schemas import (
     VirtualNodesReserved,
 )
 from services.core.prng import stable_hash
-from services.core.state.model import NodeState, give, take
-from services.core.state.vtree import ROOT, VClusterState, VNode, positive, vnode_labels
+from services.core.state.model import NodeState, give, node_footprint, take
+from services.core.state.tree import VClusterState, VNode, parent_scope, positive, vnode_labels
+from services.core.state.work_folds import bury
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # folds change a view; the view module imports the fold table
     from services.core.state.view import ClusterView
-
-STARVATION_LIMIT = 16
-"""While a cluster waits, at most this many clusters that arrived after it are admitted ahead of it."""
-
-
-def parent_scope(root: ClusterView, vc: VClusterState) -> ClusterView:
-    """The view virtual nodes of `vc` are carved from: the root's, or the parent cluster's scope."""
-    return root if vc.parent == ROOT else root.tree.clusters[vc.parent].scope
 
 
 def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
     """A new cluster joins its parent's admission queue, with an empty scope."""
-    from services.core.state.view import ClusterView  # noqa: PLC0415 - the view module imports this one
-
     tree = root.tree
     if event.vc_id in tree.clusters:
         return
     tree.arrivals += 1
-    scope = ClusterView(root.seed, tree=tree, scope_id=event.vc_id)
+    scope = root.new_scope(event.vc_id)
     tree.clusters[event.vc_id] = VClusterState(
         event.vc_id, event.spec, event.parent, event.priority, tree.arrivals, scope
     )
@@ -76,14 +64,14 @@ def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> Non
     host = parent_view.node(grant.parent_node)
     assert host is not None, f"virtual node {grant.vnode_id} carved from unknown node {grant.parent_node}"
     scope = vc.scope
-    scope.bury(grant.vnode_id)
+    bury(scope, grant.vnode_id)
     base = dict(grant.resources) if grant.slot < 0 else {}
     vnode = VNode(grant.vnode_id, grant.parent_node, dict(grant.labels), grant.slot, base)
     vc.vnodes[grant.vnode_id] = vnode
     labels = vnode_labels(host.labels, vnode, vc.vc_id)
     node = NodeState(grant.vnode_id, stable_hash(scope.seed, grant.vnode_id), grant.resources, labels)
     scope.set_taints(node, list(host.taints))
-    node.record = scope.record_of_node(node)
+    node.footprint = node_footprint(node)
     scope.add_live_node(node)
     take(host.free, node.total)
     parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
@@ -152,27 +140,3 @@ def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
     parent = tree.clusters.get(vc.parent)
     if parent is not None and event.vc_id in parent.children:
         parent.children.remove(event.vc_id)
-
-
-def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
-    """Apply a node's change to the virtual nodes carved from it (and theirs, recursively)."""
-    carved = view.carved.get(event.node_id)
-    if not carved:
-        return
-    host = view.node(event.node_id)
-    for vnode_id, vc_id in sorted(carved.items()):
-        vc = view.tree.clusters[vc_id]
-        scope, vnode = vc.scope, vc.vnodes[vnode_id]
-        derived: NodeDied | NodeLabelsChanged | TaintsChanged
-        if isinstance(event, NodeDied):
-            derived = NodeDied(node_id=vnode_id)
-            del vc.vnodes[vnode_id]
-            view.tree.note_damage(vc)
-        elif isinstance(event, NodeLabelsChanged):
-            labels = host.labels if host is not None else {}
-            derived = NodeLabelsChanged(node_id=vnode_id, labels=vnode_labels(labels, vnode, vc_id))
-        else:
-            derived = TaintsChanged(node_id=vnode_id, taints=list(event.taints))
-        scope.apply(derived)
-    if isinstance(event, NodeDied):
-        del view.carved[event.node_id]

@@ -7,17 +7,19 @@ node under the root): it holds its resources there, and inherits that node's lab
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from schemas import VirtualCluster
 from services.core.labels import NODE_ID, VCLUSTER_ID, VNODE_ID
 from services.core.state.model import EPSILON, Resources
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the scopes of the tree are views; the view module imports this one
     from services.core.state.view import ClusterView
 
 ROOT = ""
 """The scope id of the root (physical) cluster."""
+AdmissionStatus = Literal["queued", "admitted"]
+"""Where a virtual cluster stands: waiting for its minimum, or holding it."""
 
 
 class VNode:
@@ -63,7 +65,7 @@ class VClusterState:
         self.parent = parent
         self.priority = priority
         self.arrival = arrival
-        self.status = "queued"
+        self.status: AdmissionStatus = "queued"
         self.reason = ""
         self.overtaken = 0
         """Clusters that arrived later but were admitted first while this one waited (anti-starvation)."""
@@ -124,6 +126,11 @@ class VTree:
         """The parent's admission queue: higher priority first, then arrival."""
         waiting = [vc for vc in self.clusters.values() if vc.parent == parent and vc.status == "queued"]
         return sorted(waiting, key=lambda vc: (-vc.priority, vc.arrival))
+
+
+def parent_scope(root: ClusterView, vc: VClusterState) -> ClusterView:
+    """The view virtual nodes of `vc` are carved from: the root's, or the parent cluster's scope."""
+    return root if vc.parent == ROOT else root.tree.clusters[vc.parent].scope
 
 
 def whole(vc: VClusterState) -> bool:

@@ -1,0 +1,200 @@
+"""Folding actor and placement-group events into the view of the scope the work runs in (pure)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schemas import (
+    ActorFailed,
+    ActorPending,
+    ActorPlaced,
+    ActorRemoved,
+    ActorSubmitted,
+    NodeLabelSchedulingStrategy,
+    PlacementGroupBundlesLost,
+    PlacementGroupPending,
+    PlacementGroupPlaced,
+    PlacementGroupRemoved,
+    PlacementGroupSubmitted,
+    ScheduleRequest,
+)
+from services.core.state.model import ActorState, GroupState, NodeState, give, take
+
+if TYPE_CHECKING:  # folds change a view; the view module imports the fold table
+    from services.core.state.view import ClusterView
+
+
+def on_actor_submitted(view: ClusterView, event: ActorSubmitted) -> None:
+    """New work joins its scope's queue."""
+    submitted(view, event.request)
+
+
+def submitted(view: ClusterView, request: ScheduleRequest) -> None:
+    """An actor joins the queue of the scope it names (the root's when it names none)."""
+    scope = _enter(view, request.actor_id, request.vcluster_id)
+    scope.arrivals += 1
+    scope.actors[request.actor_id] = ActorState(request, scope.arrivals)
+    scope.pending[request.actor_id] = None
+
+
+def _enter(view: ClusterView, work_id: str, vc_id: str | None) -> ClusterView:
+    """The scope new work joins (recorded so later events about it find it)."""
+    if vc_id and vc_id in view.tree.clusters:
+        view.tree.work_scope[work_id] = vc_id
+        return view.tree.clusters[vc_id].scope
+    return view
+
+
+def on_actor_placed(view: ClusterView, event: ActorPlaced) -> None:
+    actor = view.actors[event.actor_id]
+    node = view.node(event.node_id)
+    assert node is not None, f"actor {event.actor_id} placed on never-registered node {event.node_id}"
+    actor.status, actor.node_id, actor.explanation = "placed", node.node_id, None
+    if event.placement_group_id:
+        group = view.groups[event.placement_group_id]
+        take(group.bundle_free[event.bundle_index], actor.request.resources)
+        group.actors.add(actor.request.actor_id)
+        actor.bundle = (event.placement_group_id, event.bundle_index)
+    else:
+        take(node.free, actor.request.resources)
+    node.actors.add(event.actor_id)
+    view.index_actor(actor.request, node, 1)
+    view.footprints[event.actor_id] = footprint_of(actor.request, node)
+    view.ended.pop(event.actor_id, None)
+    view.pending.pop(event.actor_id, None)
+
+
+def on_actor_pending(view: ClusterView, event: ActorPending) -> None:
+    actor = view.actors[event.actor_id]
+    actor.explanation = event.explanation
+    view.pending[event.actor_id] = None
+
+
+def on_actor_failed(view: ClusterView, event: ActorFailed) -> None:
+    actor = release_actor(view, event.actor_id)
+    if event.will_restart:
+        actor.restarts += 1
+        actor.status = "pending"
+        view.pending[event.actor_id] = None
+    else:
+        del view.actors[event.actor_id]
+        _ended(view, event.actor_id)
+
+
+def on_actor_removed(view: ClusterView, event: ActorRemoved) -> None:
+    release_actor(view, event.actor_id)
+    del view.actors[event.actor_id]
+    view.pending.pop(event.actor_id, None)
+    _ended(view, event.actor_id)
+
+
+def _ended(view: ClusterView, actor_id: str) -> None:
+    """Keep an ended actor's footprint for later DataFlow operations, dropping the oldest beyond `footprints_kept`."""
+    if actor_id not in view.footprints:
+        return
+    view.ended[actor_id] = None
+    view.ended.move_to_end(actor_id)
+    while len(view.ended) > view.footprints_kept:
+        oldest, _ = view.ended.popitem(last=False)
+        del view.footprints[oldest]
+
+
+def release_actor(view: ClusterView, actor_id: str) -> ActorState:
+    """Detach an actor from its node (and bundle), giving its resources back."""
+    actor = view.actors[actor_id]
+    node = view.node(actor.node_id) if actor.node_id is not None else None
+    if node is None:
+        actor.node_id, actor.bundle = None, None
+        return actor
+    if actor.bundle is not None:
+        group = view.groups.get(actor.bundle[0])
+        if group is not None:
+            give(group.bundle_free[actor.bundle[1]], actor.request.resources)
+            group.actors.discard(actor_id)
+    else:
+        give(node.free, actor.request.resources)
+    node.actors.discard(actor_id)
+    view.index_actor(actor.request, node, -1)
+    actor.node_id, actor.bundle = None, None
+    return actor
+
+
+def footprint_of(request: ScheduleRequest, node: NodeState) -> dict[str, str]:
+    """Where an actor ran, as a later DataFlow operation inherits it: the node's footprint, plus the keys the
+    request selected on."""
+    keys = list(request.label_selector)
+    strategy = request.scheduling_strategy
+    if isinstance(strategy, NodeLabelSchedulingStrategy):
+        keys += [*strategy.hard, *strategy.soft]
+    extra = {key: node.labels[key] for key in keys if key in node.labels and key not in node.footprint}
+    return {**node.footprint, **extra} if extra else node.footprint
+
+
+def on_group_submitted(view: ClusterView, event: PlacementGroupSubmitted) -> None:
+    scope = _enter(view, event.request.pg_id, event.request.vcluster_id)
+    scope.arrivals += 1
+    scope.groups[event.request.pg_id] = GroupState(event.request, scope.arrivals)
+    scope.pending[event.request.pg_id] = None
+
+
+def on_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
+    group = view.groups[event.pg_id]
+    if group.option != event.option or len(group.bundles) != len(event.bundle_nodes):
+        group.option = event.option
+        group.bundles = group.option_bundles(event.option)
+        group.bundle_nodes = [None] * len(group.bundles)
+        group.bundle_free = [dict(b) for b in group.bundles]
+    for index, node_id in enumerate(event.bundle_nodes):
+        if group.bundle_nodes[index] is None:
+            node = view.node(node_id)
+            assert node is not None, f"bundle placed on never-registered node {node_id}"
+            take(node.free, group.bundles[index])
+            node.bundles.add((event.pg_id, index))
+            group.bundle_nodes[index] = node_id
+    group.status, group.explanation = "placed", None
+    view.pending.pop(event.pg_id, None)
+
+
+def on_group_pending(view: ClusterView, event: PlacementGroupPending) -> None:
+    group = view.groups[event.pg_id]
+    group.explanation = event.explanation
+    view.pending[event.pg_id] = None
+
+
+def on_bundles_lost(view: ClusterView, event: PlacementGroupBundlesLost) -> None:
+    group = view.groups[event.pg_id]
+    for index in event.bundle_indices:
+        release_bundle(view, group, index)
+    group.status = "pending"
+    view.pending[event.pg_id] = None
+
+
+def on_group_removed(view: ClusterView, event: PlacementGroupRemoved) -> None:
+    group = view.groups.pop(event.pg_id)
+    for index in range(len(group.bundles)):
+        release_bundle(view, group, index)
+    view.pending.pop(event.pg_id, None)
+
+
+def release_bundle(view: ClusterView, group: GroupState, index: int) -> None:
+    """Give a bundle's reservation back to its node."""
+    node_id = group.bundle_nodes[index]
+    if node_id is None:
+        return
+    node = view.node(node_id)
+    if node is not None:
+        give(node.free, group.bundles[index])
+        node.bundles.discard((group.request.pg_id, index))
+    group.bundle_nodes[index] = None
+    group.bundle_free[index] = dict(group.bundles[index])
+
+
+def bury(view: ClusterView, node_id: str) -> None:
+    """Forget a dead node for good, detaching whatever the scheduler has not failed yet."""
+    node = view.dead.pop(node_id, None)
+    if node is None:
+        return
+    for actor_id in sorted(node.actors):
+        release_actor(view, actor_id)
+    for pg_id, index in sorted(node.bundles):
+        release_bundle(view, view.groups[pg_id], index)
