@@ -33,12 +33,12 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core import recording
 from services.core.decide_actor import explain_actor, place_actor
 from services.core.decide_group import decide_group
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
+from services.core.recording import Journal
 from services.core.request import (
     CompiledGroup,
     CompiledRequest,
@@ -58,7 +58,7 @@ DEFAULT_SAMPLE = 16
 class Cluster:
     """The fold of events plus the decision pipeline; every call records what happened in `events()`.
 
-    In-process, commands write every event. In a service, `observe` folds the events other services wrote
+    In-process, commands write every event. In a service, `fold` folds the events other services wrote
     and reacts to them (failing the actors of a dead node, evicting on NoExecute, re-trying pending work), and
     `take_events` hands over what this cluster wrote since the last call, to be appended to the log.
     """
@@ -69,17 +69,15 @@ class Cluster:
         rare_resources: tuple[str, ...] = (),
         *,
         sample_size: int = DEFAULT_SAMPLE,
-        record: bool = True,
+        keep_history: bool = True,
     ) -> None:
         self.seed = seed
         self.rare_resources = tuple(rare_resources)
         self.sample_size = sample_size
-        self.record = record
         self.epoch = 0
         self.event_prefix = ""
         self._prng = SplitMix64(seed)
-        self._events: list[AnyEvent] = []
-        self._taken = 0
+        self._journal = Journal(keep_history=keep_history)
         self._emitted = 0
         self._work: dict[str, CompiledRequest] = {}
         self._groups: dict[str, CompiledGroup] = {}
@@ -93,14 +91,16 @@ class Cluster:
     def from_events(cls, events: list[AnyEvent], seed: int = 0, rare_resources: tuple[str, ...] = ()) -> Cluster:
         """A cluster whose view is the fold of `events` (replay never re-decides)."""
         cluster = cls.from_view(replay(events, seed), rare_resources)
-        cluster._events = list(events)
-        cluster._taken = cluster._emitted = len(events)
+        cluster._journal = Journal(events)
+        cluster._emitted = len(events)
         return cluster
 
     @classmethod
-    def from_view(cls, view: ClusterView, rare_resources: tuple[str, ...] = (), *, record: bool = True) -> Cluster:
+    def from_view(
+        cls, view: ClusterView, rare_resources: tuple[str, ...] = (), *, keep_history: bool = True
+    ) -> Cluster:
         """A cluster that goes on from an already folded view (a snapshot plus the log's tail)."""
-        cluster = cls(view.seed, rare_resources, record=record)
+        cluster = cls(view.seed, rare_resources, keep_history=keep_history)
         cluster._use_view(view)
         return cluster
 
@@ -110,7 +110,7 @@ class Cluster:
             emit=self._emit,
             begin=self._begin,
             stop_work=self._stop_work,
-            retry_all=lambda: self._retry_pending(everything=True),
+            retry_all=lambda: self._retry_pending(wake_all=True),
             retry_scope=lambda scope: self._retry_scope(scope, wake_all=True),
             freed=self._freed.add,
         )
@@ -133,14 +133,10 @@ class Cluster:
             event, event_id=event_id, correlation_id=self._subject, causation_id=self._cause, epoch=self.epoch
         )
         self._cause = self._cause or event_id
-        self._record(event)
-        self._fold(event)
+        self._emitted -= self._journal.write(event)  # merged events give their ids back (see `recording`)
+        self._fold_view(event)
 
-    def _record(self, event: AnyEvent) -> None:
-        """Keep an event for the log, merged with the newest ones when it can carry them (see `recording`)."""
-        self._emitted -= recording.record(self._events, self._taken if self.record else 0, event)
-
-    def _fold(self, event: AnyEvent) -> None:
+    def _fold_view(self, event: AnyEvent) -> None:
         self._view.fold(event)
         if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
@@ -153,32 +149,25 @@ class Cluster:
         self._cause, self._subject = "", subject
 
     def events(self) -> list[AnyEvent]:
-        """Everything that happened, in order (with `record=False`: what was written and not yet taken)."""
-        return list(self._events)
+        """Everything that happened, in order (with `keep_history=False`: what was written and not yet taken)."""
+        return list(self._journal.events)
 
     def take_events(self) -> list[AnyEvent]:
         """The events this cluster wrote since the last call, in order (to append them to the log)."""
-        taken = self._events[self._taken :]
-        if self.record:
-            self._taken = len(self._events)
-        else:
-            self._events.clear()
-        return taken
+        return self._journal.take()
 
     def has_untaken_events(self) -> bool:
         """Whether `take_events` would return anything."""
-        return len(self._events) > (self._taken if self.record else 0)
+        return self._journal.has_untaken()
 
     # events written by other services
 
-    def observe(self, event: AnyEvent, *, react: bool = True) -> None:
+    def fold(self, event: AnyEvent, *, react: bool = True) -> None:
         """Fold an event another writer appended; with `react`, do what it calls for (fail, evict, re-try)."""
         node = self._view.nodes.get(event.node_id) if isinstance(event, TaintsChanged) else None
         before = node.taints if node is not None else ()
-        self._fold(event)  # first: an event that cannot be folded is not kept either
-        if self.record:
-            self._events.append(event)
-            self._taken = len(self._events)
+        self._fold_view(event)  # first: an event that cannot be folded is not kept either
+        self._journal.folded(event)
         if react:
             self._begin(getattr(event, "node_id", ""))
             self._cause = event.event_id
@@ -189,16 +178,16 @@ class Cluster:
             for scope in self._scopes():
                 for node_id in sorted(scope.dead):
                     self._fail_dead_node(scope, node_id)
-            self._retry_pending(everything=True)
+            self._retry_pending(wake_all=True)
         elif isinstance(event, NodeRegistered | NodeLabelsChanged):
-            self._retry_pending(everything=True)
+            self._retry_pending(wake_all=True)
         elif isinstance(event, TaintsChanged):
             evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
             if evicting:
                 for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
                     self._evict(scope, node_id, evicting)
             removed = any(t not in event.taints for t in taints_before)
-            self._retry_pending(everything=bool(evicting) or removed)
+            self._retry_pending(wake_all=bool(evicting) or removed)
         elif isinstance(event, VirtualClusterRequested):
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
@@ -236,7 +225,7 @@ class Cluster:
                 evicting = [t for t in scope.nodes[node_id].taints if t.effect == "NoExecute"]
                 if evicting:
                     self._evict(scope, node_id, evicting)
-        self._retry_pending(everything=True)
+        self._retry_pending(wake_all=True)
 
     # nodes
 
@@ -326,7 +315,7 @@ class Cluster:
         scope = self._scope(request.actor_id)
         actor = scope.actors[request.actor_id]
         if self._try_actor(actor, announce=True):
-            self._retry_pending(everything=False, where=scope)
+            self._retry_pending(wake_all=False, where=scope)
         return self._decision_of(actor)
 
     def remove_actor(self, actor_id: str) -> None:
@@ -446,7 +435,7 @@ class Cluster:
         scope = self._scope(request.pg_id)
         group = scope.groups[request.pg_id]
         if self._try_group(group, announce=True):
-            self._retry_pending(everything=False, where=scope)
+            self._retry_pending(wake_all=False, where=scope)
         return self._group_decision(group)
 
     def remove_placement_group(self, pg_id: str) -> None:
@@ -550,16 +539,16 @@ class Cluster:
 
     # the pending queue
 
-    def _retry_pending(self, *, everything: bool, where: ClusterView | None = None) -> None:
+    def _retry_pending(self, *, wake_all: bool, where: ClusterView | None = None) -> None:
         """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
 
-        `everything` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
+        `wake_all` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
         removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
         Otherwise only work that waits on another placement is re-tried, in the scope `where` that placement
         happened (affinity, DataFlow and bundles never reach across a virtual cluster's boundary).
         """
         self._freed.clear()
-        self._retry(self._scopes() if everything or where is None else [where], wake_all=everything)
+        self._retry(self._scopes() if wake_all or where is None else [where], wake_all=wake_all)
 
     def _retry_freed(self) -> None:
         """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
