@@ -112,7 +112,7 @@ class Cluster:
             stop_work=self._stop_work,
             retry_all=lambda: self._retry_pending(wake_all=True),
             retry_scope=lambda scope: self._retry_scope(scope, wake_all=True),
-            freed=self._freed.add,
+            freed=self._note_freed,
         )
         self.vclusters = VirtualClusters(
             view, self._prng, hooks, rare_resources=self.rare_resources, sample_size=self.sample_size
@@ -549,6 +549,9 @@ class Cluster:
         """
         self._freed.clear()
         self._retry(self._scopes() if wake_all or where is None else [where], wake_all=wake_all)
+
+    def _note_freed(self, scope_id: str) -> None:
+        self._freed.add(scope_id)  # not a bound `add`: `_retry_freed` swaps the set
 
     def _retry_freed(self) -> None:
         """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
