@@ -56,7 +56,7 @@ DEFAULT_SAMPLE = 16
 
 
 class Cluster:
-    """The fold of events plus the decision pipeline; every call records what happened in `events()`.
+    """The fold of events plus the decision pipeline; every call keeps what happened in `events()`.
 
     In-process, commands write every event. In a service, `fold` folds the events other services wrote
     and reacts to them (failing the actors of a dead node, evicting on NoExecute, re-trying pending work), and
@@ -124,7 +124,7 @@ class Cluster:
         """The folded view (read it; change it only through the commands)."""
         return self._view
 
-    # recording
+    # the journal
 
     def _emit(self, event: AnyEvent) -> None:
         self._emitted += 1

@@ -1,4 +1,4 @@
-"""The cluster view folded from events: records, indexes and `fold` (pure: no I/O, clock or randomness)."""
+"""The cluster view folded from events: its data, indexes, the virtual-cluster tree and the one fold table (pure)."""
 
 from services.core.state.checks import UnfoldableEventError
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give, take

@@ -19,12 +19,11 @@ from schemas import (
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide_actor import new_nodes_fail, place_actor
-from services.core.plugins.taints import TaintFilter
-from services.core.prng import SplitMix64, stable_hash
+from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest, UnknownIdError
-from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
-from services.core.state.tree import ROOT, VClusterState, VNode, flexible_id, parent_scope, vnode_labels
+from services.core.state.tree import ROOT, VClusterState, flexible_id
 from services.core.vclusters.admission import (
     STARVATION_LIMIT,
     FreeCapacity,
@@ -33,12 +32,9 @@ from services.core.vclusters.admission import (
     queued_message,
     reserve,
 )
-from services.core.vclusters.borrowing import Lender, parent_growth
+from services.core.vclusters.borrowing import Lender, parent_growth, stand_ins
 from services.core.vclusters.info import cluster_info, quota_reason
 from services.core.vclusters.spec import CompiledSpec, destroy_requested, requested
-
-STANDINS = 4
-"""Parent nodes a cluster tries a new flexible node on, per decision that needs one (a seeded random pick)."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +262,7 @@ class VirtualClusters:
         standins: dict[str, str] = {}
         placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
         if placed is None and not new_nodes_fail(scope, work):  # no flexible node can grow enough: try new ones
-            nodes = self._standins(vc, spec, work, lender, headroom)
+            nodes = stand_ins(lender, vc, spec, work, headroom, self._prng)
             standins = {node.node_id: host_id for node, host_id in nodes}
             scratch = scope.with_candidates(node for node, _ in nodes)
             placed = place_actor(scratch, work, self._prng, self.sample_size, lender.room(vc, standins))
@@ -280,32 +276,6 @@ class VirtualClusters:
         for step in lender.growth(vc, host, work.resources):
             self._hooks.emit(step)
         return scope.nodes[node_id], bundle_index
-
-    def _standins(
-        self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender, headroom: Resources
-    ) -> list[tuple[NodeState, str]]:
-        """Stand-ins for one decision: empty flexible nodes (with their parent node) that could lend `work`'s needs."""
-        parent_view = parent_scope(self._view, vc)
-        ids = parent_view.ring.ids
-        allowed, tolerated = TaintFilter(spec.tolerations), TaintFilter(work.tolerations)
-        standins: list[tuple[NodeState, str]] = []
-        start = self._prng.below(len(ids)) if ids else 0
-        for step in range(len(ids)):
-            host = parent_view.nodes[ids[(start + step) % len(ids)]]
-            vnode_id = flexible_id(vc.vc_id, host.node_id)
-            if vnode_id in vc.vnodes or allowed.check(host) is not None or tolerated.check(host) is not None:
-                continue
-            labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
-            if not any(option.matches(labels) for option in work.options):
-                continue
-            if not fits(lender.lendable(vc, host, headroom), work.resources):
-                continue
-            node = NodeState(vnode_id, stable_hash(self._view.seed, vnode_id), {}, labels)
-            node.set_taints(list(host.taints))
-            standins.append((node, host.node_id))
-            if len(standins) >= STANDINS:
-                break
-        return standins
 
     def may_grow(self, vc: VClusterState) -> bool:
         """Whether the cluster's flexible nodes may still borrow something from its parent."""
