@@ -46,7 +46,7 @@ fuzz: venv redis nats
 	  tests/integration/test_fuzz_snapshots.py
 
 run: venv redis nats
-	$(BIN)/python -m services.cli.demo_mesh
+	$(BIN)/python -m services.cli.demo.mesh
 
 bench: venv
 	$(BIN)/python -m services.cli bench core

@@ -18,7 +18,7 @@ from loadtest.chaos_figures import Kind, Request
 from loadtest.nodes import NodeShape, node_shapes, register_node
 from loadtest.workloads import Mix, Ticket
 from schemas import ScheduleRequest, Taint, VirtualCluster
-from services.client import Client, RejectedError
+from services.client import Client, RejectedError, ServiceFailedError
 
 ATTEMPT_TIMEOUT = 5.0
 """Seconds one attempt waits for its answer before the request is sent again (same id)."""
@@ -126,13 +126,13 @@ class Load:
             await asyncio.sleep(rng.uniform(0.02, 0.1))
 
     async def _retrying(self, kind: Kind, key: str, attempt: Callable[[Request], Awaitable[object]]) -> bool:
-        """Send until answered (`attempt` raises `RejectedError` when refused) or the settling time ends; whether
-        it was answered and accepted."""
+        """Send until answered (`attempt` raises `RejectedError` when refused, `ServiceFailedError` when a service
+        answered that it failed on it) or the settling time ends; whether it was answered and accepted."""
         while time.monotonic() < self.give_up_at:
             request = self.ledger.sent(kind, key)
             try:
                 await asyncio.wait_for(attempt(request), ATTEMPT_TIMEOUT + 1.0)
-            except RejectedError as refused:
+            except (RejectedError, ServiceFailedError) as refused:
                 self.ledger.answered(request, str(refused))
                 return False
             except Exception:  # a timeout, no responders, a connection being re-made: send it again

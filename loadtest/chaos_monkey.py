@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from services.cli.mesh import SERVICES, Mesh
-from services.runtime.servers import LocalServer
+from services.cli.servers import LocalServer
 
 STANDBY = "scheduler-2"
 """The key of the standby scheduler the chaos mesh runs beside the first."""

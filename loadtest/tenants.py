@@ -21,7 +21,7 @@ from loadtest.stats import percentile
 from loadtest.transport import Connection, Result, Target
 from schemas import Admitted, FixedSizeNode, FixedSizeNodes, ScheduleRequest, VirtualCluster
 from services.client import Client
-from services.client.errors import CorralError
+from services.core.errors import CorralError
 
 POLICIES = ("PACK", "SPREAD", "STRICT_SPREAD")
 ROOM = 16.0

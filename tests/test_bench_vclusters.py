@@ -7,8 +7,8 @@ import json
 import pytest
 
 from services.cli.__main__ import main
-from services.cli.bench_core import plan_cases
-from services.cli.bench_vclusters import FILL, SIZE_CLASSES, make_slots
+from services.cli.bench.core import plan_cases
+from services.cli.bench.vclusters import FILL, SIZE_CLASSES, make_slots
 
 NODES, TENANTS, CHURN, DECISIONS = 60, 5, 20, 40
 TINY = ["--sizes", str(NODES), "--tenants", str(TENANTS), "--churn", str(CHURN), "--decisions", str(DECISIONS)]

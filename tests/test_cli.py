@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from services.cli import __main__ as cli_main
 from services.cli.__main__ import main
+from services.cli.commands import bench
 
 REQUIRED_KEYS = ("workload", "nodes", "placed_before", "decisions_per_s", "p50_us", "p99_us", "peak_rss_mb")
 
@@ -112,3 +117,17 @@ def test_a_file_where_a_directory_should_be_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith(says.format(path=path)) and len(err.splitlines()) == 1, err
     assert path.read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("package", "registered"),
+    [("services.cli.commands", cli_main.COMMANDS), ("services.cli.bench", bench.BENCHMARKS)],
+    ids=["every command module is a command of corral", "every benchmark module with parsers is a benchmark"],
+)
+def test_every_module_that_adds_parsers_is_registered(package: str, registered: tuple[object, ...]) -> None:
+    modules = [
+        importlib.import_module(f"{package}.{info.name}")
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__)
+    ]
+    commands = {module.__name__ for module in modules if hasattr(module, "add_parsers")}
+    assert commands == {module.__name__ for module in registered if isinstance(module, ModuleType)}

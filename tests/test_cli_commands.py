@@ -20,13 +20,13 @@ import pytest
 from schemas import ActorFailed, ActorPlaced, ActorRemoved, Exists, Pending, Placed, Taint
 from services.cli import args as types
 from services.cli.__main__ import build_parser, main
+from services.cli.commands.node import ActorWatch
+from services.cli.commands.ops import build_request
+from services.cli.commands.sim import sim_nodes
+from services.cli.commands.status import render_why
 from services.cli.mesh import Mesh, start_mesh
-from services.cli.node import ActorWatch
-from services.cli.ops import build_request
-from services.cli.sim import sim_nodes
-from services.cli.status import render_why
+from services.cli.servers import free_port
 from services.client import SyncClient
-from services.runtime.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5"}

@@ -6,7 +6,8 @@ import pytest
 
 from schemas import AnyEvent, NodeRegistered
 from schemas.commands import RegisterNode
-from services.runtime.codec import MAX_DEPTH, CodecError, decode, encode
+from services.core.errors import CodecError
+from services.runtime.codec import MAX_DEPTH, decode, encode
 
 DEEP = b'{"a":' * 1000 + b"1" + b"}" * 1000
 """A 6 KB object nested 1,000 levels: past the interpreter's recursion limit."""

@@ -79,14 +79,14 @@ async def follow(bus: Any, unfoldable: frozenset[int] = frozenset()) -> list[int
     """Start a follower on `bus`; the sequences it folded (those in `unfoldable` raise half-way through)."""
     folded: list[int] = []
 
-    def apply(event: AnyEvent, sequence: int) -> None:
+    def fold(event: AnyEvent, sequence: int) -> None:
         assert isinstance(event, NodeDied) and event.node_id == f"n{sequence}"
         if sequence in unfoldable:
             raise KeyError(event.node_id)
         folded.append(sequence)
 
     store: Any = NoSnapshots()
-    follower = LogFollower(bus, store, "test", apply, lambda _s: b"", lambda _b, _s: None, snapshot_every=1000)
+    follower = LogFollower(bus, store, "test", fold, lambda _s: b"", lambda _b, _s: None, snapshot_every=1000)
     await follower.start()
     await follower.close()
     assert follower.skipped == len(unfoldable)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,3 +198,170 @@ def test_docstrings(folder: str) -> None:
         if ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) is None
     ]
     assert not missing, "\n".join(["these modules have no docstring:", *missing])
+
+
+# no import cycles among the project's own modules
+
+PROJECT = ("schemas", "services", "loadtest")
+
+
+def deferred_import_lines(path: Path) -> set[int]:
+    """The lines of the imports inside function bodies: they run when called, not when the module loads."""
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {
+        inner.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, functions)
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Import | ast.ImportFrom)
+    }
+
+
+def module_level_imports(path: Path, modules: set[str], root: Path = ROOT) -> Iterator[tuple[int, str]]:
+    """The project modules a file imports as it loads (`if TYPE_CHECKING:` blocks included), with their lines:
+    `from a import b` is the module `a.b` when there is one, else `a`; other libraries are left out."""
+    deferred = deferred_import_lines(path)
+    for line, name in imported_modules(path, root):
+        module = name if name in modules else name.rpartition(".")[0]
+        if line not in deferred and module in modules:
+            yield line, module
+
+
+def import_graph(folders: tuple[str, ...] = PROJECT) -> dict[str, dict[str, list[str]]]:
+    """Module -> the project modules it imports at module level -> where (`path:line`); no module imports
+    itself (a package naming its own attributes)."""
+    paths = {module_name(path, ROOT): path for folder in folders for path in python_files(folder)}
+    graph: dict[str, dict[str, list[str]]] = {module: {} for module in paths}
+    for module, path in paths.items():
+        for line, imported in module_level_imports(path, set(paths)):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if imported != module and where not in graph[module].setdefault(imported, []):
+                graph[module][imported].append(where)
+    return graph
+
+
+def reachable(graph: Mapping[str, Iterable[str]], start: str) -> set[str]:
+    """Every node a path of one edge or more leads to from `start`."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The import cycles: each set of nodes that all reach one another (sorted), sorted by first member."""
+    reach = {node: reachable(graph, node) for node in graph}
+    found = {
+        tuple(sorted(other for other in reach[node] if node in reach.get(other, ())))
+        for node in graph
+        if node in reach[node]
+    }
+    return sorted(list(members) for members in found)
+
+
+def test_the_projects_modules_import_no_cycle() -> None:
+    graph = import_graph()
+    report = []
+    for members in cycles(graph):
+        report.append("cycle: " + ", ".join(members))
+        report += [
+            f"  {where} imports {imported}"
+            for module in members
+            for imported, lines in graph[module].items()
+            if imported in members
+            for where in lines
+        ]
+    assert not report, "\n".join(["the project's modules import each other in a circle:", *report])
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": ["b"], "b": ["c"], "c": []}, []),
+        ({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}, [["a", "b", "c"]]),
+        ({"a": ["b"], "b": ["a"], "c": ["d"], "d": ["c", "a"]}, [["a", "b"], ["c", "d"]]),
+        ({"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": ["a"]}, [["a", "b", "c", "d"]]),
+    ],
+    ids=[
+        "a chain has no cycle",
+        "a triangle is one cycle; a module importing into it is not in it",
+        "two cycles joined one way stay two",
+        "two paths back to the start make one cycle of all their members",
+    ],
+)
+def test_the_cycle_finder(graph: dict[str, list[str]], expected: list[list[str]]) -> None:
+    assert cycles(graph) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from pkg import leaf", {"pkg.leaf"}),
+        ("from pkg.leaf import Thing", {"pkg.leaf"}),
+        ("from pkg import Thing", {"pkg"}),
+        ("import json\nfrom msgspec import Struct", set()),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import leaf", {"pkg.leaf"}),
+        ("def f() -> None:\n    from pkg import leaf", set()),
+    ],
+    ids=[
+        "a module imported from its package is that module",
+        "a name imported from a module is that module",
+        "a name imported from a package is the package",
+        "other libraries are left out",
+        "an import for the type checker counts",
+        "an import inside a function does not count",
+    ],
+)
+def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "leaf.py").write_text("", encoding="utf-8")
+    path = tmp_path / "scratch.py"
+    path.write_text(source + "\n", encoding="utf-8")
+    modules = {"pkg", "pkg.leaf", "scratch"}
+    assert {module for _, module in module_level_imports(path, modules, root=tmp_path)} == expected
+
+
+TEST_TOOLING = ("services.testing", "testcontainers")
+"""Test tooling: the servers in Docker containers and the library that starts them."""
+
+PRODUCT_PACKAGES = ("labels", "taints", "vclusters", "scheduler", "runtime", "core", "client", "cli")
+
+TOOLING_RULES = [
+    Rule(f"services.{package} never imports test tooling", f"services/{package}", allowed=None, forbidden=TEST_TOOLING)
+    for package in PRODUCT_PACKAGES
+]
+
+
+@pytest.mark.parametrize("rule", TOOLING_RULES, ids=[rule.sentence for rule in TOOLING_RULES])
+def test_no_service_and_no_command_imports_test_tooling(rule: Rule) -> None:
+    test_dependency_rule(rule)
+
+
+def test_only_the_testing_package_and_the_tests_import_testcontainers() -> None:
+    testing = ROOT / "services" / "testing"
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for folder in ("schemas", "services", "loadtest")
+        for path in python_files(folder)
+        if not path.is_relative_to(testing)
+        for line, module in imported_modules(path)
+        if within(module, ("testcontainers",))
+    ]
+    assert not found, "\n".join(["testcontainers is test tooling (services/testing), but:", *found])
+
+
+def test_testcontainers_is_a_dev_dependency_only() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    runtime = [requirement for requirement in project["dependencies"] if requirement.startswith("testcontainers")]
+    dev = [
+        requirement
+        for requirement in project["optional-dependencies"]["dev"]
+        if requirement.startswith("testcontainers")
+    ]
+    assert (runtime, len(dev)) == ([], 1)

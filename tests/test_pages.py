@@ -7,7 +7,7 @@ import pytest
 from schemas import ActorPlaced, AnyEvent, NodeRegistered, Pending, ScheduleRequest
 from schemas.queries import ActorInfo, NodeInfo, StatusQuery, StatusReply
 from services.client.base import joined
-from services.core.request import ConflictError, RequestError
+from services.core.errors import ConflictError, RejectedError
 from services.runtime.codec import decode, encode
 from services.runtime.pages import Pager
 from services.scheduler.view import SchedulerView
@@ -57,7 +57,7 @@ def test_two_hundred_thousand_actors_list_completely_in_pages_under_the_limit() 
         for i in range(200_000)
     ]
     for sequence, event in enumerate(events, start=1):
-        view.apply(event, sequence)
+        view.fold(event, sequence)
     whole = view.status(StatusQuery())
     assert len(whole.actors) == 200_000
     assert len(encode(whole)) > 10 * LIMIT
@@ -89,7 +89,7 @@ def test_a_cursor_the_service_no_longer_holds_is_a_conflict_once_the_log_moved_o
     moved.sequence = 9
     with pytest.raises(ConflictError, match="list again from the first page"):
         moved.ask(StatusQuery(cursor=first.next))
-    with pytest.raises(RequestError, match="not a cursor of this service"):
+    with pytest.raises(RejectedError, match="not a cursor of this service"):
         service.ask(StatusQuery(cursor="nonsense"))
 
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.replay import ReplayConfig, format_report, generate, main
+from loadtest.replay import main
+from loadtest.replay_figures import ReplayConfig
+from loadtest.replay_log import generate
+from loadtest.replay_report import format_report
 from services.core.state import replay
 from services.core.state.snapshot import digest
 

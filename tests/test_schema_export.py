@@ -28,7 +28,7 @@ from schemas.commands import SubmitActor
 from schemas.queries import NodeInfo, NodesReply
 from schemas.subjects import subject_of
 from services.cli.__main__ import main
-from services.cli.schema import DEFAULT_OUT, export, subject_constants
+from services.cli.commands.schema import DEFAULT_OUT, export, subject_constants
 
 CHECKED_IN = Path(__file__).resolve().parent.parent / "schemas" / "jsonschema"
 FILES = ("commands.json", "events.json", "replies.json", "queries.json", "subjects.json")
@@ -166,7 +166,7 @@ def test_an_event_msgspec_encodes_validates_against_events_json() -> None:
         ActorPending(actor_id="a1", explanation=explanation, event_id="e1", correlation_id="c1"),
         NodeRegistered(node_id="n1", resources={"CPU": 8}, labels={"tier": "web"}, taints=[Taint("gpu", "true")]),
     ):
-        events.validate(as_json(event))
+        assert [error.message for error in events.iter_errors(as_json(event))] == [], event
 
 
 def test_an_event_missing_a_required_field_does_not_validate() -> None:
@@ -179,9 +179,9 @@ def test_an_event_missing_a_required_field_does_not_validate() -> None:
 
 def test_a_scheduler_request_and_a_query_reply_validate_against_their_groups() -> None:
     request = ScheduleRequest("a1", {"CPU": 1}, scheduling_strategy=NodeAffinitySchedulingStrategy("n1", soft=True))
-    validator("commands.json").validate(as_json(SubmitActor(request=request)))
     node = NodeInfo("n1", "", {"CPU": 8}, {"CPU": 8}, {"corral.io/node-id": "n1"}, [])
-    validator("queries.json").validate(as_json(NodesReply([node])))
+    for group, message in (("commands.json", SubmitActor(request=request)), ("queries.json", NodesReply([node]))):
+        assert [error.message for error in validator(group).iter_errors(as_json(message))] == [], message
 
 
 def test_unknown_fields_and_negative_amounts_do_not_validate() -> None:

@@ -8,19 +8,16 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from services.runtime.servers import (
+from services.cli.servers import LocalServer, ServerError, free_port, redis_server
+from services.testing.servers import (
     NATS_IMAGE,
     REDIS_IMAGE,
     SERVERS_ENV,
     ContainerServer,
-    LocalServer,
-    ServerError,
     choose_servers,
     docker_engine_answers,
-    free_port,
     nats_container,
     redis_container,
-    redis_server,
     wait_for_log,
 )
 

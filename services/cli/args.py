@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import get_args
 
 from schemas import Exists, SelectorValue, Taint, TaintEffect
-from services.core.labels import LabelError, parse_labels, validate_label_key, validate_label_value
+from services.core.errors import LabelError
+from services.core.labels import parse_labels, validate_label_key, validate_label_value
 from services.core.selectors import parse_condition
 
 TAINT_EFFECTS: tuple[str, ...] = get_args(TaintEffect)

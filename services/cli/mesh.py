@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.cli.servers import LocalServer, nats_server, redis_server
 from services.runtime.runner import RESTART_EXIT_CODES
-from services.runtime.servers import LocalServer, nats_server, redis_server
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
 """The service processes `corral up` runs."""

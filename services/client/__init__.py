@@ -1,15 +1,16 @@
 """The Corral client: publish scheduling requests to the bus and read decisions back (async, with a sync wrapper)."""
 
 from services.client.client import Client
-from services.client.errors import (
+from services.client.sync import SyncClient
+from services.core.errors import (
     ConflictError,
     CorralError,
     NotFoundError,
     RejectedError,
+    ServiceFailedError,
     TooLargeError,
     UnavailableError,
 )
-from services.client.sync import SyncClient
 
 __all__ = [
     "Client",
@@ -17,6 +18,7 @@ __all__ = [
     "CorralError",
     "NotFoundError",
     "RejectedError",
+    "ServiceFailedError",
     "SyncClient",
     "TooLargeError",
     "UnavailableError",

@@ -17,15 +17,9 @@ from schemas.commands import CreatePlacementGroup, SubmitActor
 from schemas.decisions import Pending, Placed
 from schemas.queries import DecisionQuery
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
-from services.client.errors import (
-    ConflictError,
-    NotFoundError,
-    RejectedError,
-    TooLargeError,
-    UnavailableError,
-    raise_for,
-)
+from services.client.errors import raise_for
 from services.core.amounts import check_amounts
+from services.core.errors import ConflictError, NotFoundError, TooLargeError, UnavailableError
 from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
@@ -97,7 +91,7 @@ class Connection:
         limit = self.bus.nc.max_payload
         if len(data) > limit:
             text = f"{subject}: the request is {len(data)} bytes, over the bus's payload limit of {limit} bytes"
-            raise TooLargeError(Rejected(text))
+            raise TooLargeError(text)
         return data
 
     async def _ask(self, subject: str, message: object, kind: Any, timeout: float | None = None) -> Any:
@@ -188,8 +182,5 @@ def outgoing(message: object) -> bytes:
     """A message as bytes once its numbers are checked: a `RejectedError` naming the field, the value and the rule
     for one that is not finite or is out of bounds (nothing is sent)."""
     if isinstance(message, msgspec.Struct):
-        try:
-            check_amounts(message)
-        except ValueError as error:
-            raise RejectedError(Rejected(str(error))) from None
+        check_amounts(message)
     return encode(message)

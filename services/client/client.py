@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import nats.errors
 import nats.js.errors
@@ -41,14 +41,16 @@ from schemas.queries import (
     TaintsReply,
 )
 from schemas.replies import Accepted
-from services.client.errors import UnavailableError
 from services.client.job import Job
 from services.client.vclusters import VirtualClusterCalls
+from services.core.errors import UnavailableError
 from services.runtime.codec import encode
 
 log = logging.getLogger("corral.client")
 
 Decision = Placed | Pending
+WorkKind = Literal["actor", "placement_group"]
+"""What a decision is about."""
 
 
 class Client(VirtualClusterCalls):
@@ -196,7 +198,7 @@ class Client(VirtualClusterCalls):
         assert isinstance(reply, Accepted), reply
         return reply
 
-    async def decision(self, work_id: str, kind: str = "actor") -> Decision:
+    async def decision(self, work_id: str, kind: WorkKind = "actor") -> Decision:
         """The current decision for an actor (or placement group)."""
         answer: Decision = await self._ask(s.DECISION_QUERY, DecisionQuery(work_id, kind), Placed | Pending)
         return answer

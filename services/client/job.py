@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -23,11 +23,32 @@ from schemas import (
     VirtualCluster,
     VirtualClusterInfo,
 )
-from schemas.queries import ActorInfo, NodeInfo
-from services.client.errors import CorralError
+from schemas.queries import ActorInfo, NodeInfo, ScopedWorkReply
+from services.core.errors import CorralError
 
-if TYPE_CHECKING:
-    from services.client.client import Client
+
+class JobClient(Protocol):
+    """The calls of `Client` a job scopes (the client creates jobs, so a job names only what it uses)."""
+
+    async def submit(self, request: ScheduleRequest, timeout: float | None = None) -> Placed | Pending: ...
+
+    async def create_placement_group(
+        self, request: PlacementGroupRequest, timeout: float | None = None
+    ) -> Placed | Pending: ...
+
+    async def create_virtual_cluster(
+        self, vc_id: str, spec: VirtualCluster, parent: str | None = None, priority: int = 0, timeout: float = 5.0
+    ) -> Admitted | Queued: ...
+
+    async def destroy_virtual_cluster(self, vc_id: str, force: bool = False, timeout: float = 5.0) -> Destroyed: ...
+
+    async def virtual_cluster(self, vc_id: str) -> VirtualClusterInfo: ...
+
+    async def virtual_cluster_work(self, vc_id: str, limit: int | None = None) -> ScopedWorkReply: ...
+
+    async def nodes(
+        self, selector: dict[str, Any] | None = None, vcluster_id: str | None = None, limit: int | None = None
+    ) -> list[NodeInfo]: ...
 
 
 class Job:
@@ -40,7 +61,7 @@ class Job:
 
     def __init__(
         self,
-        client: Client,
+        client: JobClient,
         spec: VirtualCluster,
         vc_id: str | None = None,
         parent: str | None = None,
@@ -117,12 +138,12 @@ class Job:
 
     async def placements(self) -> dict[str, str]:
         """Actor id -> virtual node id, for the job's placed actors."""
-        return await self.client.placements(vcluster_id=self.vc_id)
+        return (await self.client.virtual_cluster_work(self.vc_id)).placements
 
     async def placement_groups(self) -> dict[str, list[str]]:
         """Placement group id -> virtual node per bundle, for the job's placed groups."""
-        return await self.client.placement_groups(vcluster_id=self.vc_id)
+        return (await self.client.virtual_cluster_work(self.vc_id)).placement_groups
 
     async def pending(self) -> list[Pending]:
         """The job's waiting actors and placement groups, in queue order, with reasons."""
-        return await self.client.pending(vcluster_id=self.vc_id)
+        return (await self.client.virtual_cluster_work(self.vc_id)).pending

@@ -26,7 +26,7 @@ from schemas.queries import (
 )
 from schemas.selectors import SelectorSpec
 from services.client.base import Connection
-from services.client.errors import UnavailableError
+from services.core.errors import CodecError, UnavailableError
 from services.runtime.codec import decode
 
 VNODE_FACTS = f"{s.PREFIX}.evt.{s.VNODE}.>"
@@ -142,6 +142,6 @@ async def _next_event(reader: Subscription) -> AnyEvent | None:
             msg = await reader.next_msg(timeout=1.0)
             try:
                 event: AnyEvent = decode(msg.data, AnyEvent)
-            except ValueError:
+            except CodecError:
                 return None
             return event

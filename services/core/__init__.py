@@ -6,10 +6,10 @@ logging or unseeded randomness: time and seeds are passed in.
 
 from schemas.decisions import Pending, Placed
 from services.core.cluster import Cluster
-from services.core.labels import LabelError, parse_labels, parse_labels_file, validate_labels
-from services.core.request import RequestError
+from services.core.errors import LabelError, RejectedError, UnfoldableEventError
+from services.core.labels import parse_labels, parse_labels_file, validate_labels
 from services.core.selectors import LabelSelector
-from services.core.state import ClusterView, UnfoldableEventError, replay
+from services.core.state import ClusterView, replay
 
 __all__ = [
     "Cluster",
@@ -18,7 +18,7 @@ __all__ = [
     "LabelSelector",
     "Pending",
     "Placed",
-    "RequestError",
+    "RejectedError",
     "UnfoldableEventError",
     "parse_labels",
     "parse_labels_file",

@@ -23,7 +23,7 @@ def _info(kind: Any) -> mi.Type:
 
 
 def check_amounts(message: object, kind: Any = None) -> None:
-    """Raise `RequestError` naming the first number of `message` that is not finite or breaks its bound.
+    """Raise `RejectedError` naming the first number of `message` that is not finite or breaks its bound.
 
     `message` is a Struct, or the plain JSON values of a message of type `kind`.
     """

@@ -35,6 +35,7 @@ from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide_actor import explain_actor, place_actor
 from services.core.decide_group import decide_group
+from services.core.errors import NotFoundError, RejectedError
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
@@ -42,8 +43,6 @@ from services.core.recording import Journal
 from services.core.request import (
     CompiledGroup,
     CompiledRequest,
-    RequestError,
-    UnknownIdError,
     check_same_request,
 )
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
@@ -332,7 +331,7 @@ class Cluster:
         """A running actor failed: it restarts under the same rules while it has restarts left."""
         actor = self._actor(actor_id)
         if actor.status != "placed":
-            raise RequestError(f"actor_id {actor_id!r}: is not running (it is {actor.status}), so it cannot fail")
+            raise RejectedError(f"actor_id {actor_id!r}: is not running (it is {actor.status}), so it cannot fail")
         self._begin(actor_id)
         self._fail_actors([actor_id], "reported failed")
         self._retry_freed()
@@ -347,9 +346,9 @@ class Cluster:
             return
         vc = self._view.tree.clusters.get(vc_id)
         if vc is None:
-            raise UnknownIdError(f"{field} {vc_id!r}: no such virtual cluster")
+            raise NotFoundError(f"{field} {vc_id!r}: no such virtual cluster")
         if vc.destroying:
-            raise RequestError(f"{field} {vc_id!r}: the virtual cluster is being destroyed")
+            raise RejectedError(f"{field} {vc_id!r}: the virtual cluster is being destroyed")
 
     def _work_of(self, actor_id: str) -> CompiledRequest:
         work = self._work.get(actor_id)
@@ -367,7 +366,7 @@ class Cluster:
     def _actor(self, actor_id: str) -> ActorState:
         actor = self._scope(actor_id).actors.get(actor_id)
         if actor is None:
-            raise UnknownIdError(f"actor_id {actor_id!r}: no such live actor")
+            raise NotFoundError(f"actor_id {actor_id!r}: no such live actor")
         return actor
 
     def _fail_actors(self, actor_ids: list[str], reason: str, *, restart: bool = True) -> None:
@@ -442,7 +441,7 @@ class Cluster:
         """Release the group's reservations; actors inside it stop for good."""
         group = self._scope(pg_id).groups.get(pg_id)
         if group is None:
-            raise UnknownIdError(f"pg_id {pg_id!r}: no such placement group")
+            raise NotFoundError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
         self._freed.add(self._scope(pg_id).scope_id)
         self._stop_group(pg_id, f"placement group {pg_id} removed")
@@ -651,6 +650,6 @@ class Cluster:
         if kind == "placement_group":
             group = self._scope(work_id).groups.get(work_id)
             if group is None:
-                raise UnknownIdError(f"pg_id {work_id!r}: no such placement group")
+                raise NotFoundError(f"pg_id {work_id!r}: no such placement group")
             return self._group_decision(group)
         return self._decision_of(self._actor(work_id))

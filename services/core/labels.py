@@ -6,6 +6,8 @@ import re
 
 import yaml
 
+from services.core.errors import LabelError
+
 SYSTEM_PREFIX = "corral.io/"
 NODE_ID = "corral.io/node-id"
 HOSTNAME = "corral.io/hostname"
@@ -20,10 +22,6 @@ VCLUSTER_ID = "corral.io/vcluster-id"
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_RULE = "at most 63 characters, alphanumeric at both ends, with '-', '_' or '.' inside"
-
-
-class LabelError(ValueError):
-    """A label key or value breaks the label syntax; the message names the key, the value and the rule."""
 
 
 def validate_label_key(key: str, *, allow_system: bool = False, value: str | None = None) -> None:

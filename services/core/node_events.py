@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from schemas import NodeLabelsChanged, NodeRegistered, Taint, TaintsChanged
-from services.core.labels import SYSTEM_PREFIX, LabelError, default_labels, validate_labels
-from services.core.request import RequestError, UnknownIdError, check_id, check_resources, check_taints, rare_taint_key
+from services.core.errors import LabelError, NotFoundError, RejectedError
+from services.core.labels import SYSTEM_PREFIX, default_labels, validate_labels
+from services.core.request import check_id, check_resources, check_taints, rare_taint_key
 from services.core.state import ClusterView, NodeState
 
 
 def live_node(view: ClusterView, node_id: str) -> NodeState:
-    """The live node `node_id`, or a `RequestError` naming it."""
+    """The live node `node_id`, or a `NotFoundError` naming it."""
     node = view.nodes.get(node_id)
     if node is None:
-        raise UnknownIdError(f"node_id {node_id!r}: no such node")
+        raise NotFoundError(f"node_id {node_id!r}: no such node")
     return node
 
 
@@ -30,7 +31,7 @@ def node_registered(
     """A new node: resources, user and default labels (`defaults`: zone, hostname...), static and rare taints."""
     check_id("node_id", node_id)
     if node_id in view.nodes:
-        raise RequestError(f"node_id {node_id!r}: a node with this id is already registered")
+        raise RejectedError(f"node_id {node_id!r}: a node with this id is already registered")
     total = check_resources("resources", resources)
     try:
         user = validate_labels(labels or {})
@@ -70,6 +71,6 @@ def taints_removed(view: ClusterView, node_id: str, keys: list[str]) -> TaintsCh
     """The node's taints without any taint whose key is in `keys`."""
     node = live_node(view, node_id)
     if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
-        raise RequestError(f"keys {keys!r}: must be a list of taint keys")
+        raise RejectedError(f"keys {keys!r}: must be a list of taint keys")
     gone = set(keys)
     return TaintsChanged(node_id=node_id, taints=[taint for taint in node.taints if taint.key not in gone])

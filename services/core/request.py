@@ -17,7 +17,8 @@ from schemas import (
     SelectorSpec,
     Taint,
 )
-from services.core.labels import LabelError, validate_label_key, validate_label_value, validate_labels
+from services.core.errors import ConflictError, LabelError, RejectedError
+from services.core.labels import validate_label_key, validate_label_value, validate_labels
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import Resources
 
@@ -30,18 +31,6 @@ RUN_AFTER_POLICIES = ("", "Require", "Prefer")
 
 _ID = re.compile(r"\S{1,253}")
 _OPERATORS = tuple(ActorAffinityOperator)
-
-
-class RequestError(ValueError):
-    """A request breaks a rule; the message names the field, the value and the rule."""
-
-
-class UnknownIdError(RequestError):
-    """A request names a node, actor or placement group that does not exist."""
-
-
-class ConflictError(RequestError):
-    """A request contradicts the current state (for example: a live id resubmitted with another request)."""
 
 
 def check_same_request(field: str, work_id: str, existing: Work, new: Work) -> None:
@@ -63,11 +52,11 @@ def _comparable(name: str, value: object) -> object:
     return value or None if name == "vcluster_id" else value
 
 
-def rule_error(field: str, value: object, rule: str) -> RequestError:
+def rule_error(field: str, value: object, rule: str) -> RejectedError:
     shown = repr(value)
     if len(shown) > 80:
         shown = f"{shown[:60]}... ({len(shown)} characters)"
-    return RequestError(f"{field} {shown}: {rule}")
+    return RejectedError(f"{field} {shown}: {rule}")
 
 
 def check_id(field: str, value: object) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from schemas import LabelMatch, SelectorValue
-from services.core.labels import LabelError, validate_label_key, validate_label_value
+from services.core.errors import LabelError
+from services.core.labels import validate_label_key, validate_label_value
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST = "in", "not_in", "exists", "does_not_exist"
 _POSITIVE = frozenset({IN, EXISTS})

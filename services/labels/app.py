@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 
 import anyio
 import nats.errors
@@ -15,10 +14,11 @@ from schemas import subjects as s
 from schemas.commands import Heartbeat, RegisterNode, RemoveNode, SetLabels
 from schemas.queries import ActorsQuery, NodesQuery
 from schemas.replies import Rejected
+from services.core.errors import CodecError
 from services.labels.handlers import LabelsHandlers
 from services.labels.view import LabelsView
 from services.runtime.bus import answerable
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import decode, encode
 from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.queries import query_handler
 from services.runtime.service import Shell, service_shell
@@ -33,15 +33,14 @@ async def main(settings: Settings) -> None:
     async with service_shell(settings, "labels", view) as shell:
         handlers = LabelsHandlers(view, settings.rare_resources)
         desk = CommandDesk(shell.bus, shell.follower, "labels", before=shell.caught_up)
-        routes: dict[str, Callable[[Msg], Awaitable[bytes]]] = {
+        routes = {
             s.REGISTER_NODE: desk.handler(RegisterNode, handlers.register),
             s.SET_LABELS: desk.handler(SetLabels, handlers.set_labels),
             s.REMOVE_NODE: desk.handler(RemoveNode, handlers.remove),
             s.NODES_QUERY: query_handler(NodesQuery, view.nodes, before=shell.caught_up, pager=shell.pager),
             s.ACTORS_QUERY: query_handler(ActorsQuery, view.actors, before=shell.caught_up, pager=shell.pager),
         }
-        for subject, handler in routes.items():
-            shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="labels"))
+        await shell.serve(routes)
         shell.subscriptions.append(await _listen_heartbeats(shell, view))
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from schemas import NodeDied
 from schemas.commands import RegisterNode, RemoveNode, SetLabels
+from services.core.errors import ConflictError
 from services.core.node_events import labels_changed, live_node, node_registered
 from services.core.request import check_resources
 from services.labels.view import LabelsView
-from services.runtime.commands import ConflictError, Outcome
+from services.runtime.commands import Outcome
 
 
 class LabelsHandlers:

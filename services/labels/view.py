@@ -18,9 +18,9 @@ class LabelsView(FoldedView):
         self.last_seen: dict[str, float] = {}
         self.clock = clock
 
-    def apply(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event; a node that appears gets a fresh grace period."""
-        super().apply(event, sequence)
+        super().fold(event, sequence)
         if isinstance(event, NodeRegistered):
             self.last_seen[event.node_id] = self.clock()
         elif isinstance(event, NodeDied):

@@ -21,9 +21,11 @@ from nats.js.kv import KeyValue
 from schemas import AnyEvent, SchedulerElected
 from schemas import subjects as s
 from schemas.subjects import subject_of
+from services.core.errors import CodecError
 from services.runtime import telemetry
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import decode, encode
 from services.runtime.elections import ElectionCheck
+from services.runtime.nats_private import pending_queue
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
@@ -391,14 +393,12 @@ class Bus:
         # Messages already received are taken straight from the subscription's queue: the library's iterator
         # starts a task and an `asyncio.wait` per message. It is still what waits for the next one (and ends
         # when the subscription closes).
-        queue: asyncio.Queue[Msg] | None = getattr(sub, "_pending_queue", None)
+        queue = pending_queue(sub)
         messages = sub.messages
         try:
             while True:
                 while queue is not None and not queue.empty():
                     msg = queue.get_nowait()
-                    queue.task_done()
-                    sub._pending_size -= len(msg.data)
                     entry = self._entry(msg, max_bytes)
                     if isinstance(entry.event, SchedulerElected):
                         await self._check_election(entry)
@@ -523,7 +523,7 @@ class PullConsumer:
         self.declare = declare
         """Makes the stream and the consumer again when missing; run after a refused pull request."""
         self._requests = 0
-        self._queue: asyncio.Queue[Msg] | None = getattr(sub, "_pending_queue", None)  # nats-py 2.16 internals
+        self._queue = pending_queue(sub)
 
     async def fetch(self, batch: int, timeout: float) -> list[Msg]:
         """Up to `batch` messages: those waiting now, else the first to come within `timeout` (TimeoutError if none)."""
@@ -541,9 +541,7 @@ class PullConsumer:
                 if queue is None:  # another nats-py: its own (slower) way
                     msg = await self.sub.next_msg(timeout=left)
                 else:
-                    msg = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), left)
-                    queue.task_done()
-                    self.sub._pending_size -= len(msg.data)
+                    msg = await queue.get(left)
             except (TimeoutError, nats.errors.TimeoutError):
                 break
             status = JetStreamContext.is_status_msg(msg)

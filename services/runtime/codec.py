@@ -16,7 +16,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import msgspec
 
 from services.core.amounts import check_amounts
-from services.core.request import RequestError
+from services.core.errors import CodecError, RejectedError
 
 T = TypeVar("T")
 
@@ -33,14 +33,9 @@ _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _INNERMOST = re.compile(rb"\[\]|\{\}")
 
 
-class CodecError(ValueError):
-    """A message could not be read as the type its subject carries; the text says where and why."""
-
-    def __init__(self, kind: Any, reason: str) -> None:
-        reason = _one_line(reason)
-        super().__init__(f"{_name(kind)}: {reason}")
-        self.reason = reason
-        """Why, without the type's name."""
+def _refused(kind: Any, reason: str) -> CodecError:
+    """The error for a message that cannot be read as `kind`: the type's name and the reason, on one line."""
+    return CodecError(_name(kind), _one_line(reason))
 
 
 def _one_line(text: str) -> str:
@@ -104,27 +99,27 @@ def decode(data: bytes, kind: Any, *, max_bytes: int = MAX_BYTES, max_depth: int
     `CodecError`: the same verdict for the same bytes in every process.
     """
     if len(data) > max_bytes:
-        raise CodecError(kind, f"message of {len(data)} bytes is over the {max_bytes}-byte limit")
+        raise _refused(kind, f"message of {len(data)} bytes is over the {max_bytes}-byte limit")
     if data.count(b"{") + data.count(b"[") > max_depth and _nests_too_deep(data, max_depth):
-        raise CodecError(kind, f"arrays and objects nest deeper than the {max_depth}-level limit")
+        raise _refused(kind, f"arrays and objects nest deeper than the {max_depth}-level limit")
     decoder = _decoder(kind)
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as error:
-        raise CodecError(kind, _located(data, kind) or str(error)) from None
+        raise _refused(kind, _located(data, kind) or str(error)) from None
     except msgspec.DecodeError as error:
-        raise CodecError(kind, f"not valid JSON ({error})") from None
+        raise _refused(kind, f"not valid JSON ({error})") from None
     except UnicodeDecodeError as error:
-        raise CodecError(kind, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
+        raise _refused(kind, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
     except Exception as error:  # one message must never stop its reader
-        raise CodecError(kind, f"unreadable ({type(error).__name__}: {error})") from None
+        raise _refused(kind, f"unreadable ({type(error).__name__}: {error})") from None
 
 
 def _located(data: bytes, kind: Any) -> str:
     """The number out of bounds in `data`, named by its path with keys (msgspec's own path hides a map's keys)."""
     try:
         check_amounts(msgspec.json.decode(data), kind)
-    except RequestError as error:
+    except RejectedError as error:
         return str(error)
     except Exception:  # unreadable as plain JSON too (invalid UTF-8 in a key, say): msgspec's message will do
         return ""

@@ -6,16 +6,16 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 from nats.aio.msg import Msg
 
 from schemas import AnyEvent
 from schemas.replies import Accepted, Rejected
-from services.core.request import ConflictError, UnknownIdError
+from services.core.errors import CodecError, RejectedError
 from services.runtime.bus import Bus
-from services.runtime.codec import CodecError, decode, encode
+from services.runtime.codec import decode, encode
 from services.runtime.follower import LogFollower, LogReplaced
 
 log = logging.getLogger("corral.commands")
@@ -23,22 +23,35 @@ log = logging.getLogger("corral.commands")
 Outcome = Sequence[AnyEvent] | str
 """What a command handler returns: the events to append, or a message when nothing has to change."""
 
+Responder = Callable[[Msg], Awaitable[bytes]]
+"""A NATS request handler: the request in, the reply's bytes out."""
 
-__all__ = ["CommandDesk", "ConflictError", "Outcome", "rejection"]  # handlers raise the core's ConflictError
+C = TypeVar("C")
 
 
 def rejection(error: Exception) -> Rejected:
     """The reply for a refused command or query: the error text, and its kind.
 
-    An error that is not a `ValueError` is a bug met on this one message: it is logged with its trace, and the
-    reply says the service failed (the process goes on serving everyone else).
+    Only a `RejectedError` is the sender's fault. Any other error is a bug met on this one message: it is logged
+    with its trace, and the reply says the service failed (the process goes on serving everyone else).
     """
-    if not isinstance(error, ValueError):
-        log.error("failed on one message", exc_info=error)
-        return Rejected(f"the service failed on this message ({type(error).__name__}: {error})", "unavailable")
-    if isinstance(error, UnknownIdError):
-        return Rejected(str(error), "not_found")
-    return Rejected(str(error), "conflict" if isinstance(error, ConflictError) else "invalid")
+    if isinstance(error, RejectedError):
+        return Rejected(str(error), error.kind)
+    log.error("failed on one message", exc_info=error)
+    return Rejected(f"the service failed on this message ({type(error).__name__}: {error})", "unavailable")
+
+
+async def not_ready(before: Callable[[], Awaitable[None]] | None) -> Rejected | None:
+    """Run `before` (fold the log up to its end, say): None, or the reply saying why the service cannot answer."""
+    if before is None:
+        return None
+    try:
+        await before()
+    except TimeoutError:
+        return Rejected("the view did not catch up with the log in time; retry", "unavailable")
+    except LogReplaced as replaced:
+        return Rejected(str(replaced), "unavailable")
+    return None
 
 
 class CommandDesk:
@@ -52,14 +65,14 @@ class CommandDesk:
         """Runs under the lock before each handler (for example: fold the log up to its end, to see other writers)."""
         self._lock = asyncio.Lock()
 
-    def handler(self, kind: Any, handle: Callable[[Any], Outcome]) -> Callable[[Msg], Awaitable[bytes]]:
+    def handler(self, kind: type[C], handle: Callable[[C], Outcome]) -> Responder:
         """A NATS request handler that reads `kind` and runs `handle` on it."""
 
         async def serve(msg: Msg) -> bytes:
             try:
-                command = decode(msg.data, kind, max_bytes=self.bus.settings.max_message_bytes)
+                command: C = decode(msg.data, kind, max_bytes=self.bus.settings.max_message_bytes)
             except CodecError as error:
-                return encode(Rejected(str(error)))
+                return encode(rejection(error))
             return encode(await self.execute(lambda: handle(command)))
 
         return serve
@@ -67,16 +80,12 @@ class CommandDesk:
     async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
         """Run a handler under the lock and append what it decided."""
         async with self._lock:
-            if self._before is not None:
-                try:
-                    await self._before()
-                except TimeoutError:
-                    return Rejected("the view did not catch up with the log in time; retry", "unavailable")
-                except LogReplaced as replaced:
-                    return Rejected(str(replaced), "unavailable")
+            unready = await not_ready(self._before)
+            if unready is not None:
+                return unready
             try:
                 outcome = handle()
-            except Exception as error:  # a bad command, or a bug met on it: refused, never fatal
+            except Exception as error:  # a bad command is refused; a bug met on it fails this one command only
                 return rejection(error)
             if isinstance(outcome, str):
                 return Accepted(0, outcome)

@@ -22,7 +22,8 @@ from nats.js.kv import KeyValue
 
 from schemas import SchedulerElected
 from schemas import subjects as s
-from services.runtime.codec import CodecError, decode
+from services.core.errors import CodecError
+from services.runtime.codec import decode
 
 log = logging.getLogger("corral.elections")
 

@@ -14,7 +14,7 @@ import nats.js.errors
 
 from schemas import AnyEvent
 from schemas.subjects import EVENTS_STREAM
-from services.core.state import UnfoldableEventError
+from services.core.errors import UnfoldableEventError
 from services.runtime import collector
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit
@@ -34,7 +34,7 @@ class LogReplaced(ServiceExit):
 
 
 class LogFollower:
-    """Folds every event of the log (or of its `subjects`) once, in order, into a view through `apply(event, sequence)`.
+    """Folds every event of the log (or of its `subjects`) once, in order, into a view through `fold(event, sequence)`.
 
     `dump(sequence)` encodes the view; `load(blob, sequence)` replaces the view from a blob of the view at
     `sequence` (raising, the view untouched, on a corrupt or old-version blob or one of another sequence).
@@ -46,7 +46,7 @@ class LogFollower:
         bus: Bus,
         store: SnapshotStore,
         name: str,
-        apply: Callable[[AnyEvent, int], None],
+        fold: Callable[[AnyEvent, int], None],
         dump: Callable[[int], bytes],
         load: Callable[[bytes, int], None],
         *,
@@ -57,7 +57,7 @@ class LogFollower:
         self.bus, self.store, self.name = bus, store, name
         self.subjects = tuple(subjects)
         """The event subjects the view folds (empty: all of them); the server sends no others."""
-        self._apply, self._dump, self._load, self._ready = apply, dump, load, ready
+        self._fold_event, self._dump, self._load, self._ready = fold, dump, load, ready
         self.snapshot_every = snapshot_every
         self._offset = zlib.crc32(name.encode()) % snapshot_every
         self.sequence = 0
@@ -236,7 +236,7 @@ class LogFollower:
             await self._skip(entry, entry.error)
         else:
             try:
-                self._apply(entry.event, entry.sequence)
+                self._fold_event(entry.event, entry.sequence)
             except UnfoldableEventError as error:  # refused whole before the fold changed anything
                 await self._skip(entry, f"could not be folded: {error}")
             except Exception as error:

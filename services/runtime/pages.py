@@ -16,7 +16,7 @@ import msgspec
 
 from schemas.decisions import Pending
 from schemas.replies import Rejected
-from services.core.request import ConflictError, RequestError
+from services.core.errors import ConflictError, RejectedError
 from services.runtime.codec import encode
 
 HEADROOM = 16 * 1024
@@ -141,13 +141,13 @@ def fit(value: msgspec.Struct, limit: int) -> bytes:
 
 
 def _shrunk(item: Any, room: int, budget: int) -> tuple[Any, int]:
-    """An item too large for a page on its own: a Pending with fewer node ids, or a `RequestError`."""
+    """An item too large for a page on its own: a Pending with fewer node ids, or a `RejectedError`."""
     if isinstance(item, Pending):
         trimmed = _trimmed(item, room)
         size = len(encode(trimmed)) + 1
         if size <= room:
             return trimmed, size
-    raise RequestError(f"one item of this answer is over the bus's payload limit of {budget + HEADROOM} bytes")
+    raise RejectedError(f"one item of this answer is over the bus's payload limit of {budget + HEADROOM} bytes")
 
 
 def _trimmed(pending: Pending, room: int) -> Pending:
@@ -177,6 +177,6 @@ def _limited(reply: msgspec.Struct, limit: int) -> msgspec.Struct:
 def _parse(cursor: str) -> tuple[int, int, int]:
     parts = cursor.split(".")
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
-        raise RequestError(f"cursor {cursor!r}: not a cursor of this service (give the `next` of the previous page)")
+        raise RejectedError(f"cursor {cursor!r}: not a cursor of this service (give the `next` of the previous page)")
     listing_id, sequence, position = (int(part) for part in parts)
     return listing_id, sequence, position

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
+import msgspec
 from nats.aio.msg import Msg
 
 from schemas.queries import PageQuery
-from schemas.replies import Rejected
-from services.runtime.codec import CodecError, decode, encode
-from services.runtime.commands import rejection
-from services.runtime.follower import LogReplaced
+from services.core.errors import CodecError
+from services.runtime.codec import decode, encode
+from services.runtime.commands import Responder, not_ready, rejection
 from services.runtime.pages import Pager
+
+Q = TypeVar("Q")
 
 
 def query_handler(
-    kind: Any,
-    answer: Callable[[Any], Any],
+    kind: type[Q],
+    answer: Callable[[Q], msgspec.Struct],
     *,
     before: Callable[[], Awaitable[None]] | None = None,
     pager: Pager | None = None,
-) -> Callable[[Msg], Awaitable[bytes]]:
+) -> Responder:
     """A NATS request handler: `kind` in, `answer(query)` out (a `Rejected` for bad input or an unknown id).
 
     `before` runs first (for example: wait until the view has folded the log up to its current end). With a
@@ -30,21 +32,17 @@ def query_handler(
 
     async def serve(msg: Msg) -> bytes:
         try:
-            query = decode(msg.data or b"{}", kind)
+            query: Q = decode(msg.data or b"{}", kind)
         except CodecError as error:
-            return encode(Rejected(str(error)))
-        if before is not None:
-            try:
-                await before()
-            except TimeoutError:
-                return encode(Rejected("the view did not catch up with the log in time; retry", "unavailable"))
-            except LogReplaced as replaced:
-                return encode(Rejected(str(replaced), "unavailable"))
+            return encode(rejection(error))
+        unready = await not_ready(before)
+        if unready is not None:
+            return encode(unready)
         try:
             if pager is None:
                 return encode(answer(query))
             return pager.fit(pager.page(query, answer) if isinstance(query, PageQuery) else answer(query))
-        except Exception as error:  # a bad query, or a bug met on it: refused, never fatal
+        except Exception as error:  # a bad query is refused; a bug met on it fails this one query only
             return encode(rejection(error))
 
     return serve

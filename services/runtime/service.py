@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,6 +16,7 @@ from schemas import AnyEvent
 from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
 from services.runtime.bus import Bus
+from services.runtime.commands import Responder
 from services.runtime.follower import LogFollower
 from services.runtime.pages import Pager
 from services.runtime.queries import query_handler
@@ -31,7 +32,7 @@ STOP_FOLD_SECONDS = 2.0
 class View(Protocol):
     """What a service's view offers its follower."""
 
-    def apply(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event."""
 
     def dump(self, sequence: int) -> bytes:
@@ -48,12 +49,19 @@ class View(Protocol):
 class Shell:
     """A running service's connections and follower; subscriptions are closed on the way out."""
 
+    name: str
+    """The service's name: its queue group on the bus."""
     bus: Bus
     store: SnapshotStore
     follower: LogFollower
     pager: Pager
     """Fits query answers into the server's payload limit (list answers in pages, each of one listing)."""
     subscriptions: list[Any] = field(default_factory=list)
+
+    async def serve(self, routes: Mapping[str, Responder]) -> None:
+        """Answer each subject of `routes` with its responder, one instance of the service per request."""
+        for subject, responder in routes.items():
+            self.subscriptions.append(await self.bus.serve(subject, responder, queue=self.name))
 
     async def caught_up(self) -> None:
         """Return once the view has folded the log up to its end as of now (what other writers appended too)."""
@@ -77,14 +85,14 @@ async def service_shell(
         bus,
         store,
         name,
-        view.apply,
+        view.fold,
         view.dump,
         view.load,
         snapshot_every=settings.snapshot_every,
         ready=ready,
         subjects=subjects,
     )
-    shell = Shell(bus, store, follower, Pager(lambda: follower.sequence, lambda: bus.nc.max_payload))
+    shell = Shell(name, bus, store, follower, Pager(lambda: follower.sequence, lambda: bus.nc.max_payload))
     try:
         await bus.ensure_streams()
         await follower.start()

@@ -7,6 +7,7 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 
@@ -27,6 +28,8 @@ COUNTS = {
 limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+Tracing = Literal["none", "console", "memory"]
+"""Where spans go: nowhere, printed, or kept in memory (for tests)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class Settings:
     seed: int = 0
     max_message_bytes: int = 262_144
     log_level: str = "INFO"
-    tracing: str = "none"
+    tracing: Tracing = "none"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -71,7 +74,7 @@ class Settings:
                 f"CORRAL_HEARTBEAT_TIMEOUT {self.heartbeat_timeout}: must be above "
                 f"CORRAL_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
             )
-        if self.tracing not in ("none", "console", "memory"):
+        if self.tracing not in get_args(Tracing):
             raise SettingsError(f"CORRAL_TRACING {self.tracing!r}: must be one of none, console, memory")
 
 

@@ -10,13 +10,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from services.runtime.settings import Tracing
+
 MEMORY = InMemorySpanExporter()
 """Spans of a process started with `tracing="memory"` (tests read them here)."""
 
 _configured = False
 
 
-def configure(mode: str, service: str) -> None:
+def configure(mode: Tracing, service: str) -> None:
     """Install the tracer provider once: `none`, `console` (spans printed) or `memory` (kept in `MEMORY`)."""
     global _configured  # noqa: PLW0603 - the provider is process-wide by OpenTelemetry's design
     if _configured or mode == "none":

@@ -69,7 +69,7 @@ class FoldedView:
     def __init__(self, seed: int = 0) -> None:
         self.cluster = ClusterView(seed)
 
-    def apply(self, event: AnyEvent, _sequence: int) -> None:
+    def fold(self, event: AnyEvent, _sequence: int) -> None:
         """Fold one event."""
         self.cluster.fold(event)
 
@@ -86,7 +86,7 @@ class FoldedView:
         self.cluster = load_view(blob, sequence)
 
 
-class FollowedCluster:
+class FoldedCluster:
     """A service view around a core `Cluster` that follows the whole log: fold, snapshot, digest.
 
     It folds what every writer appended and never reacts (the vclusters service's view; the scheduler's builds on
@@ -98,7 +98,7 @@ class FollowedCluster:
         self.cluster = Cluster(seed, rare_resources, keep_history=False)
         self.sequence = 0
 
-    def apply(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log."""
         self.sequence = sequence
         self.cluster.fold(event, react=False)

@@ -16,8 +16,9 @@ from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
+from services.core.errors import CodecError
 from services.runtime.bus import answerable
-from services.runtime.codec import CodecError, decode
+from services.runtime.codec import decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
@@ -172,12 +173,12 @@ async def _hold(lease: Lease, rewon: Callable[[int], None]) -> None:
 
 
 async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
-    routes = {
-        s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
-        s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
-    }
-    for subject, handler in routes.items():
-        shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="scheduler"))
+    await shell.serve(
+        {
+            s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
+            s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
+        }
+    )
 
 
 async def _consume_requests(

@@ -11,6 +11,7 @@ from schemas.commands import (
     SubmitActor,
 )
 from schemas.replies import Accepted, RequestReply
+from services.core.errors import RejectedError
 from services.runtime.commands import rejection
 from services.scheduler.view import SchedulerView
 
@@ -33,5 +34,5 @@ def handle(view: SchedulerView, request: SchedulerRequest) -> RequestReply:
         assert isinstance(request, RemovePlacementGroup)
         cluster.remove_placement_group(request.pg_id)
         return Accepted(message=f"placement group {request.pg_id} removed")
-    except ValueError as error:
+    except RejectedError as error:  # any other error is a bug: the request is set aside (see `app._decide`)
         return rejection(error)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from schemas import ActorPlaced, AnyEvent, Pending, Placed, SchedulerElected
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
 from services.core.state.view import SCHEDULER_EVENTS
-from services.runtime.views import FollowedCluster, actor_info, node_info
+from services.runtime.views import FoldedCluster, actor_info, node_info
 
 
-class SchedulerView(FollowedCluster):
+class SchedulerView(FoldedCluster):
     """A follower folds every event; the leader also reacts, and skips its own events when the log echoes them."""
 
     def __init__(self, seed: int, rare_resources: tuple[str, ...]) -> None:
@@ -22,7 +22,7 @@ class SchedulerView(FollowedCluster):
         self.awaited_election = ""
         """The event id of this instance's election on its way to the log: folding it makes this view lead."""
 
-    def apply(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log (the leader's own events were applied when it decided them)."""
         self.sequence = sequence
         if event is self.own_echo:  # the bus hands back the stand-in for every event this leader wrote

@@ -33,5 +33,4 @@ async def main(settings: Settings) -> None:
                 s.REMOVE_TAINTS: desk.handler(RemoveTaints, handlers.remove),
                 s.TAINTS_QUERY: query_handler(TaintsQuery, view.taints, before=shell.caught_up, pager=shell.pager),
             }
-            for subject, handler in routes.items():
-                shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="taints"))
+            await shell.serve(routes)

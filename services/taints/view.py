@@ -5,7 +5,7 @@ from __future__ import annotations
 from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, TaintsChanged
 from schemas import subjects as s
 from schemas.queries import TaintsQuery, TaintsReply
-from services.core.request import UnknownIdError
+from services.core.errors import NotFoundError, RejectedError
 from services.runtime.views import FoldedView
 
 NODE_EVENTS = (NodeRegistered, NodeDied, NodeLabelsChanged, TaintsChanged)
@@ -20,20 +20,20 @@ class TaintsView(FoldedView):
     def resolve(self, node_id: str, node_address: str) -> str:
         """The node id a command means: given directly, or found by its address."""
         if bool(node_id) == bool(node_address):
-            raise ValueError(f"node_id {node_id!r} / node_address {node_address!r}: give exactly one of the two")
+            raise RejectedError(f"node_id {node_id!r} / node_address {node_address!r}: give exactly one of the two")
         if node_id:
             return node_id
         found = sorted(n.node_id for n in self.cluster.nodes.values() if n.address == node_address)
         if not found:
-            raise UnknownIdError(f"node_address {node_address!r}: no live node has this address")
+            raise NotFoundError(f"node_address {node_address!r}: no live node has this address")
         if len(found) > 1:
-            raise ValueError(f"node_address {node_address!r}: {len(found)} nodes share it ({', '.join(found)})")
+            raise RejectedError(f"node_address {node_address!r}: {len(found)} nodes share it ({', '.join(found)})")
         return found[0]
 
     def taints(self, query: TaintsQuery) -> TaintsReply:
         """Taints per node (one node, or all nodes that have any)."""
         nodes = self.cluster.nodes
         if query.node_id and query.node_id not in nodes:
-            raise UnknownIdError(f"node_id {query.node_id!r}: no such node")
+            raise NotFoundError(f"node_id {query.node_id!r}: no such node")
         chosen = [query.node_id] if query.node_id else sorted(nodes)
         return TaintsReply({n: list(nodes[n].taints) for n in chosen if nodes[n].taints or query.node_id})

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
 
 import anyio
-from nats.aio.msg import Msg
 
 from schemas import subjects as s
 from schemas.commands import CreateVirtualCluster, DestroyVirtualCluster
@@ -30,7 +28,7 @@ async def main(settings: Settings) -> None:
         handlers = VClustersHandlers(view, settings.rare_resources)
         desk = CommandDesk(shell.bus, shell.follower, "vclusters", before=shell.caught_up)
         query = functools.partial(query_handler, before=shell.caught_up, pager=shell.pager)
-        routes: dict[str, Callable[[Msg], Awaitable[bytes]]] = {
+        routes = {
             s.CREATE_VCLUSTER: desk.handler(CreateVirtualCluster, handlers.create),
             s.DESTROY_VCLUSTER: desk.handler(DestroyVirtualCluster, handlers.destroy),
             s.VCLUSTER_QUERY: query(VirtualClusterQuery, view.info),
@@ -38,8 +36,7 @@ async def main(settings: Settings) -> None:
             s.VCLUSTER_WORK_QUERY: query(ScopedWorkQuery, view.work),
             s.VCLUSTER_NODES_QUERY: query(ScopedNodesQuery, view.nodes),
         }
-        for subject, handler in routes.items():
-            shell.subscriptions.append(await shell.bus.serve(subject, handler, queue="vclusters"))
+        await shell.serve(routes)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             group.start_soon(shell.follower.watch_log)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from schemas.commands import CreateVirtualCluster, DestroyVirtualCluster
-from services.core.request import RequestError, UnknownIdError
+from services.core.errors import ConflictError, LabelError, NotFoundError, RejectedError
 from services.core.vclusters.spec import destroy_requested, requested
-from services.runtime.commands import ConflictError, Outcome
+from services.runtime.commands import Outcome
 from services.vclusters.view import VClustersView
 
 
@@ -21,9 +21,9 @@ class VClustersHandlers:
         tree = self.view.cluster.view.tree
         try:
             event = requested(tree, command.vc_id, command.spec, command.parent, command.priority, self.rare_resources)
-        except UnknownIdError:
+        except (NotFoundError, LabelError):
             raise
-        except RequestError as error:
+        except RejectedError as error:
             if command.vc_id in tree.clusters:
                 raise ConflictError(str(error)) from None
             raise

@@ -13,12 +13,12 @@ from schemas.queries import (
     VirtualClustersReply,
 )
 from services.core import LabelSelector
-from services.core.request import UnknownIdError
+from services.core.errors import NotFoundError
 from services.core.state.tree import VClusterState
-from services.runtime.views import FollowedCluster, actor_info, node_info
+from services.runtime.views import FoldedCluster, actor_info, node_info
 
 
-class VClustersView(FollowedCluster):
+class VClustersView(FoldedCluster):
     """Every virtual cluster with its tree, admission queue and scope (nodes, work), as the log says.
 
     The scheduler decides admissions and reservations; this view only folds its facts, so the vclusters service
@@ -26,10 +26,10 @@ class VClustersView(FollowedCluster):
     """
 
     def known(self, vc_id: str) -> VClusterState:
-        """A live virtual cluster, or an `UnknownIdError` naming the id."""
+        """A live virtual cluster, or an `NotFoundError` naming the id."""
         vc = self.cluster.view.tree.clusters.get(vc_id)
         if vc is None:
-            raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
+            raise NotFoundError(f"vc_id {vc_id!r}: no such virtual cluster")
         return vc
 
     def subtree(self, vc_id: str) -> list[str]:

@@ -22,6 +22,15 @@ def make_cluster(nodes: int = 3, cpu: float = 4, *, zones: int = 3, seed: int = 
     return cluster
 
 
+SIX_NODES = frozenset({"n0", "n1", "n2", "n3", "n4", "n5"})
+ZONE_OF_N2 = frozenset({"n2", "n5"})
+
+
+def six_nodes(seed: int = 0) -> Cluster:
+    """n0..n5 with 8 CPUs each, hostnames h0..h5, in zones z0 {n0, n3}, z1 {n1, n4} and z2 {n2, n5}."""
+    return make_cluster(6, cpu=8, seed=seed)
+
+
 def make_actor(actor_id: str, cpu: float = 1, **kwargs: Any) -> ScheduleRequest:
     """An actor asking for `cpu` CPUs, with any other request fields."""
     return ScheduleRequest(actor_id, {"CPU": cpu}, **kwargs)

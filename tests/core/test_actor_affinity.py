@@ -7,25 +7,30 @@ from collections.abc import Callable
 import pytest
 
 from schemas import ActorAffinityMatchExpression, ActorAffinitySchedulingStrategy
-from services.core import Cluster
-from tests.core.builders import affinity, expression, make_actor, make_cluster, node_of, on_node, waiting
+from services.core import Cluster, Placed
+from tests.core.builders import (
+    SIX_NODES,
+    ZONE_OF_N2,
+    affinity,
+    expression,
+    make_actor,
+    make_cluster,
+    node_of,
+    on_node,
+    six_nodes,
+    waiting,
+)
 
 ZONE = "corral.io/availability-zone"
 AFFINITY = "didn't match actor affinity rules"
 ANTI_AFFINITY = "didn't match actor anti-affinity rules"
 EXISTING_ANTI = "didn't satisfy existing actors' anti-affinity rules"
-ALL_NODES = frozenset({"n0", "n1", "n2", "n3", "n4", "n5"})
-ZONE_OF_N2 = frozenset({"n2", "n5"})
 SEEDS = range(4)
 
-# make_cluster(6) spreads n0..n5 over zones z0 {n0, n3}, z1 {n1, n4} and z2 {n2, n5}. Nodes have 8 CPUs: an anchor
+# six_nodes() spreads n0..n5 over zones z0 {n0, n3}, z1 {n1, n4} and z2 {n2, n5}. Nodes have 8 CPUs: an anchor
 # of 2 CPUs makes its node the one the DEFAULT policy packs onto, an anchor of 6 CPUs the one it spreads away from,
 # so each rule below decides against what the policy alone would do.
 ATTRACTS, REPELS = 2, 6
-
-
-def six_nodes(seed: int = 0) -> Cluster:
-    return make_cluster(6, cpu=8, seed=seed)
 
 
 def strategy(*expressions: ActorAffinityMatchExpression, any_of: bool = False) -> ActorAffinitySchedulingStrategy:
@@ -40,10 +45,10 @@ def strategy(*expressions: ActorAffinityMatchExpression, any_of: bool = False) -
         (affinity("app", "EXISTS"), REPELS, {"n2"}),
         (affinity("app", "IN", ["web"], topology_key=ZONE), REPELS, ZONE_OF_N2),
         (affinity("app", "EXISTS", topology_key=ZONE), REPELS, ZONE_OF_N2),
-        (affinity("app", "NOT_IN", ["web"]), ATTRACTS, ALL_NODES - {"n2"}),
-        (affinity("app", "DOES_NOT_EXIST"), ATTRACTS, ALL_NODES - {"n2"}),
-        (affinity("app", "NOT_IN", ["web"], topology_key=ZONE), ATTRACTS, ALL_NODES - ZONE_OF_N2),
-        (affinity("app", "DOES_NOT_EXIST", topology_key=ZONE), ATTRACTS, ALL_NODES - ZONE_OF_N2),
+        (affinity("app", "NOT_IN", ["web"]), ATTRACTS, SIX_NODES - {"n2"}),
+        (affinity("app", "DOES_NOT_EXIST"), ATTRACTS, SIX_NODES - {"n2"}),
+        (affinity("app", "NOT_IN", ["web"], topology_key=ZONE), ATTRACTS, SIX_NODES - ZONE_OF_N2),
+        (affinity("app", "DOES_NOT_EXIST", topology_key=ZONE), ATTRACTS, SIX_NODES - ZONE_OF_N2),
     ],
     ids=[
         "IN puts the actor on the node of the actor it matches",
@@ -176,10 +181,10 @@ def test_matching_is_scoped_to_the_requests_namespace(
         (REPELS, affinity("app", "IN", ["web"], soft=True), {"n2"}),
         (REPELS, affinity("app", "EXISTS", soft=True), {"n2"}),
         (REPELS, affinity("app", "IN", ["web"], soft=True, topology_key=ZONE), ZONE_OF_N2),
-        (ATTRACTS, affinity("app", "NOT_IN", ["web"], soft=True), ALL_NODES - {"n2"}),
-        (ATTRACTS, affinity("app", "DOES_NOT_EXIST", soft=True, topology_key=ZONE), ALL_NODES - ZONE_OF_N2),
-        (ATTRACTS, affinity("app", "IN", ["nobody"], soft=True), ALL_NODES),
-        (8, affinity("app", "IN", ["web"], soft=True), ALL_NODES - {"n2"}),
+        (ATTRACTS, affinity("app", "NOT_IN", ["web"], soft=True), SIX_NODES - {"n2"}),
+        (ATTRACTS, affinity("app", "DOES_NOT_EXIST", soft=True, topology_key=ZONE), SIX_NODES - ZONE_OF_N2),
+        (ATTRACTS, affinity("app", "IN", ["nobody"], soft=True), SIX_NODES),
+        (8, affinity("app", "IN", ["web"], soft=True), SIX_NODES - {"n2"}),
     ],
     ids=[
         "a soft IN prefers the node of the actor it matches over what the policy would pick",
@@ -315,14 +320,16 @@ def test_the_first_of_a_group_joins_a_matching_actor_when_one_is_placed() -> Non
 def test_one_expression_means_the_same_with_or_without_is_or_semantics_for_the_first_of_a_group() -> None:
     cluster = six_nodes()
     rule = affinity("app", "IN", ["web"], is_or_semantics=True)
-    node_of(cluster.submit(make_actor("first", labels={"app": "web"}, scheduling_strategy=rule)))
+    decision = cluster.submit(make_actor("first", labels={"app": "web"}, scheduling_strategy=rule))
+    assert isinstance(decision, Placed), decision
 
 
 def test_the_first_of_a_group_may_start_it_when_placed_actors_match_only_part_of_its_expressions() -> None:
     cluster = six_nodes()
     node_of(cluster.submit(make_actor("web-only", labels={"app": "web"})))
     rule = strategy(expression("app", "IN", ["web"]), expression("tier", "IN", ["front"]))
-    node_of(cluster.submit(make_actor("first", labels={"app": "web", "tier": "front"}, scheduling_strategy=rule)))
+    decision = cluster.submit(make_actor("first", labels={"app": "web", "tier": "front"}, scheduling_strategy=rule))
+    assert isinstance(decision, Placed), decision
 
 
 @pytest.mark.parametrize(

@@ -12,25 +12,19 @@ from schemas import (
     RunAfter,
     ScheduleRequest,
 )
-from services.core import Cluster, ClusterView
+from services.core import Cluster, ClusterView, Placed
 from services.core.state.snapshot import digest, dump, restore
-from tests.core.builders import make_actor, make_cluster, node_of, on_node, waiting
+from tests.core.builders import SIX_NODES, ZONE_OF_N2, make_actor, node_of, on_node, six_nodes, waiting
 
 HOSTNAME = "corral.io/hostname"
 ZONE = "corral.io/availability-zone"
 DATAFLOW = "didn't match the DataFlow affinity"
-ALL_NODES = frozenset({"n0", "n1", "n2", "n3", "n4", "n5"})
-ZONE_OF_N2 = frozenset({"n2", "n5"})
 SEEDS = range(4)
 
-# make_cluster(6) gives n0..n5 hostnames h0..h5 and zones z0 {n0, n3}, z1 {n1, n4}, z2 {n2, n5}, 8 CPUs each.
+# six_nodes() gives n0..n5 hostnames h0..h5 and zones z0 {n0, n3}, z1 {n1, n4}, z2 {n2, n5}, 8 CPUs each.
 # An earlier operation of 6 CPUs on n2 makes n2 a node the DEFAULT policy spreads away from, so a later operation
 # lands there only because of the DataFlow rule.
 REPELS = 6
-
-
-def six_nodes(seed: int = 0) -> Cluster:
-    return make_cluster(6, cpu=8, seed=seed)
 
 
 def earlier(cpu: float = REPELS, node: str = "n2") -> ScheduleRequest:
@@ -192,7 +186,7 @@ def test_require_follows_an_earlier_operation_placed_by_a_node_joining() -> None
         (REPELS, RunAfter("A", "Prefer", prefer=[Prefer(HOSTNAME, 100)]), {"n2"}),
         (REPELS, RunAfter("A", "Prefer", prefer=[Prefer(ZONE, 50)]), ZONE_OF_N2),
         (REPELS, RunAfter("A", "Prefer", prefer=[Prefer(ZONE, 10), Prefer(HOSTNAME, 5)]), {"n2"}),
-        (8, RunAfter("A", "Prefer"), ALL_NODES - {"n2"}),
+        (8, RunAfter("A", "Prefer"), SIX_NODES - {"n2"}),
         (8, RunAfter("A", "Prefer", prefer=[Prefer(ZONE, 50)]), {"n5"}),
     ],
     ids=[
@@ -214,8 +208,8 @@ def test_prefer_adds_weight_and_never_blocks(earlier_cpu: int, run_after: RunAft
 @pytest.mark.parametrize(
     ("run_after", "allowed"),
     [
-        (RunAfter("A", ""), ALL_NODES - {"n2"}),
-        (RunAfter("A", "", require=[HOSTNAME], prefer=[Prefer(HOSTNAME, 100)]), ALL_NODES - {"n2"}),
+        (RunAfter("A", ""), SIX_NODES - {"n2"}),
+        (RunAfter("A", "", require=[HOSTNAME], prefer=[Prefer(HOSTNAME, 100)]), SIX_NODES - {"n2"}),
         (RunAfter("A", "Prefer"), {"n2"}),
         (RunAfter("A", "Require"), {"n2"}),
     ],
@@ -243,8 +237,8 @@ def test_the_empty_policy_inherits_nothing(run_after: RunAfter, allowed: set[str
     ],
 )
 def test_only_require_waits_for_the_earlier_operation(run_after: RunAfter) -> None:
-    cluster = six_nodes()
-    node_of(cluster.submit(make_actor("B", run_after=run_after)))
+    decision = six_nodes().submit(make_actor("B", run_after=run_after))
+    assert isinstance(decision, Placed), decision
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from schemas import AnyEvent, ScheduleRequest
 from services.core import Cluster
-from services.core.request import RequestError
+from services.core.errors import RejectedError
 from services.core.state import replay
 from services.core.state.snapshot import decode, digest, dump, encode, restore
 from tests.core.builders import affinity, make_actor
@@ -111,7 +111,7 @@ def run(cluster: Cluster, workload: Mix, op: Op | VcOp, step: int) -> None:
         elif op.kind == "submit" and live and op.request is not None:
             vc_id = live[op.pick % len(live)]
             cluster.submit(msgspec.structs.replace(op.request, actor_id=f"a{step}", vcluster_id=vc_id))
-    except RequestError:
+    except RejectedError:
         pass
 
 

@@ -27,7 +27,7 @@ from schemas import (
     SelectorSpec,
     Taint,
 )
-from services.core import Cluster, replay
+from services.core import Cluster, Pending, replay
 from services.core.state import ClusterView
 
 ZONE = "corral.io/availability-zone"
@@ -257,44 +257,65 @@ def add_up(total: dict[str, float], amount: dict[str, float]) -> None:
         total[name] = total.get(name, 0.0) + quantity
 
 
-def check_no_over_allocation(view: ClusterView) -> None:
-    used: dict[str, dict[str, float]] = {node_id: {} for node_id in view.nodes}
-    inside: dict[tuple[str, int], dict[str, float]] = {}
+Amounts = dict[str, float]
+
+
+def loads(view: ClusterView) -> tuple[dict[str, Amounts], dict[tuple[str, int], Amounts]]:
+    """What each node holds (its bundles and the actors outside groups) and what each bundle holds (its actors)."""
+    used: dict[str, Amounts] = {node_id: {} for node_id in view.nodes}
+    inside: dict[tuple[str, int], Amounts] = {}
     for actor in view.actors.values():
-        if actor.status != "placed" or actor.node_id is None:
-            continue
-        if actor.bundle is None:
-            add_up(used[actor.node_id], actor.request.resources)
-        else:
-            pg_id, index = actor.bundle
-            assert view.groups[pg_id].bundle_nodes[index] == actor.node_id, "an actor runs where its bundle is"
-            add_up(inside.setdefault(actor.bundle, {}), actor.request.resources)
+        if actor.status == "placed" and actor.node_id is not None:
+            held = used[actor.node_id] if actor.bundle is None else inside.setdefault(actor.bundle, {})
+            add_up(held, actor.request.resources)
     for group in view.groups.values():
         for index, holder in enumerate(group.bundle_nodes):
             if holder is not None:
                 add_up(used[holder], group.bundles[index])
+    return used, inside
+
+
+def over_allocations(view: ClusterView) -> list[str]:
+    """Every node and bundle holding more than its size, and every actor outside its bundle's node."""
+    used, inside = loads(view)
+    found = [
+        f"{actor_id} runs on {actor.node_id}, not where bundle {actor.bundle[1]} of {actor.bundle[0]} is"
+        for actor_id, actor in view.actors.items()
+        if actor.status == "placed"
+        and actor.node_id is not None
+        and actor.bundle is not None
+        and view.groups[actor.bundle[0]].bundle_nodes[actor.bundle[1]] != actor.node_id
+    ]
     for node_id, node in view.nodes.items():
-        for name, amount in used[node_id].items():
-            assert amount <= node.total.get(name, 0.0) + EPSILON, f"{node_id} holds {amount} {name} of {node.total}"
-        assert all(free >= -EPSILON for free in node.free.values()), f"{node_id} free {node.free}"
+        found += [
+            f"{node_id} holds {amount} {name} of {node.total}"
+            for name, amount in used[node_id].items()
+            if amount > node.total.get(name, 0.0) + EPSILON
+        ]
+        if any(free < -EPSILON for free in node.free.values()):
+            found.append(f"{node_id} free {node.free}")
     for (pg_id, index), amounts in inside.items():
         size = view.groups[pg_id].bundles[index]
-        for name, amount in amounts.items():
-            assert amount <= size.get(name, 0.0) + EPSILON, f"bundle {index} of {pg_id} holds {amount} {name}"
+        found += [
+            f"bundle {index} of {pg_id} holds {amount} {name}"
+            for name, amount in amounts.items()
+            if amount > size.get(name, 0.0) + EPSILON
+        ]
+    return found
 
 
-def check_explanations(cluster: Cluster) -> None:
-    node_ids = sorted(cluster.view.nodes)
-    for pending in cluster.pending():
-        assert sum(pending.reasons.values()) == len(node_ids), pending
-        listed = sorted(n for nodes in pending.nodes_by_reason.values() for n in nodes)
-        assert listed == node_ids, pending
-        assert {r: len(nodes) for r, nodes in pending.nodes_by_reason.items()} == pending.reasons
-        match = MESSAGE.match(pending.message)
-        assert match is not None, pending.message
-        assert int(match.group(1)) == len(node_ids)
-        if node_ids:
-            assert sum(int(part.split(" ", 1)[0]) for part in match.group(2).split(", ")) == len(node_ids)
+def accounts_for(pending: Pending, node_ids: list[str]) -> bool:
+    """Whether `pending` names every node of `node_ids` once: counts, per-reason lists and message agree."""
+    listed = sorted(n for nodes in pending.nodes_by_reason.values() for n in nodes)
+    match = MESSAGE.match(pending.message)
+    return (
+        sum(pending.reasons.values()) == len(node_ids)
+        and listed == node_ids
+        and {r: len(nodes) for r, nodes in pending.nodes_by_reason.items()} == pending.reasons
+        and match is not None
+        and int(match.group(1)) == len(node_ids)
+        and (not node_ids or sum(int(part.split(" ", 1)[0]) for part in match.group(2).split(", ")) == len(node_ids))
+    )
 
 
 def placements_of(view: ClusterView) -> dict[str, str]:
@@ -305,16 +326,16 @@ def placements_of(view: ClusterView) -> dict[str, str]:
 @given(workloads)
 def test_no_node_is_ever_over_allocated(workload: Workload) -> None:
     cluster = new_cluster(workload)
-    check_no_over_allocation(cluster.view)
+    assert over_allocations(cluster.view) == []
     for step, op in enumerate(workload.ops):
         apply(cluster, op, step)
-        check_no_over_allocation(cluster.view)
+        assert over_allocations(cluster.view) == [], f"after step {step}: {op.kind}"
 
 
 @SETTINGS
 @given(workloads, st.randoms(use_true_random=False))
 def test_decisions_do_not_depend_on_the_order_nodes_were_added(workload: Workload, rng: random.Random) -> None:
-    check_order_does_not_matter(workload, rng)
+    assert decisions_step_by_step(workload, shuffled(workload, rng)) == decisions_step_by_step(workload)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -322,19 +343,26 @@ def test_decisions_do_not_depend_on_the_order_nodes_were_added(workload: Workloa
 def test_decisions_do_not_depend_on_the_order_nodes_were_added_when_decisions_sample_nodes(
     workload: Workload, rng: random.Random
 ) -> None:
-    check_order_does_not_matter(workload, rng)
+    assert decisions_step_by_step(workload, shuffled(workload, rng)) == decisions_step_by_step(workload)
 
 
-def check_order_does_not_matter(workload: Workload, rng: random.Random) -> None:
+def shuffled(workload: Workload, rng: random.Random) -> list[int]:
+    """The workload's node indices in an order drawn from `rng`."""
     order = list(range(len(workload.nodes)))
     rng.shuffle(order)
-    forward, shuffled = new_cluster(workload), new_cluster(workload, order)
+    return order
+
+
+def decisions_step_by_step(workload: Workload, order: list[int] | None = None) -> list[object]:
+    """What a cluster with its nodes added in `order` decided: placements and groups after each step, then what
+    the pending work says at the end."""
+    cluster = new_cluster(workload, order)
+    decisions: list[object] = []
     for step, op in enumerate(workload.ops):
-        apply(forward, op, step)
-        apply(shuffled, op, step)
-        assert forward.placements() == shuffled.placements(), f"after step {step}: {op.kind}"
-        assert forward.placement_groups() == shuffled.placement_groups(), f"after step {step}: {op.kind}"
-    assert [p.message for p in forward.pending()] == [p.message for p in shuffled.pending()]
+        apply(cluster, op, step)
+        decisions.append((f"after step {step}: {op.kind}", cluster.placements(), cluster.placement_groups()))
+    decisions.append([p.message for p in cluster.pending()])
+    return decisions
 
 
 @SETTINGS
@@ -343,7 +371,9 @@ def test_every_pending_explanation_accounts_for_every_node_once(workload: Worklo
     cluster = new_cluster(workload)
     for step, op in enumerate(workload.ops):
         apply(cluster, op, step)
-        check_explanations(cluster)
+        node_ids = sorted(cluster.view.nodes)
+        unaccounted = [pending for pending in cluster.pending() if not accounts_for(pending, node_ids)]
+        assert unaccounted == [], f"after step {step}: {op.kind}"
 
 
 @SETTINGS

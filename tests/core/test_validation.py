@@ -17,7 +17,7 @@ from schemas import (
     Taint,
 )
 from services.core import Cluster, Pending, Placed
-from services.core.request import ConflictError
+from services.core.errors import ConflictError
 from tests.core.builders import affinity, make_actor, make_cluster
 
 SOMETIMES: Any = "Sometimes"

@@ -8,14 +8,17 @@ ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from services.cli.mesh import SERVICES, Mesh, start_mesh
+from services.cli.servers import LocalServer
 from services.client import Client
-from services.runtime.servers import LocalServer, ServerPath, choose_servers, nats_container, redis_container
+from services.testing.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",
@@ -77,6 +80,16 @@ def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
 
 
 @pytest.fixture
+def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """nats-server and redis-server alone: no services yet (`start_service` starts one)."""
+    running = start_test_mesh(tmp_path / "mesh", server_path, services=())
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
 async def client(mesh: Mesh) -> AsyncIterator[Client]:
     """A client of the mesh, once every service answers."""
     async with Client(mesh.nats_url, timeout=10.0) as connected:
@@ -87,6 +100,17 @@ async def client(mesh: Mesh) -> AsyncIterator[Client]:
 async def wait_ready(client: Client) -> None:
     """Wait until labels, taints and the scheduler answer queries (after a start or a restart)."""
     await client.wait_ready(timeout=15.0)
+
+
+async def holds_within(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> bool:
+    """Whether `check` holds within `timeout` seconds, asked every 50 ms (the services react to a command a
+    moment after it returned)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def log_of(mesh: Mesh, key: str) -> str:

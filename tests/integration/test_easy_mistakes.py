@@ -12,8 +12,8 @@ import pytest
 
 from schemas import PlacementGroupRequest, ScheduleRequest
 from services.cli.mesh import Mesh
+from services.cli.servers import free_port
 from services.client import Client, ConflictError, SyncClient, UnavailableError
-from services.runtime.servers import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -18,13 +18,13 @@ from schemas import (
 from schemas import subjects as s
 from services.cli.mesh import Mesh
 from services.client import Client
-from services.client.errors import UnavailableError
+from services.core.errors import UnavailableError
 from services.core.state import replay
 from services.runtime.bus import Bus
 from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
-from tests.integration.conftest import log_of, wait_ready
+from tests.integration.conftest import holds_within, log_of, wait_ready
 from tests.integration.log import read_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -125,16 +125,16 @@ async def test_a_leader_deposed_without_noticing_answers_nothing_and_the_next_on
 
     mesh.start_service("scheduler", instance="next")
     await wait_ready(client)
-    for _ in range(100):  # the unacked request is delivered again once its ack wait lapses
-        if "late" in await client.placements():
-            break
-        await asyncio.sleep(0.1)
+
+    async def late_placed() -> bool:
+        return "late" in await client.placements()
+
+    async def late_in_the_log() -> bool:
+        return "late" in replay(await read_events(mesh.nats_url)).actors
+
+    assert await holds_within(late_placed, timeout=10), "the unacked request is delivered again after its ack wait"
     assert (await client.placements())["late"] == "n1"
+    assert await holds_within(late_in_the_log), "the log holds the decision a moment after the leader's view"
     view = replay(await read_events(mesh.nats_url))
-    for _ in range(50):  # the leader's view holds a decision just before the log does
-        if "late" in view.actors:
-            break
-        await asyncio.sleep(0.1)
-        view = replay(await read_events(mesh.nats_url))
     assert view.actors["late"].status == "placed"
     assert view.nodes["n1"].free == {"CPU": 2.0}  # "before" and "late", each once

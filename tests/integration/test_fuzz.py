@@ -28,9 +28,9 @@ from schemas import subjects as s
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.runtime.bus import Bus
-from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS
+from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.payloads import Payload, Target, sends
 from tests.integration.probe import does_not_place, on_one_mesh

@@ -31,7 +31,7 @@ from services.cli.__main__ import main
 from services.cli.mesh import Mesh
 from services.client import SyncClient
 from services.runtime.codec import MAX_BYTES, MAX_DEPTH
-from services.runtime.servers import ServerPath
+from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]

@@ -26,9 +26,9 @@ from schemas.vclusters import VirtualCluster
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.runtime.bus import Bus
-from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
+from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.probe import does_not_place, on_one_mesh
 from tests.integration.records import SERVICES, Recipe, Record, recipes

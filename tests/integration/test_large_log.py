@@ -12,14 +12,14 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import anyio
 import nats
 import pytest
 
-from loadtest.replay import ReplayConfig, write_log
+from loadtest.replay_figures import ReplayConfig
+from loadtest.replay_log import write_log
 from schemas import ActorPlaced, AnyEvent, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
 from schemas.commands import Heartbeat
@@ -29,9 +29,8 @@ from services.client import Client
 from services.core import Cluster
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
-from services.runtime.servers import ServerPath
 from services.runtime.settings import Settings
-from tests.integration.conftest import FAST, log_of, start_test_mesh
+from tests.integration.conftest import FAST, log_of
 
 pytestmark = pytest.mark.anyio
 
@@ -64,16 +63,6 @@ def placed_log() -> tuple[list[AnyEvent], dict[str, str]]:
             )
         )
     return events, placements
-
-
-@pytest.fixture
-def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
-    """nats-server and redis-server, no services yet."""
-    running = start_test_mesh(tmp_path / "mesh", server_path, services=())
-    try:
-        yield running
-    finally:
-        running.close()
 
 
 @contextlib.asynccontextmanager

@@ -19,7 +19,7 @@ from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh
 from services.client import Client, CorralError
 from services.runtime.runner import EXIT_LOG_REPLACED
-from services.runtime.servers import ContainerServer
+from services.testing.servers import ContainerServer
 from tests.integration.conftest import log_of
 from tests.integration.test_restart_and_snapshots import full_replay_digest, service_digest
 

@@ -15,8 +15,8 @@ import pytest
 from schemas import FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
 from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh, start_mesh
+from services.cli.servers import LocalServer, find_binary, free_port, redis_server
 from services.client import Client
-from services.runtime.servers import LocalServer, find_binary, free_port, redis_server
 from tests.integration.conftest import FAST, log_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from schemas import (
@@ -19,6 +17,7 @@ from schemas import (
     Taint,
 )
 from services.client import Client
+from tests.integration.conftest import holds_within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -71,12 +70,12 @@ async def test_taints_keep_work_off_and_a_removed_taint_unblocks_it(client: Clie
 async def moved_to(client: Client, actor_id: str, node_id: str, timeout: float = 5.0) -> bool:
     """Whether the actor is placed on `node_id` within `timeout` (it may still be on its old node at first: the
     scheduler reacts to the taint or the death a moment after the command that caused it returned)."""
-    for _ in range(int(timeout / 0.05)):
+
+    async def placed_there() -> bool:
         decision = await client.decision(actor_id)
-        if isinstance(decision, Placed) and decision.node_id == node_id:
-            return True
-        await asyncio.sleep(0.05)
-    return False
+        return isinstance(decision, Placed) and decision.node_id == node_id
+
+    return await holds_within(placed_there, timeout)
 
 
 async def test_a_no_execute_taint_evicts_and_the_actor_restarts_elsewhere(client: Client) -> None:
@@ -117,8 +116,11 @@ async def test_a_node_that_stops_heartbeating_dies_and_its_actors_recollocate(cl
     moving = ScheduleRequest("y", {"CPU": 1}, label_selector={"pool": "a"}, max_restarts=1)
     assert await client.submit(moving) == Placed("y", "silent")
     await client.remove_actor("x")
-    await asyncio.sleep(2.5)
-    assert [n.node_id for n in await client.nodes()] == ["keep"]
+
+    async def only_keep_lives() -> bool:
+        return [n.node_id for n in await client.nodes()] == ["keep"]
+
+    assert await holds_within(only_keep_lives, timeout=10), "the silent node is declared dead"
     assert await moved_to(client, "y", "keep")
 
 

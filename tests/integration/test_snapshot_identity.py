@@ -22,8 +22,8 @@ from schemas.snapshots import SNAPSHOT_VERSION
 from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.runtime.codec import decode, encode
-from services.runtime.servers import ContainerServer
 from services.runtime.snapshots import SnapshotStore, seal
+from services.testing.servers import ContainerServer
 from tests.core.builders import affinity
 from tests.integration.conftest import log_of, wait_ready
 from tests.integration.test_restart_and_snapshots import (

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-
 import pytest
 
 from schemas import (
@@ -24,7 +21,7 @@ from schemas import (
 )
 from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
-from tests.integration.conftest import log_of, wait_ready
+from tests.integration.conftest import holds_within, log_of, wait_ready
 from tests.integration.log import read_events
 from tests.integration.test_restart_and_snapshots import full_replay_digest, service_digest
 
@@ -42,14 +39,6 @@ def flexible(minimum: float, maximum: float | None = None) -> VirtualCluster:
     return VirtualCluster(
         flexible_resource_min={"CPU": minimum}, flexible_resource_max={} if maximum is None else {"CPU": maximum}
     )
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 5.0) -> None:
-    """Poll `check` until it holds; fail naming `what` after `timeout` seconds."""
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.05)
-    assert await check(), what
 
 
 @pytest.fixture
@@ -96,7 +85,7 @@ async def test_a_queued_cluster_is_admitted_when_another_is_destroyed(vc: Client
     async def second_admitted() -> bool:
         return (await vc.virtual_cluster("second")).state == "admitted"
 
-    await eventually(second_admitted, "the queued cluster is admitted")
+    assert await holds_within(second_admitted), "the queued cluster is admitted"
     assert [info.cluster_id for info in await vc.virtual_clusters()] == ["second"]
 
 
@@ -230,7 +219,7 @@ async def test_when_a_node_dies_its_virtual_nodes_are_reserved_again_or_the_clus
         parents = {node.parent_node for node in info.nodes}
         return info.state == "admitted" and len(parents) == 2 and hosts[placed.node_id or ""] not in parents
 
-    await eventually(moved, "the lost fixed-size node is reserved again on the third node")
+    assert await holds_within(moved), "the lost fixed-size node is reserved again on the third node"
     restarted = await vc.decision("worker")
     assert isinstance(restarted, Placed) and restarted.node_id in hosts
 
@@ -240,14 +229,14 @@ async def test_when_a_node_dies_its_virtual_nodes_are_reserved_again_or_the_clus
     async def degraded() -> bool:
         return (await vc.virtual_cluster("spread")).state == "degraded"
 
-    await eventually(degraded, "no third node is left: the cluster is degraded")
+    assert await holds_within(degraded), "no third node is left: the cluster is degraded"
     assert "lost and not reserved again yet" in (await vc.virtual_cluster("spread")).message
     await vc.register_node("n4", {"CPU": 4})
 
     async def repaired() -> bool:
         return (await vc.virtual_cluster("spread")).state == "admitted"
 
-    await eventually(repaired, "a new node repairs the cluster")
+    assert await holds_within(repaired), "a new node repairs the cluster"
 
 
 async def test_flexible_resources_grow_to_the_maximum_and_shrink_back_through_the_bus(vc: Client) -> None:
@@ -266,7 +255,7 @@ async def test_flexible_resources_grow_to_the_maximum_and_shrink_back_through_th
     async def shrunk() -> bool:
         return (await vc.virtual_cluster("elastic")).total_resources == {"CPU": 1.0}
 
-    await eventually(shrunk, "the flexible nodes shrink back to the minimum")
+    assert await holds_within(shrunk), "the flexible nodes shrink back to the minimum"
     free = sum(node.available.get("CPU", 0.0) for node in await vc.nodes())
     assert free == 7.0
 

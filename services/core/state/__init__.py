@@ -1,6 +1,5 @@
 """The cluster view folded from events: its data, indexes, the virtual-cluster tree and the one fold table (pure)."""
 
-from services.core.state.checks import UnfoldableEventError
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give, take
 from services.core.state.view import ClusterView, hard_anti_terms, replay
 
@@ -10,7 +9,6 @@ __all__ = [
     "GroupState",
     "NodeState",
     "Resources",
-    "UnfoldableEventError",
     "fits",
     "give",
     "hard_anti_terms",

@@ -31,6 +31,7 @@ from schemas import (
     VirtualNodeSize,
     VirtualNodesReserved,
 )
+from services.core.errors import UnfoldableEventError
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give
 from services.core.state.tree import ROOT, positive
 
@@ -41,15 +42,6 @@ Sizes = dict[tuple[str, str], Resources | None]
 """(cluster id, virtual node id) -> the node's total after an event's resizes (None: released)."""
 NO_SIZES: Sizes = {}
 """What an event without resizes does to virtual nodes (read only)."""
-
-
-class UnfoldableEventError(ValueError):
-    """An event of the log that no view can fold; raised before the fold changes anything."""
-
-    def __init__(self, event: AnyEvent, rule: str) -> None:
-        super().__init__(f"{type(event).__name__} {event.event_id or '(no event_id)'}: {rule}")
-        self.event = event
-        self.rule = rule
 
 
 def check(view: ClusterView, event: AnyEvent) -> None:

@@ -9,11 +9,10 @@ from schemas import (
     VirtualClusterDestroyRequested,
     VirtualClusterRequested,
 )
-from services.core.labels import LabelError, validate_label_value, validate_labels
+from services.core.errors import LabelError, NotFoundError, RejectedError
+from services.core.labels import validate_label_value, validate_labels
 from services.core.request import (
     CompiledGroup,
-    RequestError,
-    UnknownIdError,
     check_id,
     check_resources,
     compile_tolerations,
@@ -37,7 +36,7 @@ class CompiledSpec:
         try:
             validate_label_value("vc_id", vc_id)
         except LabelError as error:
-            raise RequestError(f"vc_id {vc_id!r}: is used as a label value: {error}") from error
+            raise RejectedError(f"vc_id {vc_id!r}: is used as a label value: {error}") from error
         if not isinstance(spec, VirtualCluster):
             raise rule_error("spec", spec, "must be a VirtualCluster")
         self.vc_id, self.spec = vc_id, spec
@@ -116,15 +115,15 @@ class CompiledSpec:
 def check_parent(tree: VTree, vc_id: str, parent: str | None) -> str:
     """The parent's id ("" for the root): it must be a live cluster, and `vc_id` must be new."""
     if vc_id in tree.clusters:
-        raise RequestError(f"vc_id {vc_id!r}: a virtual cluster with this id already exists with another spec")
+        raise RejectedError(f"vc_id {vc_id!r}: a virtual cluster with this id already exists with another spec")
     if parent is None or parent == "":
         return ""
     check_id("parent", parent)
     found = tree.clusters.get(parent)
     if found is None:
-        raise UnknownIdError(f"parent {parent!r}: no such virtual cluster")
+        raise NotFoundError(f"parent {parent!r}: no such virtual cluster")
     if found.destroying:
-        raise RequestError(f"parent {parent!r}: the virtual cluster is being destroyed")
+        raise RejectedError(f"parent {parent!r}: the virtual cluster is being destroyed")
     return parent
 
 
@@ -144,12 +143,12 @@ def requested(
 ) -> VirtualClusterRequested | None:
     """The event a create writes, or None when the same cluster (spec, parent, priority) is already there.
 
-    Raises a `RequestError` naming what is wrong: a bad spec, an unknown parent, the id taken by another spec.
+    Raises a `RejectedError` naming what is wrong: a bad spec, an unknown parent, the id taken by another spec.
     """
     existing = tree.clusters.get(vc_id)
     if existing is not None and (existing.spec, existing.parent, existing.priority) == (spec, parent or "", priority):
         if existing.destroying:
-            raise RequestError(f"vc_id {vc_id!r}: the virtual cluster is being destroyed")
+            raise RejectedError(f"vc_id {vc_id!r}: the virtual cluster is being destroyed")
         return None
     parent_id = check_parent(tree, vc_id, parent)
     CompiledSpec(vc_id, spec, rare)
@@ -157,13 +156,13 @@ def requested(
 
 
 def destroy_requested(tree: VTree, vc_id: str, force: bool) -> VirtualClusterDestroyRequested:
-    """The event a destroy writes; refused (`RequestError` naming the work) while there is live work and no force."""
+    """The event a destroy writes; refused (`RejectedError` naming the work) while there is live work and no force."""
     if vc_id not in tree.clusters:
-        raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
+        raise NotFoundError(f"vc_id {vc_id!r}: no such virtual cluster")
     live = sorted(work_id for vc in tree.subtree(vc_id) for work_id in vc.live_work())
     if live and not force:
         shown = ", ".join(live[:SHOWN_WORK])
         if len(live) > SHOWN_WORK:
             shown += f" and {len(live) - SHOWN_WORK} more"
-        raise RequestError(f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True")
+        raise RejectedError(f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True")
     return VirtualClusterDestroyRequested(vc_id=vc_id, force=force)

@@ -19,8 +19,9 @@ from schemas import (
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide_actor import new_nodes_fail, place_actor
+from services.core.errors import NotFoundError
 from services.core.prng import SplitMix64
-from services.core.request import CompiledRequest, UnknownIdError
+from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
 from services.core.state.tree import ROOT, VClusterState, flexible_id
@@ -133,10 +134,10 @@ class VirtualClusters:
         return [cluster_info(self._view, vc, self.spec_of(vc.vc_id), vc.reason) for vc in ordered]
 
     def get(self, vc_id: str) -> VClusterState:
-        """A live virtual cluster, or an `UnknownIdError` naming it."""
+        """A live virtual cluster, or a `NotFoundError` naming it."""
         vc = self._view.tree.clusters.get(vc_id)
         if vc is None:
-            raise UnknownIdError(f"vc_id {vc_id!r}: no such virtual cluster")
+            raise NotFoundError(f"vc_id {vc_id!r}: no such virtual cluster")
         return vc
 
     def of_scope(self, scope: ClusterView) -> VClusterState | None:

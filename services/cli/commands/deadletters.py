@@ -5,18 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from schemas.queries import DeadLetter
 from services.cli import args as types
 from services.cli.common import add_connection_arguments, connected, json_text, say
+from services.cli.registry import Subcommands
 from services.cli.table import format_table
 
 REASON_WIDTH = 100
 """Characters of a reason the table shows (`-o json` has them all)."""
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `dead-letters`."""
     letters = commands.add_parser(
         "dead-letters",

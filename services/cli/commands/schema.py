@@ -27,6 +27,7 @@ from schemas import queries as q
 from schemas import replies as rp
 from schemas import subjects as s
 from services.cli.common import CliError, say
+from services.cli.registry import Subcommands
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DEFAULT_OUT = Path(schemas.__file__).resolve().parent / "jsonschema"
@@ -357,7 +358,7 @@ def stale(out: Path) -> list[str]:
     return differing
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `schema export`."""
     schema = commands.add_parser("schema", help="the wire contract as JSON Schema", description=__doc__)
     verbs = schema.add_subparsers(dest="verb", metavar="VERB", required=True)

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from schemas import AnyEvent, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
-from services.cli import demo
-from services.cli.demo_workload import RARE_RESOURCES, SEED, add_nodes
+from services.cli.demo import inprocess
+from services.cli.demo.workload import RARE_RESOURCES, SEED, add_nodes
 from services.cli.mesh import start_mesh
 from services.client import SyncClient
 from services.core import Cluster
@@ -101,7 +101,7 @@ def run() -> int:
                 client.wait_ready()
                 driver = ThroughTheBus(client, mesh.nats_url)
                 add_nodes(driver)
-                status = demo.run(driver, where=f"through the bus at {mesh.nats_url}")
+                status = inprocess.run(driver, where=f"through the bus at {mesh.nats_url}")
         finally:
             mesh.stop()
         print("mesh stopped cleanly", file=sys.stderr)

@@ -162,7 +162,7 @@ WORKLOADS = {
         ),
         Workload("taints", "30% of nodes tainted NoSchedule, half the requests tolerate", taints=True),
         Workload("pg_strict_spread", "placement groups of 4 bundles, STRICT_SPREAD"),
-        # Its own run (services/cli/bench_vclusters.py), not `decisions`: admission, churn, decisions inside.
+        # Its own run (services/cli/bench/vclusters.py), not `decisions`: admission, churn, decisions inside.
         Workload("vclusters", "virtual clusters: tenants admitted, queued and churned; decisions inside vs root"),
     )
 }

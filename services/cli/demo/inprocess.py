@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from schemas import NodeAffinitySchedulingStrategy, PlacementGroupRequest, ScheduleRequest, Taint
-from services.cli import demo_tenants
-from services.cli.demo_tenants import TenantDriver
-from services.cli.demo_workload import SEED, Step, build_cluster, workload
+from services.cli.demo import tenants
+from services.cli.demo.tenants import TenantDriver
+from services.cli.demo.workload import SEED, Step, build_cluster, workload
 from services.cli.table import format_table
 from services.core import Cluster, Pending
 from services.core.labels import ACCELERATOR_TYPE, MARKET_TYPE, REGION, ZONE, user_labels
@@ -210,5 +210,5 @@ def run(driver: Driver | None = None, where: str = "in-process") -> int:
         print("\n".join(describe_pending(pending, priorities.get(pending.id))))
     print("\nNODES (at the end)")
     print(nodes_table(cluster))
-    demo_tenants.run(driver)
+    tenants.run(driver)
     return 0

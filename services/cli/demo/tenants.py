@@ -8,8 +8,8 @@ from typing import Protocol
 import msgspec
 
 from schemas import FixedSizeNode, FixedSizeNodes, ScheduleRequest, VirtualCluster
+from services.cli.commands.vc import tree_table
 from services.cli.table import format_table
-from services.cli.vc import tree_table
 from services.core import Cluster, Pending
 
 TEAM_A = VirtualCluster(

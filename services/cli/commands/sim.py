@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, progress, say, stop_signals
+from services.cli.registry import Subcommands
 from services.client import Client, CorralError
 
 ACCELERATORS = ("A100", "H100", "L4")
@@ -51,7 +51,7 @@ def sim_nodes(count: int, *, cpu: float, gpu_every: int, gpus: float, zones: int
     return nodes
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `sim`."""
     sim = commands.add_parser(
         "sim",

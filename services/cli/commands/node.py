@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
 
 from nats.aio.msg import Msg
 
@@ -13,16 +12,18 @@ from schemas import ActorFailed, ActorPlaced, ActorRemoved, AnyEvent
 from schemas import subjects as s
 from schemas.queries import NodeInfo
 from services.cli import args as types
+from services.cli.commands.status import cpu_usage, label_list, other_resources, taint_list
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, json_text, say, stop_signals
-from services.cli.status import cpu_usage, label_list, other_resources, taint_list
+from services.cli.registry import Subcommands
 from services.cli.table import format_table
-from services.core.labels import ZONE, LabelError, merge_labels, parse_labels_file
-from services.runtime.codec import CodecError, decode
+from services.core.errors import CodecError, LabelError
+from services.core.labels import ZONE, merge_labels, parse_labels_file
+from services.runtime.codec import decode
 
 ACTOR_EVENTS = f"{s.PREFIX}.evt.{s.ACTOR}.>"
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `node` with `start`, `list` and `remove`."""
     node = commands.add_parser("node", help="run a node agent, list nodes, remove a node", description="Nodes.")
     verbs = node.add_subparsers(dest="verb", metavar="VERB", required=True)

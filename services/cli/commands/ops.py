@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
 import msgspec
 
 from schemas import Placed, ScheduleRequest
 from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, read_input, say
-from services.runtime.codec import CodecError, decode
+from services.cli.registry import Subcommands
+from services.core.errors import CodecError
+from services.runtime.codec import decode
 
 STRATEGIES = ("DEFAULT", "SPREAD")
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `taint`, `label` and `submit`."""
     _add_taint(commands)
     _add_label(commands)
@@ -26,7 +27,7 @@ def add_parsers(commands: Any) -> None:
 # taint
 
 
-def _add_taint(commands: Any) -> None:
+def _add_taint(commands: Subcommands) -> None:
     taint = commands.add_parser(
         "taint",
         help="add or delete a node's taints (by node id or address)",
@@ -73,7 +74,7 @@ def run_taint(args: argparse.Namespace) -> int:
 # label
 
 
-def _add_label(commands: Any) -> None:
+def _add_label(commands: Subcommands) -> None:
     label = commands.add_parser(
         "label",
         help="replace a node's user labels",
@@ -109,7 +110,7 @@ def run_label(args: argparse.Namespace) -> int:
 # submit
 
 
-def _add_submit(commands: Any) -> None:
+def _add_submit(commands: Subcommands) -> None:
     submit = commands.add_parser(
         "submit",
         help="ask the scheduler to place an actor; prints where it runs or why it waits",

@@ -43,7 +43,7 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import VNodePolicy
-from services.cli.bench_workloads import (
+from services.cli.bench.workloads import (
     ACTORS_PER_NODE,
     NODE_RESOURCES,
     REQUEST,

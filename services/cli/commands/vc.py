@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
 from schemas import Admitted, Destroyed, Queued, VirtualCluster, VirtualClusterInfo
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, read_input, say
+from services.cli.registry import Subcommands
 from services.cli.table import format_table
+from services.core.errors import CodecError
 from services.core.labels import SYSTEM_PREFIX
-from services.runtime.codec import CodecError, decode
+from services.runtime.codec import decode
 
 NONE = "<none>"
 
@@ -115,7 +116,7 @@ def read_spec(text: str) -> VirtualCluster:
     return spec
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `vc` and its subcommands."""
     vc = commands.add_parser(
         "vc",

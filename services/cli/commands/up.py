@@ -8,21 +8,21 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
 from services.cli.mesh import Mesh, start_mesh
+from services.cli.registry import Subcommands
+from services.cli.servers import ServerError
 from services.client import Client, CorralError
-from services.runtime.servers import ServerError
 from services.runtime.settings import Settings
 
 DEFAULT_NATS_PORT = 4222
 DEFAULT_DATA_DIR = ".corral"
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `up`."""
     up = commands.add_parser(
         "up",

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from schemas import Pending, Placed
 from schemas.queries import ActorInfo, NodeInfo, StatusReply
 from services.cli.args import format_taint, positive_int
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
+from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import RejectedError
+from services.client.client import WorkKind
 from services.core.labels import ZONE, user_labels
 
 MAX_NODE_IDS = 10
@@ -125,7 +126,7 @@ def render_why(decision: Placed | Pending, work_id: str, kind: str) -> str:
     return "\n".join(lines)
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Subcommands) -> None:
     """Register `status` and `why`."""
     status = commands.add_parser(
         "status",
@@ -177,7 +178,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_why(args: argparse.Namespace) -> int:
     """`corral why ACTOR_ID`."""
-    kind = "placement_group" if args.placement_group else "actor"
+    kind: WorkKind = "placement_group" if args.placement_group else "actor"
 
     async def main() -> Placed | Pending:
         async with connected(args) as client:

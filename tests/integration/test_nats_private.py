@@ -1,0 +1,81 @@
+"""The adapter over nats-py's private attributes, against a real nats-server: present on the pinned nats-py, and
+taking messages through it keeps nats-py's books (no slow-consumer drops). An upgrade that removes or changes
+those attributes fails here, loudly, instead of the bus silently falling back to the library's slower way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from importlib.metadata import version
+
+import nats
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from services.cli.mesh import Mesh
+from services.runtime.nats_private import PendingQueue, pending_queue
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+PAYLOAD = b"x" * 100
+LIMIT = 1000
+"""The subscription's pending byte limit: ten payloads; nats-py drops what arrives past it (slow consumer)."""
+
+
+@pytest.fixture
+async def nc(servers: Mesh) -> AsyncIterator[NatsClient]:
+    """A plain nats-py connection to the server."""
+    connection = await nats.connect(servers.nats_url)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def received(sub_queue: PendingQueue, count: int, timeout: float = 10.0) -> list[bytes]:
+    """`count` messages taken through the adapter, waiting for each up to `timeout`."""
+    return [(await sub_queue.get(timeout)).data for _ in range(count)]
+
+
+def test_the_pinned_nats_py_is_the_one_the_adapter_was_checked_against() -> None:
+    assert version("nats-py").startswith("2.16."), "check services/runtime/nats_private.py, then move the pin"
+
+
+async def test_a_subscription_has_the_private_queue_the_adapter_reads(nc: NatsClient) -> None:
+    sub = await nc.subscribe("probe.present")
+    queue = pending_queue(sub)
+    assert queue is not None, "nats-py no longer has Subscription._pending_queue/_pending_size: see nats_private.py"
+    await nc.publish("probe.present", PAYLOAD)
+    assert await received(queue, 1) == [PAYLOAD]
+
+
+async def test_taking_messages_keeps_the_pending_counts_true(nc: NatsClient) -> None:
+    sub = await nc.subscribe("probe.counts")
+    queue = pending_queue(sub)
+    assert queue is not None
+    for _ in range(3):
+        await nc.publish("probe.counts", PAYLOAD)
+    await nc.flush()
+    async with asyncio.timeout(10):
+        while sub.pending_msgs < 3:
+            await asyncio.sleep(0.01)
+    assert (sub.pending_msgs, sub.pending_bytes) == (3, 3 * len(PAYLOAD))
+    assert queue.get_nowait().data == PAYLOAD
+    assert (sub.pending_msgs, sub.pending_bytes) == (2, 2 * len(PAYLOAD))
+    await received(queue, 2)
+    assert (sub.pending_msgs, sub.pending_bytes, queue.empty()) == (0, 0, True)
+
+
+async def test_far_more_than_the_byte_limit_gets_through_when_taken_through_the_adapter(nc: NatsClient) -> None:
+    """Fifty payloads through a subscription that holds ten at most: none dropped, as each batch is taken."""
+    sub = await nc.subscribe("probe.limit", pending_bytes_limit=LIMIT)
+    queue = pending_queue(sub)
+    assert queue is not None
+    got: list[bytes] = []
+    for _ in range(10):
+        for _ in range(5):
+            await nc.publish("probe.limit", PAYLOAD)
+        await nc.flush()
+        got += await received(queue, 5)
+    assert got == [PAYLOAD] * 50
+    assert sub.pending_bytes == 0
