@@ -1,87 +1,34 @@
-"""The one fold table: each event type of the log and the function that folds it into a view (pure)."""
+"""The one fold table: each event type of the log -> the function folding it into a root view (pure).
+
+Each fold module registers its folds with `@fold_of(EventType)`, and the checks run before them (see `checks`) go
+into `CHECKS`; `ClusterView.fold` dispatches through both. A test checks that every event type has its fold.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-from schemas import (
-    ActorFailed,
-    ActorPending,
-    ActorPlaced,
-    ActorRemoved,
-    ActorSubmitted,
-    NodeDied,
-    NodeLabelsChanged,
-    NodeRegistered,
-    PlacementGroupBundlesLost,
-    PlacementGroupPending,
-    PlacementGroupPlaced,
-    PlacementGroupRemoved,
-    PlacementGroupSubmitted,
-    SchedulerElected,
-    TaintsChanged,
-    VirtualClusterDestroyed,
-    VirtualClusterDestroyRequested,
-    VirtualClusterQueued,
-    VirtualClusterRequested,
-    VirtualNodeResized,
-    VirtualNodesReserved,
-)
-from services.core.state.node_folds import (
-    on_node_died,
-    on_node_labels_changed,
-    on_node_registered,
-    on_scheduler_elected,
-    on_taints_changed,
-)
-from services.core.state.vcluster_folds import (
-    on_destroy_requested,
-    on_destroyed,
-    on_queued,
-    on_requested,
-    on_reserved,
-    on_resized,
-)
-from services.core.state.work_folds import (
-    on_actor_failed,
-    on_actor_pending,
-    on_actor_placed,
-    on_actor_removed,
-    on_actor_submitted,
-    on_bundles_lost,
-    on_group_pending,
-    on_group_placed,
-    on_group_removed,
-    on_group_submitted,
-)
+Fold = Callable[[Any, Any], None]
+"""(root view, event) -> None: change the view by one event (the check has passed)."""
+Check = Callable[[Any, Any], object]
+"""(root view, event) -> anything: raise `UnfoldableEventError` when folding the event would fail half-way."""
 
-if TYPE_CHECKING:  # folds change a view; the view module imports this table
-    from services.core.state.view import ClusterView
+FOLDS: dict[type, Fold] = {}
+"""Event type -> its fold (exactly one each)."""
+CHECKS: dict[type, Check] = {}
+"""Event type -> what must hold before its fold (types whose fold cannot fail have none)."""
 
-Fold = Callable[["ClusterView", Any], None]
+F = TypeVar("F", bound=Fold)
 
-FOLDS: dict[type, Fold] = {
-    NodeRegistered: on_node_registered,
-    NodeDied: on_node_died,
-    NodeLabelsChanged: on_node_labels_changed,
-    TaintsChanged: on_taints_changed,
-    SchedulerElected: on_scheduler_elected,
-    ActorSubmitted: on_actor_submitted,
-    ActorPlaced: on_actor_placed,
-    ActorPending: on_actor_pending,
-    ActorFailed: on_actor_failed,
-    ActorRemoved: on_actor_removed,
-    PlacementGroupSubmitted: on_group_submitted,
-    PlacementGroupPlaced: on_group_placed,
-    PlacementGroupPending: on_group_pending,
-    PlacementGroupBundlesLost: on_bundles_lost,
-    PlacementGroupRemoved: on_group_removed,
-    VirtualClusterRequested: on_requested,
-    VirtualClusterQueued: on_queued,
-    VirtualNodesReserved: on_reserved,
-    VirtualNodeResized: on_resized,
-    VirtualClusterDestroyRequested: on_destroy_requested,
-    VirtualClusterDestroyed: on_destroyed,
-}
-"""Event type -> the function folding it into the view it applies to (the scope the work runs in, for work)."""
+
+def fold_of(event_type: type) -> Callable[[F], F]:
+    """Register the decorated function as the fold of `event_type` (a second fold for one type is a bug)."""
+
+    def register(fold: F) -> F:
+        if event_type in FOLDS:
+            raise TypeError(f"{event_type.__name__} has two folds: {FOLDS[event_type].__name__} and {fold.__name__}")
+        FOLDS[event_type] = fold
+        return fold
+
+    return register

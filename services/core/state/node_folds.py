@@ -6,14 +6,16 @@ from typing import TYPE_CHECKING
 
 from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, SchedulerElected, TaintsChanged
 from services.core.prng import stable_hash
+from services.core.state.folds import fold_of
 from services.core.state.model import NodeState, node_footprint
 from services.core.state.tree import vnode_labels
 from services.core.state.work_folds import bury
 
-if TYPE_CHECKING:  # folds change a view; the view module imports the fold table
+if TYPE_CHECKING:  # folds change a view; the view module dispatches through the fold table
     from services.core.state.view import ClusterView
 
 
+@fold_of(NodeRegistered)
 def on_node_registered(view: ClusterView, event: NodeRegistered) -> None:
     """A new node (or one back from the dead, its tombstone buried); a live node registering again resumes."""
     if event.node_id in view.nodes:
@@ -26,6 +28,7 @@ def on_node_registered(view: ClusterView, event: NodeRegistered) -> None:
     view.add_live_node(node)
 
 
+@fold_of(NodeDied)
 def on_node_died(view: ClusterView, event: NodeDied) -> None:
     """The node becomes a tombstone (its work stays attached until failed); its virtual nodes die too."""
     node = view.remove_live_node(event.node_id)
@@ -35,6 +38,7 @@ def on_node_died(view: ClusterView, event: NodeDied) -> None:
     carry_down(view, event)
 
 
+@fold_of(NodeLabelsChanged)
 def on_node_labels_changed(view: ClusterView, event: NodeLabelsChanged) -> None:
     """New labels, re-indexed with the actors on the node; its virtual nodes inherit them."""
     node = view.nodes.get(event.node_id)
@@ -52,6 +56,7 @@ def on_node_labels_changed(view: ClusterView, event: NodeLabelsChanged) -> None:
     carry_down(view, event)
 
 
+@fold_of(TaintsChanged)
 def on_taints_changed(view: ClusterView, event: TaintsChanged) -> None:
     """New taints; its virtual nodes inherit them."""
     node = view.nodes.get(event.node_id)
@@ -84,6 +89,7 @@ def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsCh
         del view.carved[event.node_id]
 
 
+@fold_of(SchedulerElected)
 def on_scheduler_elected(view: ClusterView, event: SchedulerElected) -> None:
     """A newer lease fences off the scheduler events of older ones."""
     view.epoch = max(view.epoch, event.epoch)

@@ -19,8 +19,8 @@ from schemas.snapshots import (
 )
 from services.core.prng import stable_hash
 from services.core.state.model import ActorState, GroupState, NodeState, WorkStatus, node_footprint
-from services.core.state.tree import AdmissionStatus, VClusterState, VNode, VTree, parent_scope
-from services.core.state.view import ClusterView
+from services.core.state.tree import AdmissionStatus, VNode
+from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
 
 _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 

@@ -15,14 +15,17 @@ from schemas import (
     VirtualNodesReserved,
 )
 from services.core.prng import stable_hash
+from services.core.state.folds import fold_of
 from services.core.state.model import NodeState, give, node_footprint, take
-from services.core.state.tree import VClusterState, VNode, parent_scope, positive, vnode_labels
+from services.core.state.tree import VNode, positive, vnode_labels
+from services.core.state.view import VClusterState, parent_scope
 from services.core.state.work_folds import bury
 
-if TYPE_CHECKING:  # folds change a view; the view module imports the fold table
+if TYPE_CHECKING:  # folds change a view; the view module dispatches through the fold table
     from services.core.state.view import ClusterView
 
 
+@fold_of(VirtualClusterRequested)
 def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
     """A new cluster joins its parent's admission queue, with an empty scope."""
     tree = root.tree
@@ -37,6 +40,7 @@ def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
         tree.clusters[event.parent].children.append(event.vc_id)
 
 
+@fold_of(VirtualClusterQueued)
 def on_queued(root: ClusterView, event: VirtualClusterQueued) -> None:
     """Record why a cluster waits."""
     vc = root.tree.clusters.get(event.vc_id)
@@ -44,6 +48,7 @@ def on_queued(root: ClusterView, event: VirtualClusterQueued) -> None:
         vc.reason = event.reason
 
 
+@fold_of(VirtualNodesReserved)
 def on_reserved(root: ClusterView, event: VirtualNodesReserved) -> None:
     """Carve the granted virtual nodes; the first grant admits a queued cluster."""
     vc = root.tree.clusters.get(event.vc_id)
@@ -77,6 +82,7 @@ def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> Non
     parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
 
 
+@fold_of(VirtualNodeResized)
 def on_resized(root: ClusterView, event: VirtualNodeResized | VirtualNodeSize) -> None:
     """Grow or shrink a flexible node against its parent node; created on first growth, gone when emptied."""
     vc = root.tree.clusters.get(event.vc_id)
@@ -118,6 +124,7 @@ def release_vnode(root: ClusterView, vc: VClusterState, vnode_id: str) -> None:
     vc.scope.drop_node(vnode_id)
 
 
+@fold_of(VirtualClusterDestroyRequested)
 def on_destroy_requested(root: ClusterView, event: VirtualClusterDestroyRequested) -> None:
     """Mark the cluster and its children as going away (no new work is accepted into them)."""
     if event.vc_id in root.tree.clusters:
@@ -125,6 +132,7 @@ def on_destroy_requested(root: ClusterView, event: VirtualClusterDestroyRequeste
             vc.destroying = True
 
 
+@fold_of(VirtualClusterDestroyed)
 def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
     """Return every virtual node to the parent and drop the cluster from the tree."""
     tree = root.tree

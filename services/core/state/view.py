@@ -1,4 +1,8 @@
-"""The cluster view: what the scheduler knows, indexed for decisions; `fold` applies one event of the log (pure)."""
+"""The cluster view and its tree of virtual clusters, each with a scope of its own; `fold` applies one event (pure).
+
+Every virtual cluster has its own scope: a `ClusterView` whose nodes are its virtual nodes, so every rule of the
+core applies inside it unchanged.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from schemas import (
     PlacementGroupSubmitted,
     ScheduleRequest,
     Taint,
+    VirtualCluster,
     VirtualClusterDestroyed,
     VirtualClusterQueued,
     VirtualNodeResized,
@@ -28,13 +33,10 @@ from schemas import (
 )
 from services.core.labels import NODE_ID
 from services.core.ring import HashRing
-from services.core.state.checks import check
-from services.core.state.folds import FOLDS
+from services.core.state.folds import CHECKS, FOLDS
 from services.core.state.indexes import DomainIndex, EntryKey, LabelIndex
-from services.core.state.model import FOOTPRINT_TOPOLOGY, ActorState, GroupState, NodeState
-from services.core.state.tree import ROOT, VTree
-from services.core.state.vcluster_folds import on_resized
-from services.core.state.work_folds import submitted
+from services.core.state.model import EPSILON, FOOTPRINT_TOPOLOGY, ActorState, GroupState, NodeState, Resources
+from services.core.state.tree import ROOT, AdmissionStatus, VNode
 
 INDEXED_TOPOLOGIES = (NODE_ID, *FOOTPRINT_TOPOLOGY)
 """The topology keys `actor_index` counts by; the domains of any other key are derived from the node-id ones."""
@@ -56,10 +58,6 @@ SCHEDULER_EVENTS = (
     VirtualClusterDestroyed,
 )
 """Events only the scheduler writes: fenced by the lease epoch."""
-WORK_EVENTS = (ActorPlaced, ActorPending, ActorFailed, ActorRemoved)
-GROUP_EVENTS = (PlacementGroupPlaced, PlacementGroupPending, PlacementGroupBundlesLost, PlacementGroupRemoved)
-SCOPED_EVENTS = (*WORK_EVENTS, *GROUP_EVENTS)
-"""Events about live work: folded into the scope the work runs in."""
 
 
 FOOTPRINTS_KEPT = 100_000
@@ -115,32 +113,16 @@ class ClusterView:
     def fold(self, event: AnyEvent) -> None:
         """Apply one event (a scheduler event of an epoch older than the current lease is skipped).
 
-        Actor and placement-group events go to the scope of the virtual cluster the work runs in. All or nothing:
-        an event that cannot be folded whole raises `UnfoldableEventError` and changes nothing (see `checks`).
+        Through the one fold table (`folds.FOLDS`); actor and placement-group events go to the scope of the virtual
+        cluster the work runs in. All or nothing: an event that cannot be folded whole raises
+        `UnfoldableEventError` and changes nothing (see `checks`).
         """
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
-            check(self, event)
-            if isinstance(event, ActorPlaced):
-                for size in event.resized:  # the growth that made room comes first
-                    on_resized(self, size)
-                if event.request is not None:
-                    submitted(self, event.request)  # placed as submitted: the submission next
-            if self.tree.clusters and isinstance(event, SCOPED_EVENTS):
-                self._fold_scoped(event)
-            else:
-                FOLDS[type(event)](self, event)
-            if isinstance(event, ActorRemoved):
-                for size in event.resized:  # then the shrink its leaving allowed
-                    on_resized(self, size)
+            rule = CHECKS.get(type(event))
+            if rule is not None:
+                rule(self, event)
+            FOLDS[type(event)](self, event)
         self.version += 1
-
-    def _fold_scoped(self, event: AnyEvent) -> None:
-        tree = self.tree
-        work_id = event.actor_id if isinstance(event, WORK_EVENTS) else getattr(event, "pg_id", "")
-        scope = self.scope(tree.work_scope.get(work_id, ROOT))
-        FOLDS[type(event)](scope, event)
-        if work_id not in scope.actors and work_id not in scope.groups:
-            tree.work_scope.pop(work_id, None)
 
     def new_scope(self, vc_id: str) -> ClusterView:
         """An empty view for the nodes and work of virtual cluster `vc_id`, sharing this view's tree."""
@@ -245,6 +227,110 @@ class ClusterView:
                 continue
             for value in values if values is not None else (None,):
                 self.anti_index.bump((namespace, key, value), topology, domain, delta)
+
+
+class VClusterState:
+    """One virtual cluster: spec, place in the tree, admission state, virtual nodes and its scope."""
+
+    __slots__ = (
+        "arrival",
+        "children",
+        "destroying",
+        "overtaken",
+        "parent",
+        "priority",
+        "reason",
+        "scope",
+        "spec",
+        "status",
+        "vc_id",
+        "vnodes",
+    )
+
+    def __init__(self, vc_id: str, spec: VirtualCluster, parent: str, priority: int, arrival: int, scope: ClusterView):
+        self.vc_id = vc_id
+        self.spec = spec
+        self.parent = parent
+        self.priority = priority
+        self.arrival = arrival
+        self.status: AdmissionStatus = "queued"
+        self.reason = ""
+        self.overtaken = 0
+        """Clusters that arrived later but were admitted first while this one waited (anti-starvation)."""
+        self.destroying = False
+        self.scope = scope
+        self.vnodes: dict[str, VNode] = {}
+        self.children: list[str] = []
+
+    @property
+    def flexible_total(self) -> Resources:
+        """What the flexible nodes hold together."""
+        total: Resources = {}
+        for vnode in self.vnodes.values():
+            if vnode.flexible:
+                node = self.scope.nodes.get(vnode.vnode_id)
+                for name, amount in (node.total if node is not None else {}).items():
+                    total[name] = total.get(name, 0.0) + amount
+        return total
+
+    def live_work(self) -> list[str]:
+        """The ids of the actors and placement groups living in this cluster (not its children)."""
+        return sorted([*self.scope.actors, *self.scope.groups])
+
+
+class VTree:
+    """Every virtual cluster by id, and the scope each live actor or placement group belongs to."""
+
+    __slots__ = ("arrivals", "clusters", "damaged", "work_scope")
+
+    def __init__(self) -> None:
+        self.clusters: dict[str, VClusterState] = {}
+        self.work_scope: dict[str, str] = {}
+        self.arrivals = 0
+        self.damaged: set[str] = set()
+        """Admitted clusters that lost part of their minimum with a dead node (to be reserved again)."""
+
+    def note_damage(self, vc: VClusterState) -> None:
+        """Track whether an admitted cluster still holds its whole minimum."""
+        if vc.status == "admitted" and not whole(vc):
+            self.damaged.add(vc.vc_id)
+        else:
+            self.damaged.discard(vc.vc_id)
+
+    def children_of(self, parent: str) -> list[VClusterState]:
+        """The clusters directly under `parent` (ROOT for top-level ones), in arrival order."""
+        found = [vc for vc in self.clusters.values() if vc.parent == parent]
+        return sorted(found, key=lambda vc: vc.arrival)
+
+    def subtree(self, vc_id: str) -> list[VClusterState]:
+        """`vc_id` and every cluster under it, children before their parents."""
+        vc = self.clusters[vc_id]
+        found: list[VClusterState] = []
+        for child in vc.children:
+            found += self.subtree(child)
+        return [*found, vc]
+
+    def queue(self, parent: str) -> list[VClusterState]:
+        """The parent's admission queue: higher priority first, then arrival."""
+        waiting = [vc for vc in self.clusters.values() if vc.parent == parent and vc.status == "queued"]
+        return sorted(waiting, key=lambda vc: (-vc.priority, vc.arrival))
+
+
+def parent_scope(root: ClusterView, vc: VClusterState) -> ClusterView:
+    """The view virtual nodes of `vc` are carved from: the root's, or the parent cluster's scope."""
+    return root if vc.parent == ROOT else root.tree.clusters[vc.parent].scope
+
+
+def whole(vc: VClusterState) -> bool:
+    """Whether the cluster holds every fixed-size node of its spec and its whole flexible minimum."""
+    slots = sum(len(group.nodes) for group in vc.spec.fixed_size_nodes)
+    if sum(1 for vnode in vc.vnodes.values() if not vnode.flexible) < slots:
+        return False
+    held: Resources = {}
+    for vnode in vc.vnodes.values():
+        for name, amount in vnode.base.items():
+            held[name] = held.get(name, 0.0) + amount
+    return all(held.get(name, 0.0) + EPSILON >= amount for name, amount in vc.spec.flexible_resource_min.items())
 
 
 def replay(events: Iterable[AnyEvent], seed: int = 0) -> ClusterView:

@@ -1,4 +1,7 @@
-"""Folding actor and placement-group events into the view of the scope the work runs in (pure)."""
+"""Folding actor and placement-group events into the view of the scope the work runs in (pure).
+
+Each fold takes the root view and finds the scope itself: the root's, or the virtual cluster's the work joined.
+"""
 
 from __future__ import annotations
 
@@ -17,19 +20,35 @@ from schemas import (
     PlacementGroupRemoved,
     PlacementGroupSubmitted,
     ScheduleRequest,
+    VirtualNodeResized,
 )
+from services.core.state.folds import FOLDS, fold_of
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
 
-if TYPE_CHECKING:  # folds change a view; the view module imports the fold table
+if TYPE_CHECKING:  # folds change a view; the view module dispatches through the fold table
     from services.core.state.view import ClusterView
 
 
+def _scope(view: ClusterView, work_id: str) -> ClusterView:
+    """The scope live work runs in: the root's, unless it joined a virtual cluster."""
+    tree = view.tree
+    vc_id = tree.work_scope.get(work_id) if tree.clusters else None
+    return tree.clusters[vc_id].scope if vc_id else view
+
+
+def _forget_if_gone(view: ClusterView, scope: ClusterView, work_id: str) -> None:
+    """Drop the scope of work that left it."""
+    if scope is not view and work_id not in scope.actors and work_id not in scope.groups:
+        view.tree.work_scope.pop(work_id, None)
+
+
+@fold_of(ActorSubmitted)
 def on_actor_submitted(view: ClusterView, event: ActorSubmitted) -> None:
     """New work joins its scope's queue."""
-    submitted(view, event.request)
+    _submitted(view, event.request)
 
 
-def submitted(view: ClusterView, request: ScheduleRequest) -> None:
+def _submitted(view: ClusterView, request: ScheduleRequest) -> None:
     """An actor joins the queue of the scope it names (the root's when it names none)."""
     scope = _enter(view, request.actor_id, request.vcluster_id)
     scope.arrivals += 1
@@ -45,7 +64,16 @@ def _enter(view: ClusterView, work_id: str, vc_id: str | None) -> ClusterView:
     return view
 
 
-def on_actor_placed(view: ClusterView, event: ActorPlaced) -> None:
+@fold_of(ActorPlaced)
+def on_actor_placed(root: ClusterView, event: ActorPlaced) -> None:
+    """The growth that made room first, then the submission it carries, then the placement."""
+    if event.resized:
+        resize = FOLDS[VirtualNodeResized]
+        for size in event.resized:
+            resize(root, size)
+    if event.request is not None:
+        _submitted(root, event.request)
+    view = _scope(root, event.actor_id)
     actor = view.actors[event.actor_id]
     node = view.node(event.node_id)
     assert node is not None, f"actor {event.actor_id} placed on never-registered node {event.node_id}"
@@ -64,13 +92,19 @@ def on_actor_placed(view: ClusterView, event: ActorPlaced) -> None:
     view.pending.pop(event.actor_id, None)
 
 
-def on_actor_pending(view: ClusterView, event: ActorPending) -> None:
+@fold_of(ActorPending)
+def on_actor_pending(root: ClusterView, event: ActorPending) -> None:
+    """The actor waits, with why."""
+    view = _scope(root, event.actor_id)
     actor = view.actors[event.actor_id]
     actor.explanation = event.explanation
     view.pending[event.actor_id] = None
 
 
-def on_actor_failed(view: ClusterView, event: ActorFailed) -> None:
+@fold_of(ActorFailed)
+def on_actor_failed(root: ClusterView, event: ActorFailed) -> None:
+    """The actor leaves its node: it waits to restart, or ends."""
+    view = _scope(root, event.actor_id)
     actor = release_actor(view, event.actor_id)
     if event.will_restart:
         actor.restarts += 1
@@ -79,13 +113,22 @@ def on_actor_failed(view: ClusterView, event: ActorFailed) -> None:
     else:
         del view.actors[event.actor_id]
         _ended(view, event.actor_id)
+    _forget_if_gone(root, view, event.actor_id)
 
 
-def on_actor_removed(view: ClusterView, event: ActorRemoved) -> None:
+@fold_of(ActorRemoved)
+def on_actor_removed(root: ClusterView, event: ActorRemoved) -> None:
+    """The actor ends; then the shrink its leaving allowed."""
+    view = _scope(root, event.actor_id)
     release_actor(view, event.actor_id)
     del view.actors[event.actor_id]
     view.pending.pop(event.actor_id, None)
     _ended(view, event.actor_id)
+    _forget_if_gone(root, view, event.actor_id)
+    if event.resized:
+        resize = FOLDS[VirtualNodeResized]
+        for size in event.resized:
+            resize(root, size)
 
 
 def _ended(view: ClusterView, actor_id: str) -> None:
@@ -130,14 +173,19 @@ def footprint_of(request: ScheduleRequest, node: NodeState) -> dict[str, str]:
     return {**node.footprint, **extra} if extra else node.footprint
 
 
+@fold_of(PlacementGroupSubmitted)
 def on_group_submitted(view: ClusterView, event: PlacementGroupSubmitted) -> None:
+    """A new placement group joins its scope's queue."""
     scope = _enter(view, event.request.pg_id, event.request.vcluster_id)
     scope.arrivals += 1
     scope.groups[event.request.pg_id] = GroupState(event.request, scope.arrivals)
     scope.pending[event.request.pg_id] = None
 
 
-def on_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
+@fold_of(PlacementGroupPlaced)
+def on_group_placed(root: ClusterView, event: PlacementGroupPlaced) -> None:
+    """The group's bundles are reserved (under the option chosen)."""
+    view = _scope(root, event.pg_id)
     group = view.groups[event.pg_id]
     if group.option != event.option or len(group.bundles) != len(event.bundle_nodes):
         group.option = event.option
@@ -155,13 +203,19 @@ def on_group_placed(view: ClusterView, event: PlacementGroupPlaced) -> None:
     view.pending.pop(event.pg_id, None)
 
 
-def on_group_pending(view: ClusterView, event: PlacementGroupPending) -> None:
+@fold_of(PlacementGroupPending)
+def on_group_pending(root: ClusterView, event: PlacementGroupPending) -> None:
+    """The group waits, with why."""
+    view = _scope(root, event.pg_id)
     group = view.groups[event.pg_id]
     group.explanation = event.explanation
     view.pending[event.pg_id] = None
 
 
-def on_bundles_lost(view: ClusterView, event: PlacementGroupBundlesLost) -> None:
+@fold_of(PlacementGroupBundlesLost)
+def on_bundles_lost(root: ClusterView, event: PlacementGroupBundlesLost) -> None:
+    """Bundles lost their reservation: the group waits to reserve them again."""
+    view = _scope(root, event.pg_id)
     group = view.groups[event.pg_id]
     for index in event.bundle_indices:
         release_bundle(view, group, index)
@@ -169,11 +223,15 @@ def on_bundles_lost(view: ClusterView, event: PlacementGroupBundlesLost) -> None
     view.pending[event.pg_id] = None
 
 
-def on_group_removed(view: ClusterView, event: PlacementGroupRemoved) -> None:
+@fold_of(PlacementGroupRemoved)
+def on_group_removed(root: ClusterView, event: PlacementGroupRemoved) -> None:
+    """The group ends: every reservation is given back."""
+    view = _scope(root, event.pg_id)
     group = view.groups.pop(event.pg_id)
     for index in range(len(group.bundles)):
         release_bundle(view, group, index)
     view.pending.pop(event.pg_id, None)
+    _forget_if_gone(root, view, event.pg_id)
 
 
 def release_bundle(view: ClusterView, group: GroupState, index: int) -> None:

@@ -14,7 +14,8 @@ from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
-from services.core.state.tree import VClusterState, fixed_id, flexible_id, parent_scope, positive
+from services.core.state.tree import fixed_id, flexible_id, positive
+from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
 
 STARVATION_LIMIT = 16

@@ -14,7 +14,8 @@ from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
-from services.core.state.tree import VClusterState, VNode, flexible_id, parent_scope, positive, vnode_labels
+from services.core.state.tree import VNode, flexible_id, positive, vnode_labels
+from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.admission import admission_need
 from services.core.vclusters.spec import CompiledSpec
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from schemas import VirtualClusterInfo, VirtualNodeInfo
 from services.core.state import ClusterView, Resources
-from services.core.state.tree import VClusterState, positive
+from services.core.state.tree import positive
+from services.core.state.view import VClusterState
 from services.core.vclusters.admission import degraded_message, queued_message
 from services.core.vclusters.borrowing import Lender
 from services.core.vclusters.spec import CompiledSpec

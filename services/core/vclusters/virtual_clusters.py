@@ -24,7 +24,8 @@ from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
-from services.core.state.tree import ROOT, VClusterState, flexible_id
+from services.core.state.tree import ROOT, flexible_id
+from services.core.state.view import VClusterState
 from services.core.vclusters.admission import (
     STARVATION_LIMIT,
     FreeCapacity,
