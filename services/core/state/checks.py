@@ -12,7 +12,6 @@ defined no-ops of the fold, as before.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from schemas import (
     ActorFailed,
@@ -36,9 +35,7 @@ from services.core.errors import UnfoldableEventError
 from services.core.state.folds import CHECKS
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give
 from services.core.state.tree import ROOT, positive
-
-if TYPE_CHECKING:
-    from services.core.state.view import ClusterView
+from services.core.state.view import ClusterView
 
 Sizes = dict[tuple[str, str], Resources | None]
 """(cluster id, virtual node id) -> the node's total after an event's resizes (None: released)."""

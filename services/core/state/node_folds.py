@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, SchedulerElected, TaintsChanged
 from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
 from services.core.state.model import NodeState, node_footprint
 from services.core.state.tree import vnode_labels
+from services.core.state.view import ClusterView
 from services.core.state.work_folds import bury
-
-if TYPE_CHECKING:  # folds change a view; the view module dispatches through the fold table
-    from services.core.state.view import ClusterView
 
 
 @fold_of(NodeRegistered)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from schemas import (
     VirtualClusterDestroyed,
     VirtualClusterDestroyRequested,
@@ -18,11 +16,8 @@ from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
 from services.core.state.model import NodeState, give, node_footprint, take
 from services.core.state.tree import VNode, positive, vnode_labels
-from services.core.state.view import VClusterState, parent_scope
+from services.core.state.view import ClusterView, VClusterState, parent_scope
 from services.core.state.work_folds import bury
-
-if TYPE_CHECKING:  # folds change a view; the view module dispatches through the fold table
-    from services.core.state.view import ClusterView
 
 
 @fold_of(VirtualClusterRequested)

@@ -5,8 +5,6 @@ Each fold takes the root view and finds the scope itself: the root's, or the vir
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from schemas import (
     ActorFailed,
     ActorPending,
@@ -24,9 +22,7 @@ from schemas import (
 )
 from services.core.state.folds import FOLDS, fold_of
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
-
-if TYPE_CHECKING:  # folds change a view; the view module dispatches through the fold table
-    from services.core.state.view import ClusterView
+from services.core.state.view import ClusterView
 
 
 def _scope(view: ClusterView, work_id: str) -> ClusterView:
