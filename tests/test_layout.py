@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ast
 import tomllib
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from services.core.framework import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +34,8 @@ PURE_STDLIB = (
     "operator",
     "types",
     "abc",
+    "importlib",  # services.core.plugins imports its rule modules as `import` statements would
+    "pkgutil",
 )
 
 IMPURE = (
@@ -365,3 +370,64 @@ def test_testcontainers_is_a_dev_dependency_only() -> None:
         if requirement.startswith("testcontainers")
     ]
     assert (runtime, len(dev)) == ([], 1)
+
+
+def registration_problems(modules: list[str], rules: tuple[registry.Rule, ...]) -> list[str]:
+    """Each rule module that does not register exactly one rule, and each rule from elsewhere (or whose factories
+    come from another module), as a sentence."""
+    counts = Counter(rule.module for rule in rules)
+    found = [f"{module} registers {counts[module]} rules, not one" for module in modules if counts[module] != 1]
+    found += [
+        f"a rule is registered by {module}, outside the rule modules" for module in counts if module not in modules
+    ]
+    for rule in rules:
+        makers = [maker for maker in (rule.actor, rule.option, rule.bundle) if maker is not None]
+        found += [
+            f"{rule.module} registers {maker.__qualname__} of {maker.__module__}"
+            for maker in makers
+            if maker.__module__ != rule.module
+        ]
+    return found
+
+
+def rule_modules() -> list[str]:
+    """The modules of services/core/plugins, by name."""
+    return [module_name(path, ROOT) for path in python_files("services/core/plugins") if path.name != "__init__.py"]
+
+
+def test_every_rule_module_registers_one_rule() -> None:
+    import services.core.plugins  # noqa: F401, PLC0415 - importing the package registers every rule
+
+    assert registration_problems(rule_modules(), registry.registered()) == []
+
+
+def _noop(_view: object, _work: object) -> tuple[()]:
+    return ()
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (
+            (registry.Rule("services.core.plugins.a", 0), registry.Rule("services.core.plugins.a", 1)),
+            ["services.core.plugins.a registers 2 rules, not one"],
+        ),
+        ((), ["services.core.plugins.a registers 0 rules, not one"]),
+        (
+            (registry.Rule("services.core.plugins.a", 0), registry.Rule("services.core.cluster", 1)),
+            ["a rule is registered by services.core.cluster, outside the rule modules"],
+        ),
+        (
+            (registry.Rule("services.core.plugins.a", 0, actor=_noop),),
+            ["services.core.plugins.a registers _noop of tests.test_layout"],
+        ),
+    ],
+    ids=[
+        "a rule registered twice",
+        "a rule module registering nothing",
+        "a rule registered outside the rule modules",
+        "a rule whose factory comes from another module",
+    ],
+)
+def test_registration_check(rules: tuple[registry.Rule, ...], expected: list[str]) -> None:
+    assert registration_problems(["services.core.plugins.a"], rules) == expected

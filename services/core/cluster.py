@@ -33,8 +33,8 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide_actor import explain_actor, place_actor
-from services.core.decide_group import decide_group
+from services.core.decide.actor import explain_actor, place_actor
+from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Literal
 
 from schemas import (
     ActorAffinityOperator,
@@ -22,7 +23,9 @@ from services.core.labels import validate_label_key, validate_label_value, valid
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import Resources
 
-POLICIES = ("DEFAULT", "SPREAD")
+Policy = Literal["DEFAULT", "SPREAD"]
+"""How an actor's placement ranks nodes of equal soft weight (SPREAD: the least used first)."""
+POLICIES: tuple[Policy, ...] = ("DEFAULT", "SPREAD")
 Work = ScheduleRequest | PlacementGroupRequest
 GROUP_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -158,7 +161,7 @@ class CompiledRequest:
             raise rule_error("max_restarts", request.max_restarts, "must be an integer >= -1 (-1 restarts forever)")
         if isinstance(request.priority, bool) or not isinstance(request.priority, int):
             raise rule_error("priority", request.priority, "must be an integer")
-        self.policy = "DEFAULT"
+        self.policy: Policy = "DEFAULT"
         self.node_label_hard: LabelSelector | None = None
         self.node_label_soft: LabelSelector | None = None
         self.node_affinity: NodeAffinitySchedulingStrategy | None = None

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from schemas import ActorAffinityMatchExpression, ActorAffinityOperator, ActorAffinitySchedulingStrategy
+from services.core.framework.plugin import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
+from services.core.framework.registry import Prepared, Rule, register
 from services.core.labels import NODE_ID
-from services.core.plugins.base import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
+from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
@@ -151,3 +153,24 @@ class ExistingAntiAffinityFilter(Filter):
             if labels.get(topology) in domains:
                 return EXISTING_ANTI_REASON
         return None
+
+
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
+    """The ActorAffinity strategy's hard and soft expressions, then placed actors' anti-affinity to this one."""
+    request = work.request
+    rules: list[Filter | Scorer] = []
+    if work.affinity is not None:
+        affinity = ActorAffinityFilter(view, request.namespace, request.labels, work.affinity)
+        if affinity.active:
+            rules.append(affinity)
+        soft = ActorAffinityScorer(view, request.namespace, work.affinity)
+        if soft.active:
+            rules.append(soft)
+    if request.labels:
+        existing = ExistingAntiAffinityFilter(view, request.namespace, request.labels)
+        if existing.active:
+            rules.append(existing)
+    return rules
+
+
+register(Rule(__name__, RANK_ACTOR_AFFINITY, actor=for_actor))

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from schemas import PlacementGroupSchedulingStrategy
-from services.core.plugins.base import RANK_BUNDLE, Filter
-from services.core.plugins.resources import shortage
+from services.core.framework.plugin import RANK_BUNDLE, Filter
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.framework.shortage import shortage
+from services.core.plugins.node_labels import SelectorFilter
+from services.core.request import CompiledGroup, CompiledRequest
+from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
 
 BUNDLE_SELECTOR_REASON = "didn't match the bundle label selector"
@@ -50,3 +54,17 @@ class BundleTarget(Filter):
         if self.group is None or node.node_id not in self.slots:
             return {}
         return self.group.bundle_free[self.slot(node)]
+
+
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
+    """An actor of a placement group goes into one of its reserved bundles."""
+    target = work.group_target
+    return () if target is None else (BundleTarget(view, target, work.resources),)
+
+
+def for_bundle(view: ClusterView, _group: CompiledGroup, _need: Resources, selector: LabelSelector) -> Prepared:
+    """A bundle honours its bundle label selector, when it has terms."""
+    return (SelectorFilter(view, selector, BUNDLE_SELECTOR_REASON, RANK_BUNDLE),) if selector else ()
+
+
+register(Rule(__name__, RANK_BUNDLE, actor=for_actor, bundle=for_bundle))

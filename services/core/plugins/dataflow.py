@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from schemas import Prefer, RunAfter
+from services.core.framework.plugin import RANK_DATAFLOW, Filter, Scorer
+from services.core.framework.registry import Prepared, Rule, register
 from services.core.labels import HOSTNAME
-from services.core.plugins.base import RANK_DATAFLOW, Filter, Scorer
+from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
@@ -63,3 +65,14 @@ class DataFlowPrefer(Scorer):
     def weight(self, node: NodeState) -> int:
         labels = node.labels
         return sum(weight for key, value, weight in self.wanted if labels.get(key) == value)
+
+
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
+    """`run_after`: Require filters, Prefer scores."""
+    run_after = work.run_after
+    if run_after is None:
+        return ()
+    return (DataFlowRequire(view, run_after),) if run_after.policy == "Require" else (DataFlowPrefer(view, run_after),)
+
+
+register(Rule(__name__, RANK_DATAFLOW, actor=for_actor))

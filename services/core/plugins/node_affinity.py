@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from services.core.plugins.base import RANK_NODE_AFFINITY, Filter, Scorer
-from services.core.state import NodeState
+from services.core.framework.plugin import RANK_NODE_AFFINITY, Filter, Scorer
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.request import CompiledRequest
+from services.core.state import ClusterView, NodeState
 
 NODE_AFFINITY_REASON = "didn't match the node affinity"
 SOFT_WEIGHT = 100
@@ -32,3 +34,14 @@ class NodeAffinityScorer(Scorer):
 
     def weight(self, node: NodeState) -> int:
         return SOFT_WEIGHT if node.node_id == self.node_id else 0
+
+
+def for_actor(_view: ClusterView, work: CompiledRequest) -> Prepared:
+    """The NodeAffinity strategy: soft scores its node, hard filters every other."""
+    affinity = work.node_affinity
+    if affinity is None:
+        return ()
+    return (NodeAffinityScorer(affinity.node_id),) if affinity.soft else (NodeAffinityFilter(affinity.node_id),)
+
+
+register(Rule(__name__, RANK_NODE_AFFINITY, actor=for_actor))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.core.plugins.base import RANK_SELECTOR, Filter, Scorer
+from services.core.framework.plugin import RANK_NODE_LABELS, RANK_SELECTOR, Filter, Scorer
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.selectors import EXISTS, IN, LabelSelector, Term
 from services.core.state import ClusterView, NodeState
@@ -55,3 +57,22 @@ class SoftLabels(Scorer):
     def weight(self, node: NodeState) -> int:
         labels = node.labels
         return SOFT_WEIGHT * sum(1 for term in self.terms if term.matches(labels))
+
+
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
+    """The NodeLabel strategy: its hard selector filters, its soft one scores."""
+    hard, soft = work.node_label_hard, work.node_label_soft
+    rules: list[Filter | Scorer] = []
+    if hard is not None:
+        rules.append(SelectorFilter(view, hard, rank=RANK_NODE_LABELS))
+    if soft is not None:
+        rules.append(SoftLabels(view, soft))
+    return rules
+
+
+def for_option(view: ClusterView, selector: LabelSelector) -> Sequence[Filter]:
+    """The option's `label_selector`, when it has terms."""
+    return (SelectorFilter(view, selector),) if selector else ()
+
+
+register(Rule(__name__, RANK_SELECTOR, actor=for_actor, option=for_option))

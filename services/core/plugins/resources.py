@@ -1,44 +1,36 @@
-"""Resource rules: enough capacity in total (feasible) and free now (placeable) (pure)."""
+"""Resource rule: the node's total can hold the work, whatever is in use (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from services.core.plugins.base import RANK_CAPACITY, Filter
-from services.core.state import NodeState, Resources
-from services.core.state.model import EPSILON
-
-
-def shortage(have: Resources, need: Resources) -> str | None:
-    """`Insufficient <resource>` for the first resource `have` lacks, else None."""
-    for name, amount in need.items():
-        if have.get(name, 0.0) + EPSILON < amount:
-            return f"Insufficient {name}"
-    return None
-
-
-def beyond_every_node(nodes: Iterable[NodeState], need: Resources) -> str:
-    """Why no node could hold `need` even empty: `needs CPU 64; the largest node has 16` per resource no node has
-    enough of, or `needs CPU 12, GPU 1 together; no node has all of them`."""
-    totals = [node.total for node in nodes]
-    parts = []
-    for name, amount in need.items():
-        largest = max((total.get(name, 0.0) for total in totals), default=0.0)
-        if largest + EPSILON < amount:
-            parts.append(f"needs {name} {amount:g}; the largest node has {largest:g}")
-    if parts:
-        return "; ".join(parts)
-    wanted = ", ".join(f"{name} {amount:g}" for name, amount in need.items())
-    return f"needs {wanted} together; no node has all of them"
+from services.core.framework.plugin import RANK_CAPACITY, Filter
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.framework.shortage import shortage
+from services.core.request import CompiledGroup, CompiledRequest
+from services.core.selectors import LabelSelector
+from services.core.state import ClusterView, NodeState, Resources
 
 
 class Capacity(Filter):
     """The node's total resources can hold the request (ignoring what is in use)."""
 
     rank = RANK_CAPACITY
+    checks_total = True
 
     def __init__(self, resources: Resources) -> None:
         self.resources = resources
 
     def check(self, node: NodeState) -> str | None:
         return shortage(node.total, self.resources)
+
+
+def for_actor(_view: ClusterView, work: CompiledRequest) -> Prepared:
+    """Outside a bundle."""
+    return () if work.group_target is not None else (Capacity(work.resources),)
+
+
+def for_bundle(_view: ClusterView, _group: CompiledGroup, need: Resources, _selector: LabelSelector) -> Prepared:
+    """Every bundle."""
+    return (Capacity(need),)
+
+
+register(Rule(__name__, RANK_CAPACITY, actor=for_actor, bundle=for_bundle))

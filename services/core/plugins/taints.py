@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from services.core.plugins.base import RANK_TAINTS, Filter, Scorer
-from services.core.selectors import Tolerations
-from services.core.state import NodeState
+from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
+from services.core.framework.registry import Prepared, Rule, register
+from services.core.request import CompiledGroup, CompiledRequest
+from services.core.selectors import LabelSelector, Tolerations
+from services.core.state import ClusterView, NodeState, Resources
 
 PENALTY = 100
 
@@ -41,3 +43,22 @@ class PreferNoScheduleScorer(Scorer):
             if not self.tolerations.tolerates(taint.key, taint.value):
                 total -= PENALTY
         return total
+
+
+def _rules(view: ClusterView, tolerations: Tolerations) -> Prepared:
+    if view.prefer_tainted:
+        return TaintFilter(tolerations), PreferNoScheduleScorer(tolerations)
+    return (TaintFilter(tolerations),)
+
+
+def for_actor(view: ClusterView, work: CompiledRequest) -> Prepared:
+    """Outside a bundle (a bundle was placed honouring them)."""
+    return () if work.group_target is not None else _rules(view, work.tolerations)
+
+
+def for_bundle(view: ClusterView, group: CompiledGroup, _need: Resources, _selector: LabelSelector) -> Prepared:
+    """Every bundle."""
+    return _rules(view, group.tolerations)
+
+
+register(Rule(__name__, RANK_TAINTS, actor=for_actor, bundle=for_bundle))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from schemas import Explanation, VirtualNodeGrant
-from services.core.decide_group import decide_group
+from services.core.decide.group import decide_group
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, NodeState, Resources, fits, give, take

@@ -18,7 +18,7 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide_actor import new_nodes_fail, place_actor
+from services.core.decide.actor import new_nodes_fail, place_actor
 from services.core.errors import NotFoundError
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest

@@ -8,8 +8,8 @@ from services.core.state import NodeState
 
 # Rank orders the reasons in an explanation, as the pipeline meets them.
 RANK_CAPACITY, RANK_TAINTS, RANK_SELECTOR, RANK_NODE_LABELS, RANK_NODE_AFFINITY = 0, 1, 2, 3, 4
-RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, RANK_DATAFLOW, RANK_BUNDLE, RANK_GROUP = 5, 6, 7, 8, 9
-RANK_FREE = 10
+RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, RANK_DATAFLOW, RANK_BUNDLE = 5, 6, 7, 8
+RANK_FREE = 9
 
 
 class Filter:
@@ -21,6 +21,8 @@ class Filter:
     new_nodes_fail = False
     """True when a node added now, hosting no work yet, could not pass (the rule needs work on the node itself,
     or work that is nowhere): growing a virtual cluster by new nodes cannot help."""
+    checks_total = False
+    """True when the rule checks the node's total resources, which a room lent from elsewhere replaces."""
 
     def check(self, node: NodeState) -> str | None:
         """None, or the rejection reason."""

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from schemas import Explanation
-from services.core.pipeline import Plan, choose, explain, feasible
-from services.core.plugins.base import RANK_BUNDLE, Scorer
-from services.core.plugins.bundles import BUNDLE_SELECTOR_REASON
-from services.core.plugins.node_labels import SelectorFilter
-from services.core.plugins.resources import Capacity
-from services.core.plugins.taints import PreferNoScheduleScorer, TaintFilter
+import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
+from schemas import Explanation, PlacementStrategy
+from services.core.framework.pipeline import Plan, choose, explain, feasible, free_room
+from services.core.framework.registry import prepare, registered
 from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
+
+_BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
 
 GroupDecision = tuple[int, list[str]] | Explanation
 """(option index, node per bundle), or why the group waits."""
@@ -53,12 +52,8 @@ def _bundle_plan(
     selector: LabelSelector,
     room: Callable[[NodeState], Resources],
 ) -> Plan:
-    rules = [Capacity(need), TaintFilter(work.tolerations)]
-    if selector:
-        rules.append(SelectorFilter(view, selector, BUNDLE_SELECTOR_REASON, RANK_BUNDLE))
-    policy = "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT"
-    scorers: list[Scorer] = [PreferNoScheduleScorer(work.tolerations)] if view.prefer_tainted else []
-    return Plan(need, rules, scorers, policy, room)
+    filters, scorers = prepare(_BUNDLE_RULES, view, work, need, selector)
+    return Plan(need, filters, scorers, "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT", room)
 
 
 def _summed(option: GroupOption) -> tuple[Resources, LabelSelector]:
@@ -78,7 +73,7 @@ def _strict_pack(
     view: ClusterView, work: CompiledGroup, option: GroupOption, prng: SplitMix64, sample: int
 ) -> list[str] | _Failure:
     need, selector = _summed(option)
-    plan = _bundle_plan(view, work, need, selector, lambda node: node.free)
+    plan = _bundle_plan(view, work, need, selector, free_room)
     node = choose(view, plan, prng, sample)
     if node is not None:
         return [node.node_id] * len(option.bundles)
@@ -144,7 +139,7 @@ def _assign(
 
 
 def _pick(
-    view: ClusterView, strategy: str, plan: Plan, used: list[str], prng: SplitMix64, sample: int
+    view: ClusterView, strategy: PlacementStrategy, plan: Plan, used: list[str], prng: SplitMix64, sample: int
 ) -> NodeState | None:
     if strategy in ("PACK", "STRICT_PACK"):
         for node_id in used:
@@ -165,11 +160,8 @@ def _pick(
 def _option_feasible(view: ClusterView, work: CompiledGroup, option: GroupOption) -> bool:
     if work.strategy == "STRICT_PACK":
         need, selector = _summed(option)
-        return feasible(view, _bundle_plan(view, work, need, selector, lambda node: node.free))
-    plans = [
-        _bundle_plan(view, work, b, s, lambda node: node.free)
-        for b, s in zip(option.bundles, option.selectors, strict=True)
-    ]
+        return feasible(view, _bundle_plan(view, work, need, selector, free_room))
+    plans = [_bundle_plan(view, work, b, s, free_room) for b, s in zip(option.bundles, option.selectors, strict=True)]
     if not all(feasible(view, plan) for plan in plans):
         return False
     return work.strategy != "STRICT_SPREAD" or _spread_capacity(view, plans) >= len(option.bundles)

@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
 from schemas import Explanation
-from services.core.plugins.base import RANK_CAPACITY, RANK_FREE, Filter, Scorer
-from services.core.plugins.resources import beyond_every_node, shortage
+from services.core.framework.plugin import RANK_CAPACITY, RANK_FREE, Filter, Scorer
+from services.core.framework.shortage import beyond_every_node, shortage
 from services.core.prng import SplitMix64
+from services.core.request import Policy
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
 
@@ -31,7 +32,7 @@ class Plan:
         need: Resources,
         filters: list[Filter],
         scorers: list[Scorer],
-        policy: str = "DEFAULT",
+        policy: Policy = "DEFAULT",
         room: Callable[[NodeState], Resources] = free_room,
     ) -> None:
         self.need = need

@@ -1,0 +1,83 @@
+"""Decide one actor or task: build a plan per option (primary selector, then fallbacks), choose, or explain (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
+from schemas import Explanation
+from services.core.framework.pipeline import Plan, choose, explain, feasible
+from services.core.framework.plugin import Filter
+from services.core.framework.registry import prepare, registered
+from services.core.plugins.bundles import BundleTarget
+from services.core.prng import SplitMix64
+from services.core.request import CompiledRequest
+from services.core.state import ClusterView, NodeState, Resources
+
+_ACTOR_RULES = tuple(rule.actor for rule in registered() if rule.actor is not None)
+_OPTION_RULES = tuple(rule.option for rule in registered() if rule.option is not None)
+
+
+def actor_plans(
+    view: ClusterView, work: CompiledRequest, room: Callable[[NodeState], Resources] | None = None
+) -> tuple[list[Plan], BundleTarget | None]:
+    """One plan per option: the shared rules plus that option's label selector.
+
+    A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total.
+    """
+    filters, scorers = prepare(_ACTOR_RULES, view, work)
+    if room is not None:
+        filters = [rule for rule in filters if not rule.checks_total]
+    bundle = _bundle_target(filters) if work.group_target is not None else None
+    plans = []
+    for selector in work.options:
+        rules = list(filters)
+        for make in _OPTION_RULES:
+            rules += make(view, selector)
+        plan = Plan(work.resources, rules, scorers, work.policy)
+        if bundle is not None:
+            plan.room = bundle.room
+        elif room is not None:
+            plan.room = room
+        plans.append(plan)
+    return plans, bundle
+
+
+def _bundle_target(filters: list[Filter]) -> BundleTarget | None:
+    return next((rule for rule in filters if isinstance(rule, BundleTarget)), None)
+
+
+def _group_reason(work: CompiledRequest, bundle: BundleTarget | None) -> str:
+    if bundle is not None and not bundle.placed:
+        return f"placement group {work.group_target.placement_group_id if work.group_target else ''} is not placed yet"
+    return ""
+
+
+def place_actor(
+    view: ClusterView,
+    work: CompiledRequest,
+    prng: SplitMix64,
+    sample: int,
+    room: Callable[[NodeState], Resources] | None = None,
+) -> tuple[NodeState, int] | None:
+    """The node (and bundle index) of the first option that can place the actor now, or None."""
+    plans, bundle = actor_plans(view, work, room)
+    for plan in plans:
+        node = choose(view, plan, prng, sample)
+        if node is not None:
+            return node, bundle.slot(node) if bundle is not None else -1
+    return None
+
+
+def new_nodes_fail(view: ClusterView, work: CompiledRequest) -> bool:
+    """Whether every option has a hard rule no newly added node could pass (hard affinity to actors on the same
+    node, or to actors of which none is placed)."""
+    plans, _bundle = actor_plans(view, work)
+    return all(any(rule.new_nodes_fail for rule in plan.filters) for plan in plans)
+
+
+def explain_actor(view: ClusterView, work: CompiledRequest, where: str = "", reason: str = "") -> Explanation:
+    """Why the actor cannot be placed now (`where` names a virtual cluster; `reason` is what blocks it there)."""
+    plans, bundle = actor_plans(view, work)
+    waiting_on = next((plan for plan in plans if feasible(view, plan)), plans[0])
+    return explain(view, waiting_on, _group_reason(work, bundle) or reason, where)
