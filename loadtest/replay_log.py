@@ -23,8 +23,8 @@ APPEND_CHUNK = 4096
 
 def generate(config: ReplayConfig, progress: Callable[[int], None] = lambda _n: None) -> list[AnyEvent]:
     """Exactly `config.events` events written by the core (see the module's docstring for the mix)."""
-    cluster = Cluster(config.seed, record=False)
-    cluster.observe(SchedulerElected(epoch=1, instance="replay-bench", event_id="scheduler-elected-1"), react=False)
+    cluster = Cluster(config.seed, keep_history=False)
+    cluster.fold(SchedulerElected(epoch=1, instance="replay-bench", event_id="scheduler-elected-1"), react=False)
     cluster.epoch, cluster.event_prefix = 1, "replay-bench-e1-"
     events: list[AnyEvent] = [SchedulerElected(epoch=1, instance="replay-bench", event_id="scheduler-elected-1")]
     tiers = ("web", "batch", "ml")

@@ -24,38 +24,40 @@ from schemas import (
     ScheduleRequest,
     Taint,
     TaintsChanged,
+    VirtualCluster,
     VirtualClusterDestroyed,
     VirtualClusterDestroyRequested,
+    VirtualClusterInfo,
     VirtualClusterRequested,
     VirtualNodeInfo,
 )
 from schemas.decisions import Pending, Placed
-from services.core import recording
+from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide.actor import explain_actor, place_actor
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
+from services.core.recording import Journal
 from services.core.request import (
     CompiledGroup,
     CompiledRequest,
     check_same_request,
 )
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
-from services.core.state.vtree import ROOT, VClusterState
-from services.core.vcluster_info import node_infos, quota_reason
-from services.core.vcluster_ops import VirtualClusterOps
-from services.core.vcluster_spec import CompiledSpec
+from services.core.state.tree import ROOT
+from services.core.vclusters.info import node_infos
+from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
 
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
 
 
-class Cluster(VirtualClusterOps):
-    """The fold of events plus the decision pipeline; every call records what happened in `events()`.
+class Cluster:
+    """The fold of events plus the decision pipeline; every call keeps what happened in `events()`.
 
-    In-process, commands write every event. In a service, `observe` folds the events other services wrote
+    In-process, commands write every event. In a service, `fold` folds the events other services wrote
     and reacts to them (failing the actors of a dead node, evicting on NoExecute, re-trying pending work), and
     `take_events` hands over what this cluster wrote since the last call, to be appended to the log.
     """
@@ -66,48 +68,62 @@ class Cluster(VirtualClusterOps):
         rare_resources: tuple[str, ...] = (),
         *,
         sample_size: int = DEFAULT_SAMPLE,
-        record: bool = True,
+        keep_history: bool = True,
     ) -> None:
         self.seed = seed
         self.rare_resources = tuple(rare_resources)
         self.sample_size = sample_size
-        self.record = record
         self.epoch = 0
         self.event_prefix = ""
-        self._view = ClusterView(seed)
         self._prng = SplitMix64(seed)
-        self._events: list[AnyEvent] = []
-        self._taken = 0
+        self._journal = Journal(keep_history=keep_history)
         self._emitted = 0
         self._work: dict[str, CompiledRequest] = {}
         self._groups: dict[str, CompiledGroup] = {}
         self._cause = ""
         self._subject = ""
-        self._specs: dict[str, CompiledSpec] = {}
         self._freed: set[str] = set()
         """Scopes (ROOT or a cluster id) that got resources back during the current command."""
+        self._use_view(ClusterView(seed))
 
     @classmethod
     def from_events(cls, events: list[AnyEvent], seed: int = 0, rare_resources: tuple[str, ...] = ()) -> Cluster:
         """A cluster whose view is the fold of `events` (replay never re-decides)."""
         cluster = cls.from_view(replay(events, seed), rare_resources)
-        cluster._events = list(events)
-        cluster._taken = cluster._emitted = len(events)
+        cluster._journal = Journal(events)
+        cluster._emitted = len(events)
         return cluster
 
     @classmethod
-    def from_view(cls, view: ClusterView, rare_resources: tuple[str, ...] = (), *, record: bool = True) -> Cluster:
+    def from_view(
+        cls, view: ClusterView, rare_resources: tuple[str, ...] = (), *, keep_history: bool = True
+    ) -> Cluster:
         """A cluster that goes on from an already folded view (a snapshot plus the log's tail)."""
-        cluster = cls(view.seed, rare_resources, record=record)
-        cluster._view = view
+        cluster = cls(view.seed, rare_resources, keep_history=keep_history)
+        cluster._use_view(view)
         return cluster
+
+    def _use_view(self, view: ClusterView) -> None:
+        self._view = view
+        hooks = ClusterHooks(
+            emit=self._emit,
+            begin=self._begin,
+            stop_work=self._stop_work,
+            retry_all=lambda: self._retry_pending(wake_all=True),
+            retry_scope=lambda scope: self._retry_scope(scope, wake_all=True),
+            freed=self._note_freed,
+        )
+        self.vclusters = VirtualClusters(
+            view, self._prng, hooks, rare_resources=self.rare_resources, sample_size=self.sample_size
+        )
+        """The virtual clusters inside this cluster."""
 
     @property
     def view(self) -> ClusterView:
         """The folded view (read it; change it only through the commands)."""
         return self._view
 
-    # recording
+    # the journal
 
     def _emit(self, event: AnyEvent) -> None:
         self._emitted += 1
@@ -116,52 +132,41 @@ class Cluster(VirtualClusterOps):
             event, event_id=event_id, correlation_id=self._subject, causation_id=self._cause, epoch=self.epoch
         )
         self._cause = self._cause or event_id
-        self._record(event)
-        self._fold(event)
+        self._emitted -= self._journal.write(event)  # merged events give their ids back (see `recording`)
+        self._fold_view(event)
 
-    def _record(self, event: AnyEvent) -> None:
-        """Keep an event for the log, merged with the newest ones when it can carry them (see `recording`)."""
-        self._emitted -= recording.record(self._events, self._taken if self.record else 0, event)
-
-    def _fold(self, event: AnyEvent) -> None:
+    def _fold_view(self, event: AnyEvent) -> None:
         self._view.fold(event)
         if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
             self._groups.pop(event.pg_id, None)
         elif isinstance(event, VirtualClusterDestroyed):
-            self._specs.pop(event.vc_id, None)
+            self.vclusters.forget(event.vc_id)
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
 
     def events(self) -> list[AnyEvent]:
-        """Everything that happened, in order (with `record=False`: what was written and not yet taken)."""
-        return list(self._events)
+        """Everything that happened, in order (with `keep_history=False`: what was written and not yet taken)."""
+        return list(self._journal.events)
 
     def take_events(self) -> list[AnyEvent]:
         """The events this cluster wrote since the last call, in order (to append them to the log)."""
-        taken = self._events[self._taken :]
-        if self.record:
-            self._taken = len(self._events)
-        else:
-            self._events.clear()
-        return taken
+        return self._journal.take()
 
     def has_untaken_events(self) -> bool:
         """Whether `take_events` would return anything."""
-        return len(self._events) > (self._taken if self.record else 0)
+        return self._journal.has_untaken()
 
     # events written by other services
 
-    def observe(self, event: AnyEvent, *, react: bool = True) -> None:
+    def fold(self, event: AnyEvent, *, react: bool = True) -> None:
         """Fold an event another writer appended; with `react`, do what it calls for (fail, evict, re-try)."""
         node = self._view.nodes.get(event.node_id) if isinstance(event, TaintsChanged) else None
         before = node.taints if node is not None else ()
-        self._fold(event)  # first: an event that cannot be folded is not kept either
-        if self.record:
-            self._events.append(event)
-            self._taken = len(self._events)
+        self._fold_view(event)  # first: an event that cannot be folded is not kept either
+        self._journal.folded(event)
         if react:
             self._begin(getattr(event, "node_id", ""))
             self._cause = event.event_id
@@ -172,20 +177,20 @@ class Cluster(VirtualClusterOps):
             for scope in self._scopes():
                 for node_id in sorted(scope.dead):
                     self._fail_dead_node(scope, node_id)
-            self._retry_pending(everything=True)
+            self._retry_pending(wake_all=True)
         elif isinstance(event, NodeRegistered | NodeLabelsChanged):
-            self._retry_pending(everything=True)
+            self._retry_pending(wake_all=True)
         elif isinstance(event, TaintsChanged):
             evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
             if evicting:
                 for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
                     self._evict(scope, node_id, evicting)
             removed = any(t not in event.taints for t in taints_before)
-            self._retry_pending(everything=bool(evicting) or removed)
+            self._retry_pending(wake_all=bool(evicting) or removed)
         elif isinstance(event, VirtualClusterRequested):
-            self._try_admit(self._view.tree.clusters[event.vc_id], announce=True)
+            self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
-            self._destroy(event.vc_id)
+            self.vclusters.destroy(event.vc_id)
 
     def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:
         node = scope.dead.get(node_id)
@@ -211,7 +216,7 @@ class Cluster(VirtualClusterOps):
         self._begin("")
         for vc in sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival):
             if vc.destroying:
-                self._destroy(vc.vc_id)
+                self.vclusters.destroy(vc.vc_id)
         for scope in self._scopes():
             for node_id in sorted(scope.dead):
                 self._fail_dead_node(scope, node_id)
@@ -219,7 +224,7 @@ class Cluster(VirtualClusterOps):
                 evicting = [t for t in scope.nodes[node_id].taints if t.effect == "NoExecute"]
                 if evicting:
                     self._evict(scope, node_id, evicting)
-        self._retry_pending(everything=True)
+        self._retry_pending(wake_all=True)
 
     # nodes
 
@@ -309,7 +314,7 @@ class Cluster(VirtualClusterOps):
         scope = self._scope(request.actor_id)
         actor = scope.actors[request.actor_id]
         if self._try_actor(actor, announce=True):
-            self._retry_pending(everything=False, where=scope)
+            self._retry_pending(wake_all=False, where=scope)
         return self._decision_of(actor)
 
     def remove_actor(self, actor_id: str) -> None:
@@ -319,7 +324,7 @@ class Cluster(VirtualClusterOps):
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
         self._freed.add(scope.scope_id)
-        self._shrink(scope, node_id)
+        self.vclusters.shrink(scope, node_id)
         self._retry_freed()
 
     def fail_actor(self, actor_id: str) -> None:
@@ -334,9 +339,6 @@ class Cluster(VirtualClusterOps):
     def _scope(self, work_id: str) -> ClusterView:
         """The view an actor or placement group lives in (the root's, or its virtual cluster's)."""
         return self._view.scope_of(work_id)
-
-    def _vc(self, scope: ClusterView) -> VClusterState | None:
-        return self._view.tree.clusters.get(scope.scope_id) if scope.scope_id else None
 
     def _check_scope(self, field: str, vc_id: str | None) -> None:
         """New work may name a live virtual cluster (None or "" is the root)."""
@@ -375,16 +377,16 @@ class Cluster(VirtualClusterOps):
             node_id = actor.node_id
             self._emit(ActorFailed(actor_id=actor_id, node_id=node_id or "", reason=reason, will_restart=again))
             self._freed.add(scope.scope_id)
-            self._shrink(scope, node_id)
+            self.vclusters.shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
         actor_id = actor.request.actor_id
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
         placed = place_actor(scope, work, self._prng, self.sample_size)
-        vc = self._vc(scope)
+        vc = self.vclusters.of_scope(scope)
         if placed is None and vc is not None:
-            placed = self._borrow(vc, work)
+            placed = self.vclusters.borrow(vc, work)
         if placed is not None:
             node, bundle_index = placed
             target = work.group_target
@@ -400,12 +402,12 @@ class Cluster(VirtualClusterOps):
         return False
 
     def _explain(self, scope: ClusterView, work: CompiledRequest) -> Explanation:
-        vc = self._vc(scope)
+        vc = self.vclusters.of_scope(scope)
         if vc is None:
             return explain_actor(scope, work)
         explanation = explain_actor(scope, work, f"virtual cluster {vc.vc_id}")
         short = not explanation.total or any(reason.startswith("Insufficient") for reason in explanation.reasons)
-        reason = quota_reason(self._view, vc, self._spec_of(vc.vc_id), self._lender(), work.resources) if short else ""
+        reason = self.vclusters.quota_reason(vc, work.resources) if short else ""
         if not reason or explanation.group_reason:
             return explanation
         return msgspec.structs.replace(explanation, message=f"{reason}; {explanation.message}", group_reason=reason)
@@ -432,7 +434,7 @@ class Cluster(VirtualClusterOps):
         scope = self._scope(request.pg_id)
         group = scope.groups[request.pg_id]
         if self._try_group(group, announce=True):
-            self._retry_pending(everything=False, where=scope)
+            self._retry_pending(wake_all=False, where=scope)
         return self._group_decision(group)
 
     def remove_placement_group(self, pg_id: str) -> None:
@@ -444,6 +446,15 @@ class Cluster(VirtualClusterOps):
         self._freed.add(self._scope(pg_id).scope_id)
         self._stop_group(pg_id, f"placement group {pg_id} removed")
         self._retry_freed()
+
+    def _stop_work(self, scope: ClusterView, reason: str) -> list[str]:
+        """Stop every placement group, then every actor, of `scope` for good; the ids stopped, sorted."""
+        pg_ids = sorted(scope.groups)
+        for pg_id in pg_ids:
+            self._stop_group(pg_id, reason)
+        actor_ids = sorted(scope.actors)
+        self._fail_actors(actor_ids, reason, restart=False)
+        return sorted(pg_ids + actor_ids)
 
     def _stop_group(self, pg_id: str, reason: str) -> None:
         """Stop the actors inside a placement group for good and release its reservations."""
@@ -498,18 +509,48 @@ class Cluster(VirtualClusterOps):
         assert explanation is not None, "a pending group always has an explanation"
         return Pending.of(pg_id, explanation, kind="placement_group")
 
+    # virtual clusters
+
+    def create_virtual_cluster(
+        self, vc_id: str, spec: VirtualCluster, parent: str | None = None, priority: int = 0
+    ) -> Admitted | Queued:
+        """Reserve the cluster's minimum from `parent` (None: the root) all at once, or queue it until it can be.
+
+        Asking again for a live cluster with the same spec, parent and priority returns where it stands.
+        """
+        return self.vclusters.create(vc_id, spec, parent, priority)
+
+    def admission(self, vc_id: str) -> Admitted | Queued:
+        """Where a cluster stands: admitted with its virtual nodes, or queued with the reason and its position."""
+        return self.vclusters.admission(vc_id)
+
+    def destroy_virtual_cluster(self, vc_id: str, force: bool = False) -> Destroyed:
+        """Give the cluster's (and its children's) resources back; live work refuses it unless `force` stops it."""
+        return self.vclusters.destroy_requested(vc_id, force)
+
+    def virtual_cluster(self, vc_id: str) -> VirtualClusterInfo:
+        """The cluster's spec, state, resources (total, max, available), virtual nodes, children and parent."""
+        return self.vclusters.info(vc_id)
+
+    def virtual_clusters(self) -> list[VirtualClusterInfo]:
+        """Every virtual cluster, parents before children (a queued one with the reason it was queued with)."""
+        return self.vclusters.infos()
+
     # the pending queue
 
-    def _retry_pending(self, *, everything: bool, where: ClusterView | None = None) -> None:
+    def _retry_pending(self, *, wake_all: bool, where: ClusterView | None = None) -> None:
         """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
 
-        `everything` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
+        `wake_all` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
         removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
         Otherwise only work that waits on another placement is re-tried, in the scope `where` that placement
         happened (affinity, DataFlow and bundles never reach across a virtual cluster's boundary).
         """
         self._freed.clear()
-        self._retry(self._scopes() if everything or where is None else [where], wake_all=everything)
+        self._retry(self._scopes() if wake_all or where is None else [where], wake_all=wake_all)
+
+    def _note_freed(self, scope_id: str) -> None:
+        self._freed.add(scope_id)  # not a bound `add`: `_retry_freed` swaps the set
 
     def _retry_freed(self) -> None:
         """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
@@ -520,14 +561,14 @@ class Cluster(VirtualClusterOps):
         scopes += [
             vc.scope
             for vc in clusters
-            if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self._may_grow(vc)))
+            if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self.vclusters.may_grow(vc)))
         ]
         self._retry(scopes, wake_all=True)
 
     def _retry(self, scopes: list[ClusterView], *, wake_all: bool) -> None:
         while scopes:
             if wake_all and self._view.tree.clusters:
-                self._admit_waiting()
+                self.vclusters.admit_waiting()
             scopes = [scope for scope in scopes if scope.pending and self._retry_scope(scope, wake_all=wake_all)]
             wake_all = False
 
@@ -595,13 +636,13 @@ class Cluster(VirtualClusterOps):
     def nodes(self, vcluster_id: str | None = None) -> list[VirtualNodeInfo]:
         """The nodes work can see: physical nodes at the root, the cluster's virtual nodes inside one."""
         if vcluster_id:
-            vc = self._cluster(vcluster_id)
+            vc = self.vclusters.get(vcluster_id)
             return node_infos(vc.scope, vc)
         return node_infos(self._view, None)
 
     def _scopes_of(self, vcluster_id: str | None) -> list[ClusterView]:
         if vcluster_id:
-            return [self._cluster(vcluster_id).scope]
+            return [self.vclusters.get(vcluster_id).scope]
         return self._scopes()
 
     def decision(self, work_id: str, kind: str = "actor") -> Placed | Pending:

@@ -16,7 +16,43 @@ import msgspec
 from schemas import ActorPlaced, ActorRemoved, ActorSubmitted, AnyEvent, VirtualNodeResized, VirtualNodeSize
 
 
-def record(events: list[AnyEvent], untaken: int, event: AnyEvent) -> int:
+class Journal:
+    """The events a cluster wrote (and, keeping its history, folded), in order, and how many were taken."""
+
+    __slots__ = ("events", "keep_history", "taken")
+
+    def __init__(self, history: list[AnyEvent] | None = None, *, keep_history: bool = True) -> None:
+        self.keep_history = keep_history
+        """Whether taken events stay (for `history`); otherwise they are dropped as they are taken."""
+        self.events: list[AnyEvent] = list(history or [])
+        self.taken = len(self.events)
+        """How many of `events` were taken for the log (always 0 without `keep_history`)."""
+
+    def write(self, event: AnyEvent) -> int:
+        """Keep an event this cluster wrote, merged with the newest untaken ones it can carry; how many it absorbed."""
+        return append_merged(self.events, self.taken, event)
+
+    def folded(self, event: AnyEvent) -> None:
+        """Note an event another writer appended (already in the log: kept only as history)."""
+        if self.keep_history:
+            self.events.append(event)
+            self.taken = len(self.events)
+
+    def take(self) -> list[AnyEvent]:
+        """The events written since the last call, in order."""
+        taken = self.events[self.taken :]
+        if self.keep_history:
+            self.taken = len(self.events)
+        else:
+            self.events.clear()
+        return taken
+
+    def has_untaken(self) -> bool:
+        """Whether `take` would return anything."""
+        return len(self.events) > self.taken
+
+
+def append_merged(events: list[AnyEvent], untaken: int, event: AnyEvent) -> int:
     """Keep `event` at the end of `events` (whose entries from `untaken` on are not in the log yet), merged with
     what it can carry; how many events it absorbed."""
     if isinstance(event, VirtualNodeResized):

@@ -36,6 +36,12 @@ class HashRing:
                 return
             at += 1
 
+    def copy(self) -> HashRing:
+        """A ring holding the same nodes, changed independently of this one."""
+        ring = HashRing()
+        ring.keys, ring.ids = list(self.keys), list(self.ids)
+        return ring
+
     def __len__(self) -> int:
         return len(self.ids)
 

@@ -95,13 +95,13 @@ class FoldedCluster:
 
     def __init__(self, seed: int = 0, rare_resources: tuple[str, ...] = ()) -> None:
         self.rare_resources = rare_resources
-        self.cluster = Cluster(seed, rare_resources, record=False)
+        self.cluster = Cluster(seed, rare_resources, keep_history=False)
         self.sequence = 0
 
     def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log."""
         self.sequence = sequence
-        self.cluster.observe(event, react=False)
+        self.cluster.fold(event, react=False)
 
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes."""
@@ -113,5 +113,5 @@ class FoldedCluster:
 
     def load(self, blob: bytes, sequence: int) -> None:
         """Replace the view from snapshot bytes of the view at `sequence`."""
-        self.cluster = Cluster.from_view(load_view(blob, sequence), self.rare_resources, record=False)
+        self.cluster = Cluster.from_view(load_view(blob, sequence), self.rare_resources, keep_history=False)
         self.sequence = sequence

@@ -27,7 +27,7 @@ class SchedulerView(FoldedCluster):
         self.sequence = sequence
         if event is self.own_echo:  # the bus hands back the stand-in for every event this leader wrote
             return
-        self.cluster.observe(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
+        self.cluster.fold(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
         if isinstance(event, SchedulerElected) and event.event_id == self.awaited_election:
             self.awaited_election = ""
             self.lead(event.epoch, event.instance)  # in the same step as the fold: never deposed in between

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.commands import CreateVirtualCluster, DestroyVirtualCluster
 from services.core.errors import ConflictError, LabelError, NotFoundError, RejectedError
-from services.core.vcluster_spec import destroy_requested, requested
+from services.core.vclusters.spec import destroy_requested, requested
 from services.runtime.commands import Outcome
 from services.vclusters.view import VClustersView
 

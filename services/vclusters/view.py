@@ -14,7 +14,7 @@ from schemas.queries import (
 )
 from services.core import LabelSelector
 from services.core.errors import NotFoundError
-from services.core.state.vtree import VClusterState
+from services.core.state.view import VClusterState
 from services.runtime.views import FoldedCluster, actor_info, node_info
 
 

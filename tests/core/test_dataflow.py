@@ -283,18 +283,18 @@ def test_require_follows_the_earlier_operation_to_where_it_was_placed_last() -> 
 def test_records_of_ended_operations_are_kept_up_to_a_bound_and_replay_drops_the_same_ones() -> None:
     """A long-running cluster does not keep every ended operation's record: the oldest go first."""
     cluster = six_nodes()
-    cluster.view.records_kept = 2
+    cluster.view.footprints_kept = 2
     for name in ("A", "B", "C"):
         cluster.submit(make_actor(name))
         cluster.remove_actor(name)
     cluster.submit(make_actor("live"))
-    assert set(cluster.view.records) == {"B", "C", "live"}  # A was the oldest ended one; live ones always stay
+    assert set(cluster.view.footprints) == {"B", "C", "live"}  # A was the oldest ended one; live ones always stay
     late = cluster.submit(make_actor("late", run_after=RunAfter("A", "Require")))
     assert DATAFLOW in waiting(late).reasons  # a dropped record reads as an operation that never ran
     d_node = node_of(cluster.submit(make_actor("D", run_after=RunAfter("C", "Require"))))
-    assert cluster.view.nodes[d_node].labels[HOSTNAME] == cluster.view.records["C"][HOSTNAME]
+    assert cluster.view.nodes[d_node].labels[HOSTNAME] == cluster.view.footprints["C"][HOSTNAME]
     view = ClusterView(cluster.seed)
-    view.records_kept = 2
+    view.footprints_kept = 2
     for event in cluster.events():
         view.fold(event)
     assert digest(view) == digest(cluster.view)

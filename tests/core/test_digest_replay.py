@@ -150,7 +150,7 @@ def in_vc(actor_id: str, cpu: float, **kwargs: Any) -> ScheduleRequest:
 
 
 def test_an_affinity_on_a_custom_topology_key_leaves_the_digest_as_a_replay_has_it() -> None:
-    """The first decision on `rack` widens the decider's actor index; the folded state (and digest) stays put."""
+    """A decision on `rack` (a key outside the actor index) leaves the folded state and digest as a replay has them."""
     cluster = Cluster()
     for index in range(2):
         cluster.add_node(f"n{index}", {"CPU": 4}, labels={"rack": f"r{index}"})

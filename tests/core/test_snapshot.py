@@ -70,7 +70,7 @@ def test_a_corrupt_blob_does_not_decode() -> None:
 
 def test_a_placement_landing_after_its_node_died_folds_and_is_then_failed() -> None:
     """The log may hold NodeDied before the scheduler's ActorPlaced on that node; the fold still balances."""
-    cluster = Cluster(record=False)
+    cluster = Cluster(keep_history=False)
     cluster.add_node("n1", {"CPU": 2})
     cluster.add_node("n2", {"CPU": 2})
     on_n1 = NodeAffinitySchedulingStrategy("n1")

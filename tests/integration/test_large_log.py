@@ -43,8 +43,8 @@ WRITER = "log-writer"
 def placed_log() -> tuple[list[AnyEvent], dict[str, str]]:
     """The scheduler's log for `ACTORS` one-CPU actors spread over `NODES` nodes, and actor id -> node id."""
     elected = SchedulerElected(epoch=EPOCH, instance=WRITER, event_id=f"scheduler-elected-{EPOCH}")
-    cluster = Cluster(0, record=False)
-    cluster.observe(elected, react=False)
+    cluster = Cluster(0, keep_history=False)
+    cluster.fold(elected, react=False)
     cluster.epoch, cluster.event_prefix = EPOCH, f"{WRITER}-e{EPOCH}-"
     for index in range(NODES):
         cluster.add_node(f"node-{index:02d}", {"CPU": ACTORS}, {}, zone="z0")

@@ -25,17 +25,16 @@ class Expression:
     __slots__ = ("domains", "positive", "topology")
 
     def __init__(self, view: ClusterView, namespace: str, expression: ActorAffinityMatchExpression) -> None:
-        view.track_topology(expression.topology_key)
         self.topology = expression.topology_key
         self.positive = expression.operator in _POSITIVE
         if expression.operator in (ActorAffinityOperator.EXISTS, ActorAffinityOperator.DOES_NOT_EXIST):
-            self.domains: set[str] | dict[str, int] = view.actor_index.domains(
+            self.domains: set[str] | dict[str, int] = view.actor_domains(
                 (namespace, expression.key, None), self.topology
             )
         else:
             found: set[str] = set()
             for value in expression.values:
-                found.update(view.actor_index.domains((namespace, expression.key, value), self.topology))
+                found.update(view.actor_domains((namespace, expression.key, value), self.topology))
             self.domains = found
 
     def holds(self, node: NodeState) -> bool:
@@ -67,7 +66,6 @@ def _placed_actor_satisfies_all(
     """Whether one placed actor of the namespace matches every expression (only nodes hosting all can hold it)."""
     hosts: set[str] | None = None
     for expression in expressions:
-        view.track_topology(NODE_ID)
         value_keys = expression.values if expression.operator == ActorAffinityOperator.IN else [None]
         found: set[str] = set()
         for value in value_keys:

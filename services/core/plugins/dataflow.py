@@ -14,26 +14,27 @@ DATAFLOW_REASON = "didn't match the DataFlow affinity"
 DEFAULT_PREFER = (Prefer(HOSTNAME, 100),)
 
 
-def recorded(view: ClusterView, operation_id: str) -> dict[str, str] | None:
-    """What the earlier operation recorded; a placed placement group records nothing; None while never placed."""
-    record = view.records.get(operation_id)
-    if record is None:
+def footprint(view: ClusterView, operation_id: str) -> dict[str, str] | None:
+    """The earlier operation's footprint (`ClusterView.footprints`); a placed placement group leaves an empty one;
+    None while never placed."""
+    found = view.footprints.get(operation_id)
+    if found is None:
         group = view.groups.get(operation_id)
         if group is not None and group.status == "placed":
             return {}
-    return record
+    return found
 
 
 class DataFlowRequire(Filter):
-    """Equal values for each `require` key the earlier operation recorded; wait while it was never placed."""
+    """Equal values for each `require` key of the earlier operation's footprint; wait while it was never placed."""
 
     rank = RANK_DATAFLOW
 
     def __init__(self, view: ClusterView, run_after: RunAfter) -> None:
-        record = recorded(view, run_after.operation_id)
-        self.waiting = record is None
+        inherited = footprint(view, run_after.operation_id)
+        self.waiting = inherited is None
         keys = run_after.require or [HOSTNAME]
-        self.required = {key: record[key] for key in keys if key in record} if record is not None else {}
+        self.required = {key: inherited[key] for key in keys if key in inherited} if inherited is not None else {}
         if self.waiting:
             self.candidates: list[str] | None = []
         elif self.required:
@@ -52,12 +53,12 @@ class DataFlowRequire(Filter):
 
 
 class DataFlowPrefer(Scorer):
-    """Each `prefer` key whose value equals the recorded one adds its weight; never blocks."""
+    """Each `prefer` key whose value equals the footprint's adds its weight; never blocks."""
 
     def __init__(self, view: ClusterView, run_after: RunAfter) -> None:
-        record = recorded(view, run_after.operation_id) or {}
+        inherited = footprint(view, run_after.operation_id) or {}
         prefers = run_after.prefer or list(DEFAULT_PREFER)
-        self.wanted = [(p.name, record[p.name], p.weight) for p in prefers if p.name in record and p.weight]
+        self.wanted = [(p.name, inherited[p.name], p.weight) for p in prefers if p.name in inherited and p.weight]
         rings = [view.labels.nodes(key, value) for key, value, _ in self.wanted]
         self.preferred = Chain([ring.ids for ring in rings if ring is not None])
         self.ceiling = sum(weight for _, _, weight in self.wanted)

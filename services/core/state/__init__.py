@@ -1,5 +1,6 @@
-"""The cluster view folded from events: records, indexes and `fold` (pure: no I/O, clock or randomness)."""
+"""The cluster view folded from events: its data, indexes, the virtual-cluster tree and the one fold table (pure)."""
 
+from services.core.state import checks, node_folds, vcluster_folds, work_folds  # each registers in `folds`
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give, take
 from services.core.state.view import ClusterView, hard_anti_terms, replay
 
@@ -9,9 +10,13 @@ __all__ = [
     "GroupState",
     "NodeState",
     "Resources",
+    "checks",
     "fits",
     "give",
     "hard_anti_terms",
+    "node_folds",
     "replay",
     "take",
+    "vcluster_folds",
+    "work_folds",
 ]

@@ -1,17 +1,17 @@
 """Whether an event can be folded into a view, decided before the fold changes anything (pure, reads only).
 
-A fold is all or nothing: `check` raises `UnfoldableEventError` for an event whose fold would fail half-way or
-corrupt the view (it names a node, actor, placement group, bundle or virtual cluster the view does not hold in
-the scope the event needs, an amount that does not fit, or a transition the work's state does not allow), and
-the view stays exactly as it was. Every reader skips the same events, since the check depends on the view alone.
-Events about things a reader may legitimately not know (a dead node dying again, labels or taints of a node
-already gone, a virtual cluster already destroyed) stay defined no-ops of the fold, as before.
+A fold is all or nothing: the checks (in `folds.CHECKS`, run by `ClusterView.fold`) raise `UnfoldableEventError`
+for an event whose fold would fail half-way or corrupt the view (it names a node, actor, placement group, bundle
+or virtual cluster the view does not hold in the scope the event needs, an amount that does not fit, or a
+transition the work's state does not allow), and the view stays exactly as it was. Every reader skips the same
+events, since the check depends on the view alone. Events about things a reader may legitimately not know (a
+dead node dying again, labels or taints of a node already gone, a virtual cluster already destroyed) stay
+defined no-ops of the fold, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from schemas import (
     ActorFailed,
@@ -32,23 +32,15 @@ from schemas import (
     VirtualNodesReserved,
 )
 from services.core.errors import UnfoldableEventError
+from services.core.state.folds import CHECKS
 from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give
-from services.core.state.vtree import ROOT, positive
-
-if TYPE_CHECKING:
-    from services.core.state.view import ClusterView
+from services.core.state.tree import ROOT, positive
+from services.core.state.view import ClusterView
 
 Sizes = dict[tuple[str, str], Resources | None]
 """(cluster id, virtual node id) -> the node's total after an event's resizes (None: released)."""
 NO_SIZES: Sizes = {}
 """What an event without resizes does to virtual nodes (read only)."""
-
-
-def check(view: ClusterView, event: AnyEvent) -> None:
-    """Raise `UnfoldableEventError` unless folding `event` into the root view `view` would succeed whole."""
-    rule = _CHECKS.get(type(event))
-    if rule is not None:
-        rule(view, event)
 
 
 def _scope_name(scope: ClusterView) -> str:
@@ -279,19 +271,21 @@ def _check_destroyed(view: ClusterView, event: VirtualClusterDestroyed) -> None:
         raise UnfoldableEventError(event, f"vc_id {event.vc_id!r}: its clusters {vc.children} are not destroyed yet")
 
 
-_CHECKS: dict[type, Callable[[ClusterView, Any], object]] = {
-    ActorSubmitted: lambda view, e: _new_actor(view, e, e.request.actor_id),
-    ActorPlaced: _check_placed,
-    ActorPending: _check_pending,
-    ActorFailed: lambda view, e: _actor(view, e, e.actor_id),
-    ActorRemoved: _check_removed,
-    PlacementGroupSubmitted: lambda view, e: _new_group(view, e, e.request.pg_id),
-    PlacementGroupPlaced: _check_group_placed,
-    PlacementGroupPending: lambda view, e: _group(view, e, e.pg_id),
-    PlacementGroupBundlesLost: _check_bundles_lost,
-    PlacementGroupRemoved: lambda view, e: _group(view, e, e.pg_id),
-    VirtualClusterRequested: _check_cluster_requested,
-    VirtualNodesReserved: _check_reserved,
-    VirtualNodeResized: lambda view, e: _resizes(view, e, [e]),
-    VirtualClusterDestroyed: _check_destroyed,
-}
+CHECKS.update(
+    {
+        ActorSubmitted: lambda view, e: _new_actor(view, e, e.request.actor_id),
+        ActorPlaced: _check_placed,
+        ActorPending: _check_pending,
+        ActorFailed: lambda view, e: _actor(view, e, e.actor_id),
+        ActorRemoved: _check_removed,
+        PlacementGroupSubmitted: lambda view, e: _new_group(view, e, e.request.pg_id),
+        PlacementGroupPlaced: _check_group_placed,
+        PlacementGroupPending: lambda view, e: _group(view, e, e.pg_id),
+        PlacementGroupBundlesLost: _check_bundles_lost,
+        PlacementGroupRemoved: lambda view, e: _group(view, e, e.pg_id),
+        VirtualClusterRequested: _check_cluster_requested,
+        VirtualNodesReserved: _check_reserved,
+        VirtualNodeResized: lambda view, e: _resizes(view, e, [e]),
+        VirtualClusterDestroyed: _check_destroyed,
+    }
+)

@@ -35,6 +35,24 @@ class LabelIndex:
             if not values:
                 del self.by_key[key]
 
+    def adding(self, nodes: list[NodeState]) -> LabelIndex:
+        """A copy of this index with `nodes` indexed too; this index stays as it is (only what changes is copied)."""
+        index = LabelIndex()
+        index.by_key = dict(self.by_key)
+        copied: set[tuple[str, str | None]] = set()
+        for node in nodes:
+            for key, value in node.labels.items():
+                if (key, None) not in copied:
+                    index.by_key[key] = dict(self.by_key.get(key, {}))
+                    copied.add((key, None))
+                values = index.by_key[key]
+                if (key, value) not in copied:
+                    ring = values.get(value)
+                    values[value] = ring.copy() if ring is not None else HashRing()
+                    copied.add((key, value))
+                values[value].add(node.hash_key, node.node_id)
+        return index
+
     def nodes(self, key: str, value: str) -> HashRing | None:
         """The nodes whose label `key` equals `value`."""
         values = self.by_key.get(key)

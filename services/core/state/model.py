@@ -1,11 +1,18 @@
-"""The records a cluster view holds: nodes, actors, placement groups (plain data, mutated only by `fold`)."""
+"""What a cluster view holds: nodes, actors, placement groups (plain data, mutated only by the folds)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from schemas import Explanation, PlacementGroupRequest, ScheduleRequest, Taint
+from services.core.labels import HOSTNAME, REGION, ZONE
 
 Resources = dict[str, float]
 EPSILON = 1e-9
+WorkStatus = Literal["pending", "placed"]
+"""Where an actor or placement group stands."""
+FOOTPRINT_TOPOLOGY = (HOSTNAME, ZONE, REGION)
+"""The node labels every footprint carries (see `NodeState.footprint`)."""
 
 
 def take(free: Resources, amount: Resources) -> None:
@@ -36,12 +43,12 @@ class NodeState:
         "address",
         "blocking_taints",
         "bundles",
+        "footprint",
         "free",
         "hash_key",
         "labels",
         "node_id",
         "prefer_taints",
-        "record",
         "taints",
         "total",
     )
@@ -58,7 +65,8 @@ class NodeState:
         self.prefer_taints: tuple[Taint, ...] = ()
         self.actors: set[str] = set()
         self.bundles: set[tuple[str, int]] = set()
-        self.record: dict[str, str] = {}
+        self.footprint: dict[str, str] = {}
+        """The topology labels a DataFlow operation placed here passes on to the operations that run after it."""
 
     def set_taints(self, taints: list[Taint]) -> None:
         """Replace the taints, split by effect."""
@@ -88,7 +96,7 @@ class ActorState:
     def __init__(self, request: ScheduleRequest, arrival: int) -> None:
         self.request = request
         self.arrival = arrival
-        self.status = "pending"
+        self.status: WorkStatus = "pending"
         self.node_id: str | None = None
         self.bundle: tuple[str, int] | None = None
         self.restarts = 0
@@ -119,7 +127,7 @@ class GroupState:
     def __init__(self, request: PlacementGroupRequest, arrival: int) -> None:
         self.request = request
         self.arrival = arrival
-        self.status = "pending"
+        self.status: WorkStatus = "pending"
         self.option = 0
         self.bundles: list[Resources] = [dict(b) for b in request.bundles]
         self.bundle_nodes: list[str | None] = [None] * len(request.bundles)
@@ -132,3 +140,8 @@ class GroupState:
         if option == 0:
             return [dict(b) for b in self.request.bundles]
         return [dict(b) for b in self.request.fallback_strategy[option - 1].get("bundles", self.request.bundles)]
+
+
+def node_footprint(node: NodeState) -> dict[str, str]:
+    """The footprint of `node`: its labels of `FOOTPRINT_TOPOLOGY`."""
+    return {key: node.labels[key] for key in FOOTPRINT_TOPOLOGY if key in node.labels}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from typing import cast
 
 import msgspec
 
@@ -17,10 +18,9 @@ from schemas.snapshots import (
     VNodeRecord,
 )
 from services.core.prng import stable_hash
-from services.core.state.model import ActorState, GroupState, NodeState
-from services.core.state.vfold import parent_scope
-from services.core.state.view import RECORDED_TOPOLOGY, ClusterView
-from services.core.state.vtree import VClusterState, VNode, VTree
+from services.core.state.model import ActorState, GroupState, NodeState, WorkStatus, node_footprint
+from services.core.state.tree import AdmissionStatus, VNode
+from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
 
 _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 
@@ -51,7 +51,7 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         nodes=nodes,
         actors=actors,
         groups=groups,
-        records=dict(sorted(view.records.items())),
+        records=dict(sorted(view.footprints.items())),
         ended=list(view.ended),
         pending=sorted(view.pending),
         vclusters=[_vcluster_record(vc) for vc in _by_arrival(view)] if not view.scope_id else [],
@@ -88,25 +88,24 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
     view = _restore_scope(snapshot, VTree(), "")
     tree = view.tree
     tree.arrivals = snapshot.vcluster_arrivals
-    for record in snapshot.vclusters:
+    for saved in snapshot.vclusters:
         vc = VClusterState(
-            record.vc_id,
-            record.spec,
-            record.parent,
-            record.priority,
-            record.arrival,
-            _restore_scope(record.scope, tree, record.vc_id),
+            saved.vc_id,
+            saved.spec,
+            saved.parent,
+            saved.priority,
+            saved.arrival,
+            _restore_scope(saved.scope, tree, saved.vc_id),
         )
         vc.status, vc.reason, vc.overtaken, vc.destroying = (
-            record.status,
-            record.reason,
-            record.overtaken,
-            record.destroying,
+            cast(AdmissionStatus, saved.status),
+            saved.reason,
+            saved.overtaken,
+            saved.destroying,
         )
-        vc.children = list(record.children)
+        vc.children = list(saved.children)
         vc.vnodes = {
-            v.vnode_id: VNode(v.vnode_id, v.parent_node, dict(v.own_labels), v.slot, dict(v.base))
-            for v in record.vnodes
+            v.vnode_id: VNode(v.vnode_id, v.parent_node, dict(v.own_labels), v.slot, dict(v.base)) for v in saved.vnodes
         }
         tree.clusters[vc.vc_id] = vc
         tree.note_damage(vc)
@@ -121,19 +120,19 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
 def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> ClusterView:
     view = ClusterView(snapshot.seed, tree=tree, scope_id=scope_id)
     view.version, view.epoch, view.arrivals = snapshot.version, snapshot.epoch, snapshot.arrivals
-    for record in snapshot.nodes:
-        node = NodeState(record.node_id, stable_hash(view.seed, record.node_id), record.total, record.labels)
-        node.address, node.free = record.address, dict(record.free)
-        node.record = {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
-        view.set_taints(node, record.taints)
-        if record.dead:
+    for saved in snapshot.nodes:
+        node = NodeState(saved.node_id, stable_hash(view.seed, saved.node_id), saved.total, saved.labels)
+        node.address, node.free = saved.address, dict(saved.free)
+        node.footprint = node_footprint(node)
+        view.set_taints(node, saved.taints)
+        if saved.dead:
             view.dead[node.node_id] = node
             view.prefer_tainted.discard(node.node_id)
         else:
             view.add_live_node(node)
     for group_record in snapshot.groups:
         group = GroupState(group_record.request, group_record.arrival)
-        group.status, group.option = group_record.status, group_record.option
+        group.status, group.option = cast(WorkStatus, group_record.status), group_record.option
         group.explanation = group_record.explanation
         group.bundles = group.option_bundles(group_record.option)
         group.bundle_nodes = list(group_record.bundle_nodes)
@@ -145,7 +144,8 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
         view.groups[group.request.pg_id] = group
     for actor_record in snapshot.actors:
         actor = ActorState(actor_record.request, actor_record.arrival)
-        actor.status, actor.node_id, actor.restarts = actor_record.status, actor_record.node_id, actor_record.restarts
+        actor.status = cast(WorkStatus, actor_record.status)
+        actor.node_id, actor.restarts = actor_record.node_id, actor_record.restarts
         actor.bundle, actor.explanation = actor_record.bundle, actor_record.explanation
         actor_id = actor.request.actor_id
         view.actors[actor_id] = actor
@@ -155,7 +155,7 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
             view.index_actor(actor.request, host, 1)
         if actor.bundle is not None and actor.bundle[0] in view.groups:
             view.groups[actor.bundle[0]].actors.add(actor_id)
-    view.records = {actor_id: dict(record) for actor_id, record in snapshot.records.items()}
+    view.footprints = {actor_id: dict(footprint) for actor_id, footprint in snapshot.records.items()}
     view.ended = OrderedDict.fromkeys(snapshot.ended)
     view.pending = dict.fromkeys(snapshot.pending)
     return view

@@ -1,10 +1,13 @@
-"""The cluster view and `fold`: apply one event to it; folding a log in order rebuilds it exactly (pure)."""
+"""The cluster view and its tree of virtual clusters, each with a scope of its own; `fold` applies one event (pure).
+
+Every virtual cluster has its own scope: a `ClusterView` whose nodes are its virtual nodes, so every rule of the
+core applies inside it unchanged.
+"""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 from schemas import (
     ActorAffinityOperator,
@@ -15,36 +18,28 @@ from schemas import (
     ActorRemoved,
     ActorSubmitted,
     AnyEvent,
-    NodeDied,
-    NodeLabelsChanged,
-    NodeLabelSchedulingStrategy,
-    NodeRegistered,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
     PlacementGroupPlaced,
     PlacementGroupRemoved,
     PlacementGroupSubmitted,
-    SchedulerElected,
     ScheduleRequest,
     Taint,
-    TaintsChanged,
+    VirtualCluster,
     VirtualClusterDestroyed,
-    VirtualClusterDestroyRequested,
     VirtualClusterQueued,
-    VirtualClusterRequested,
     VirtualNodeResized,
     VirtualNodesReserved,
 )
-from services.core.labels import HOSTNAME, NODE_ID, REGION, ZONE
-from services.core.prng import stable_hash
+from services.core.labels import NODE_ID
 from services.core.ring import HashRing
-from services.core.state import vfold
-from services.core.state.checks import check
-from services.core.state.indexes import DomainIndex, LabelIndex
-from services.core.state.model import ActorState, GroupState, NodeState, give, take
-from services.core.state.vtree import ROOT, VTree
+from services.core.state.folds import CHECKS, FOLDS
+from services.core.state.indexes import DomainIndex, EntryKey, LabelIndex
+from services.core.state.model import EPSILON, FOOTPRINT_TOPOLOGY, ActorState, GroupState, NodeState, Resources
+from services.core.state.tree import ROOT, AdmissionStatus, VNode
 
-RECORDED_TOPOLOGY = (HOSTNAME, ZONE, REGION)
+INDEXED_TOPOLOGIES = (NODE_ID, *FOOTPRINT_TOPOLOGY)
+"""The topology keys `actor_index` counts by; the domains of any other key are derived from the node-id ones."""
 AntiTerm = tuple[str, tuple[str, ...] | None, str]
 SCHEDULER_EVENTS = (
     ActorSubmitted,
@@ -63,12 +58,10 @@ SCHEDULER_EVENTS = (
     VirtualClusterDestroyed,
 )
 """Events only the scheduler writes: fenced by the lease epoch."""
-WORK_EVENTS = (ActorPlaced, ActorPending, ActorFailed, ActorRemoved)
-GROUP_EVENTS = (PlacementGroupPlaced, PlacementGroupPending, PlacementGroupBundlesLost, PlacementGroupRemoved)
 
 
-RECORDS_KEPT = 100_000
-"""DataFlow records of ended actors a view keeps (the newest); live actors' records are always kept."""
+FOOTPRINTS_KEPT = 100_000
+"""Footprints of ended actors a view keeps for DataFlow (the newest); live actors' footprints are always kept."""
 
 
 def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
@@ -88,7 +81,7 @@ def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
 
 
 class ClusterView:
-    """Everything the scheduler knows, indexed for decisions; changed only through `fold`."""
+    """Everything the scheduler knows, indexed for decisions; changed only through `fold` (see `folds.FOLDS`)."""
 
     def __init__(self, seed: int = 0, *, tree: VTree | None = None, scope_id: str = ROOT) -> None:
         self.seed = seed
@@ -105,76 +98,35 @@ class ClusterView:
         self.groups: dict[str, GroupState] = {}
         self.actor_index = DomainIndex()
         self.anti_index = DomainIndex()
-        self.topologies: set[str] = {NODE_ID, *RECORDED_TOPOLOGY}
-        """The topology keys `actor_index` counts by: widened by decisions (`track_topology`), so a cache that
-        is neither snapshotted nor digested (a replay widens it again when a decision first needs a key)."""
-        self.records: dict[str, dict[str, str]] = {}
+        self.footprints: dict[str, dict[str, str]] = {}
+        """Actor id -> where it ran, as a DataFlow operation that runs after it inherits it (`NodeState.footprint`)."""
         self.ended: OrderedDict[str, None] = OrderedDict()
-        """Actors that ended (removed, or failed for good) whose record is still kept, oldest first (an
+        """Actors that ended (removed, or failed for good) whose footprint is still kept, oldest first (an
         OrderedDict: dropping the oldest of a plain dict gets slower with every key dropped before it)."""
-        self.records_kept = RECORDS_KEPT
+        self.footprints_kept = FOOTPRINTS_KEPT
         self.prefer_tainted: set[str] = set()
         self.pending: dict[str, None] = {}
         self.arrivals = 0
         self.version = 0
         self.epoch = 0
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            NodeRegistered: self._on_node_registered,
-            NodeDied: self._on_node_died,
-            NodeLabelsChanged: self._on_node_labels_changed,
-            TaintsChanged: self._on_taints_changed,
-            ActorSubmitted: self._on_actor_submitted,
-            ActorPlaced: self._on_actor_placed,
-            ActorPending: self._on_actor_pending,
-            ActorFailed: self._on_actor_failed,
-            ActorRemoved: self._on_actor_removed,
-            PlacementGroupSubmitted: self._on_group_submitted,
-            PlacementGroupPlaced: self._on_group_placed,
-            PlacementGroupPending: self._on_group_pending,
-            PlacementGroupBundlesLost: self._on_bundles_lost,
-            PlacementGroupRemoved: self._on_group_removed,
-            SchedulerElected: self._on_scheduler_elected,
-            VirtualClusterRequested: lambda e: vfold.on_requested(self, e),
-            VirtualClusterQueued: lambda e: vfold.on_queued(self, e),
-            VirtualNodesReserved: lambda e: vfold.on_reserved(self, e),
-            VirtualNodeResized: lambda e: vfold.on_resized(self, e),
-            VirtualClusterDestroyRequested: lambda e: vfold.on_destroy_requested(self, e),
-            VirtualClusterDestroyed: lambda e: vfold.on_destroyed(self, e),
-        }
 
     def fold(self, event: AnyEvent) -> None:
         """Apply one event (a scheduler event of an epoch older than the current lease is skipped).
 
-        Actor and placement-group events go to the scope of the virtual cluster the work runs in. All or nothing:
-        an event that cannot be folded whole raises `UnfoldableEventError` and changes nothing (see `checks`).
+        Through the one fold table (`folds.FOLDS`); actor and placement-group events go to the scope of the virtual
+        cluster the work runs in. All or nothing: an event that cannot be folded whole raises
+        `UnfoldableEventError` and changes nothing (see `checks`).
         """
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
-            check(self, event)
-            if isinstance(event, ActorPlaced):
-                for size in event.resized:  # the growth that made room comes first
-                    vfold.on_resized(self, size)
-                if event.request is not None:
-                    self._submitted(event.request)  # placed as submitted: the submission next
-            if self.tree.clusters and isinstance(event, (*WORK_EVENTS, *GROUP_EVENTS)):
-                self._fold_scoped(event)
-            else:
-                self._handlers[type(event)](event)
-            if isinstance(event, ActorRemoved):
-                for size in event.resized:  # then the shrink its leaving allowed
-                    vfold.on_resized(self, size)
+            rule = CHECKS.get(type(event))
+            if rule is not None:
+                rule(self, event)
+            FOLDS[type(event)](self, event)
         self.version += 1
 
-    def _fold_scoped(self, event: AnyEvent) -> None:
-        tree = self.tree
-        work_id = event.actor_id if isinstance(event, WORK_EVENTS) else getattr(event, "pg_id", "")
-        scope = self.scope(tree.work_scope.get(work_id, ROOT))
-        scope.apply(event)
-        if work_id not in scope.actors and work_id not in scope.groups:
-            tree.work_scope.pop(work_id, None)
-
-    def apply(self, event: AnyEvent) -> None:
-        """Apply one event to this view itself (no fencing, no routing)."""
-        self._handlers[type(event)](event)
+    def new_scope(self, vc_id: str) -> ClusterView:
+        """An empty view for the nodes and work of virtual cluster `vc_id`, sharing this view's tree."""
+        return ClusterView(self.seed, tree=self.tree, scope_id=vc_id)
 
     def scope(self, vc_id: str | None) -> ClusterView:
         """The view of a virtual cluster's nodes and work (the root view for ROOT or None)."""
@@ -197,39 +149,39 @@ class ClusterView:
         """A live node, or the tombstone of a dead one (work folded onto it is released from it)."""
         return self.nodes.get(node_id) or self.dead.get(node_id)
 
-    def _node_of(self, node_id: str) -> NodeState:
-        node = self.node(node_id)
-        assert node is not None, f"no node {node_id}"
-        return node
+    def actor_domains(self, entry: EntryKey, topology: str) -> dict[str, int]:
+        """The domains (with counts) of `topology` where placed actors of `entry` are (read only)."""
+        if topology in INDEXED_TOPOLOGIES:
+            return self.actor_index.domains(entry, topology)
+        found: dict[str, int] = {}
+        for node_id, count in self.actor_index.domains(entry, NODE_ID).items():
+            node = self.node(node_id)
+            domain = node.labels.get(topology) if node is not None else None
+            if domain is not None:
+                found[domain] = found.get(domain, 0) + count
+        return found
 
-    def _on_scheduler_elected(self, event: SchedulerElected) -> None:
-        self.epoch = max(self.epoch, event.epoch)
+    def with_candidates(self, extra: Iterable[NodeState]) -> ClusterView:
+        """A view for one decision that offers the `extra` nodes too; this view stays exactly as it is.
 
-    def track_topology(self, topology: str) -> None:
-        """Index actor labels by `topology` domains from now on (done once per new topology key)."""
-        if topology in self.topologies:
-            return
-        self.topologies.add(topology)
-        for actor in self.actors.values():
-            if actor.node_id is not None:
-                self._index_labels(actor.request, self._node_of(actor.node_id), 1, (topology,))
+        It copies what adding nodes changes (nodes, hash ring, label index, PreferNoSchedule set) and shares the
+        rest, so it is read, never folded into.
+        """
+        extra = list(extra)
+        scratch = object.__new__(ClusterView)
+        scratch.__dict__.update(self.__dict__)
+        scratch.nodes = dict(self.nodes)
+        scratch.ring = self.ring.copy()
+        scratch.labels = self.labels.adding(extra)
+        scratch.prefer_tainted = set(self.prefer_tainted)
+        for node in extra:
+            scratch.nodes[node.node_id] = node
+            scratch.ring.add(node.hash_key, node.node_id)
+            if node.prefer_taints:
+                scratch.prefer_tainted.add(node.node_id)
+        return scratch
 
-    # nodes
-
-    def _on_node_registered(self, event: NodeRegistered) -> None:
-        if event.node_id in self.nodes:
-            return  # a live node registering again resumes: nothing changes
-        self.bury(event.node_id)
-        node = NodeState(event.node_id, stable_hash(self.seed, event.node_id), event.resources, event.labels)
-        node.address = event.address
-        self.set_taints(node, event.taints)
-        node.record = self.record_of_node(node)
-        self.add_live_node(node)
-
-    @staticmethod
-    def record_of_node(node: NodeState) -> dict[str, str]:
-        """The topology labels a DataFlow operation placed on `node` passes on."""
-        return {key: node.labels[key] for key in RECORDED_TOPOLOGY if key in node.labels}
+    # what the folds keep indexed
 
     def add_live_node(self, node: NodeState) -> None:
         """Make `node` a candidate: keep it and index it by hash and labels."""
@@ -246,48 +198,10 @@ class ClusterView:
             self.labels.remove(node)
         return node
 
-    def _on_node_died(self, event: NodeDied) -> None:
-        node = self.remove_live_node(event.node_id)
-        if node is None:
-            return
-        self.dead[node.node_id] = node
-        vfold.carry_down(self, event)
-
     def drop_node(self, node_id: str) -> None:
         """Forget a node (a released virtual node) without a tombstone."""
         self.remove_live_node(node_id)
         self.dead.pop(node_id, None)
-
-    def bury(self, node_id: str) -> None:
-        """Forget a dead node for good, detaching whatever the scheduler has not failed yet."""
-        node = self.dead.pop(node_id, None)
-        if node is None:
-            return
-        for actor_id in sorted(node.actors):
-            self._release_actor(actor_id)
-        for pg_id, index in sorted(node.bundles):
-            self._release_bundle(self.groups[pg_id], index)
-
-    def _on_node_labels_changed(self, event: NodeLabelsChanged) -> None:
-        node = self.nodes.get(event.node_id)
-        if node is None:
-            return
-        placed = [self.actors[actor_id] for actor_id in sorted(node.actors)]
-        for actor in placed:
-            self.index_actor(actor.request, node, -1)
-        self.labels.remove(node)
-        node.labels = dict(event.labels)
-        node.record = self.record_of_node(node)
-        self.labels.add(node)
-        for actor in placed:
-            self.index_actor(actor.request, node, 1)
-        vfold.carry_down(self, event)
-
-    def _on_taints_changed(self, event: TaintsChanged) -> None:
-        node = self.nodes.get(event.node_id)
-        if node is not None:
-            self.set_taints(node, event.taints)
-            vfold.carry_down(self, event)
 
     def set_taints(self, node: NodeState, taints: list[Taint]) -> None:
         """Replace a node's taints, keeping the PreferNoSchedule index true."""
@@ -297,104 +211,16 @@ class ClusterView:
         else:
             self.prefer_tainted.discard(node.node_id)
 
-    # actors
-
-    def _on_actor_submitted(self, event: ActorSubmitted) -> None:
-        self._submitted(event.request)
-
-    def _submitted(self, request: ScheduleRequest) -> None:
-        scope = self._enter(request.actor_id, request.vcluster_id)
-        scope.arrivals += 1
-        scope.actors[request.actor_id] = ActorState(request, scope.arrivals)
-        scope.pending[request.actor_id] = None
-
-    def _enter(self, work_id: str, vc_id: str | None) -> ClusterView:
-        """The scope new work joins (recorded so later events about it find it)."""
-        if vc_id and vc_id in self.tree.clusters:
-            self.tree.work_scope[work_id] = vc_id
-            return self.tree.clusters[vc_id].scope
-        return self
-
-    def _on_actor_placed(self, event: ActorPlaced) -> None:
-        actor = self.actors[event.actor_id]
-        node = self.node(event.node_id)
-        assert node is not None, f"actor {event.actor_id} placed on never-registered node {event.node_id}"
-        actor.status, actor.node_id, actor.explanation = "placed", node.node_id, None
-        if event.placement_group_id:
-            group = self.groups[event.placement_group_id]
-            take(group.bundle_free[event.bundle_index], actor.request.resources)
-            group.actors.add(actor.request.actor_id)
-            actor.bundle = (event.placement_group_id, event.bundle_index)
-        else:
-            take(node.free, actor.request.resources)
-        node.actors.add(event.actor_id)
-        self.index_actor(actor.request, node, 1)
-        self.records[event.actor_id] = self._record_of(actor.request, node)
-        self.ended.pop(event.actor_id, None)
-        self.pending.pop(event.actor_id, None)
-
-    def _on_actor_pending(self, event: ActorPending) -> None:
-        actor = self.actors[event.actor_id]
-        actor.explanation = event.explanation
-        self.pending[event.actor_id] = None
-
-    def _on_actor_failed(self, event: ActorFailed) -> None:
-        actor = self._release_actor(event.actor_id)
-        if event.will_restart:
-            actor.restarts += 1
-            actor.status = "pending"
-            self.pending[event.actor_id] = None
-        else:
-            del self.actors[event.actor_id]
-            self._ended(event.actor_id)
-
-    def _on_actor_removed(self, event: ActorRemoved) -> None:
-        self._release_actor(event.actor_id)
-        del self.actors[event.actor_id]
-        self.pending.pop(event.actor_id, None)
-        self._ended(event.actor_id)
-
-    def _ended(self, actor_id: str) -> None:
-        """Keep an ended actor's record for later DataFlow operations, dropping the oldest beyond `records_kept`."""
-        if actor_id not in self.records:
-            return
-        self.ended[actor_id] = None
-        self.ended.move_to_end(actor_id)
-        while len(self.ended) > self.records_kept:
-            oldest, _ = self.ended.popitem(last=False)
-            del self.records[oldest]
-
-    def _release_actor(self, actor_id: str) -> ActorState:
-        actor = self.actors[actor_id]
-        node = self.node(actor.node_id) if actor.node_id is not None else None
-        if node is None:
-            actor.node_id, actor.bundle = None, None
-            return actor
-        if actor.bundle is not None:
-            group = self.groups.get(actor.bundle[0])
-            if group is not None:
-                give(group.bundle_free[actor.bundle[1]], actor.request.resources)
-                group.actors.discard(actor_id)
-        else:
-            give(node.free, actor.request.resources)
-        node.actors.discard(actor_id)
-        self.index_actor(actor.request, node, -1)
-        actor.node_id, actor.bundle = None, None
-        return actor
-
-    def _record_of(self, request: ScheduleRequest, node: NodeState) -> dict[str, str]:
-        """What a later DataFlow operation inherits: topology labels, plus the keys the request selected on."""
-        keys = list(request.label_selector)
-        strategy = request.scheduling_strategy
-        if isinstance(strategy, NodeLabelSchedulingStrategy):
-            keys += [*strategy.hard, *strategy.soft]
-        extra = {key: node.labels[key] for key in keys if key in node.labels and key not in node.record}
-        return {**node.record, **extra} if extra else node.record
-
     def index_actor(self, request: ScheduleRequest, node: NodeState, delta: int) -> None:
         """Count (`delta=1`) or uncount a placed actor's labels and hard anti-affinity in its node's domains."""
-        self._index_labels(request, node, delta, self.topologies)
         namespace = request.namespace
+        for topology in INDEXED_TOPOLOGIES:
+            domain = node.labels.get(topology)
+            if domain is None:
+                continue
+            for key, label_value in request.labels.items():
+                self.actor_index.bump((namespace, key, label_value), topology, domain, delta)
+                self.actor_index.bump((namespace, key, None), topology, domain, delta)
         for key, values, topology in hard_anti_terms(request):
             domain = node.labels.get(topology)
             if domain is None:
@@ -402,69 +228,109 @@ class ClusterView:
             for value in values if values is not None else (None,):
                 self.anti_index.bump((namespace, key, value), topology, domain, delta)
 
-    def _index_labels(self, request: ScheduleRequest, node: NodeState, delta: int, topologies: Iterable[str]) -> None:
-        namespace = request.namespace
-        for topology in topologies:
-            domain = node.labels.get(topology)
-            if domain is None:
-                continue
-            for key, value in request.labels.items():
-                self.actor_index.bump((namespace, key, value), topology, domain, delta)
-                self.actor_index.bump((namespace, key, None), topology, domain, delta)
 
-    # placement groups
+class VClusterState:
+    """One virtual cluster: spec, place in the tree, admission state, virtual nodes and its scope."""
 
-    def _on_group_submitted(self, event: PlacementGroupSubmitted) -> None:
-        scope = self._enter(event.request.pg_id, event.request.vcluster_id)
-        scope.arrivals += 1
-        scope.groups[event.request.pg_id] = GroupState(event.request, scope.arrivals)
-        scope.pending[event.request.pg_id] = None
+    __slots__ = (
+        "arrival",
+        "children",
+        "destroying",
+        "overtaken",
+        "parent",
+        "priority",
+        "reason",
+        "scope",
+        "spec",
+        "status",
+        "vc_id",
+        "vnodes",
+    )
 
-    def _on_group_placed(self, event: PlacementGroupPlaced) -> None:
-        group = self.groups[event.pg_id]
-        if group.option != event.option or len(group.bundles) != len(event.bundle_nodes):
-            group.option = event.option
-            group.bundles = group.option_bundles(event.option)
-            group.bundle_nodes = [None] * len(group.bundles)
-            group.bundle_free = [dict(b) for b in group.bundles]
-        for index, node_id in enumerate(event.bundle_nodes):
-            if group.bundle_nodes[index] is None:
-                node = self.node(node_id)
-                assert node is not None, f"bundle placed on never-registered node {node_id}"
-                take(node.free, group.bundles[index])
-                node.bundles.add((event.pg_id, index))
-                group.bundle_nodes[index] = node_id
-        group.status, group.explanation = "placed", None
-        self.pending.pop(event.pg_id, None)
+    def __init__(self, vc_id: str, spec: VirtualCluster, parent: str, priority: int, arrival: int, scope: ClusterView):
+        self.vc_id = vc_id
+        self.spec = spec
+        self.parent = parent
+        self.priority = priority
+        self.arrival = arrival
+        self.status: AdmissionStatus = "queued"
+        self.reason = ""
+        self.overtaken = 0
+        """Clusters that arrived later but were admitted first while this one waited (anti-starvation)."""
+        self.destroying = False
+        self.scope = scope
+        self.vnodes: dict[str, VNode] = {}
+        self.children: list[str] = []
 
-    def _on_group_pending(self, event: PlacementGroupPending) -> None:
-        group = self.groups[event.pg_id]
-        group.explanation = event.explanation
-        self.pending[event.pg_id] = None
+    @property
+    def flexible_total(self) -> Resources:
+        """What the flexible nodes hold together."""
+        total: Resources = {}
+        for vnode in self.vnodes.values():
+            if vnode.flexible:
+                node = self.scope.nodes.get(vnode.vnode_id)
+                for name, amount in (node.total if node is not None else {}).items():
+                    total[name] = total.get(name, 0.0) + amount
+        return total
 
-    def _on_bundles_lost(self, event: PlacementGroupBundlesLost) -> None:
-        group = self.groups[event.pg_id]
-        for index in event.bundle_indices:
-            self._release_bundle(group, index)
-        group.status = "pending"
-        self.pending[event.pg_id] = None
+    def live_work(self) -> list[str]:
+        """The ids of the actors and placement groups living in this cluster (not its children)."""
+        return sorted([*self.scope.actors, *self.scope.groups])
 
-    def _on_group_removed(self, event: PlacementGroupRemoved) -> None:
-        group = self.groups.pop(event.pg_id)
-        for index in range(len(group.bundles)):
-            self._release_bundle(group, index)
-        self.pending.pop(event.pg_id, None)
 
-    def _release_bundle(self, group: GroupState, index: int) -> None:
-        node_id = group.bundle_nodes[index]
-        if node_id is None:
-            return
-        node = self.node(node_id)
-        if node is not None:
-            give(node.free, group.bundles[index])
-            node.bundles.discard((group.request.pg_id, index))
-        group.bundle_nodes[index] = None
-        group.bundle_free[index] = dict(group.bundles[index])
+class VTree:
+    """Every virtual cluster by id, and the scope each live actor or placement group belongs to."""
+
+    __slots__ = ("arrivals", "clusters", "damaged", "work_scope")
+
+    def __init__(self) -> None:
+        self.clusters: dict[str, VClusterState] = {}
+        self.work_scope: dict[str, str] = {}
+        self.arrivals = 0
+        self.damaged: set[str] = set()
+        """Admitted clusters that lost part of their minimum with a dead node (to be reserved again)."""
+
+    def note_damage(self, vc: VClusterState) -> None:
+        """Track whether an admitted cluster still holds its whole minimum."""
+        if vc.status == "admitted" and not whole(vc):
+            self.damaged.add(vc.vc_id)
+        else:
+            self.damaged.discard(vc.vc_id)
+
+    def children_of(self, parent: str) -> list[VClusterState]:
+        """The clusters directly under `parent` (ROOT for top-level ones), in arrival order."""
+        found = [vc for vc in self.clusters.values() if vc.parent == parent]
+        return sorted(found, key=lambda vc: vc.arrival)
+
+    def subtree(self, vc_id: str) -> list[VClusterState]:
+        """`vc_id` and every cluster under it, children before their parents."""
+        vc = self.clusters[vc_id]
+        found: list[VClusterState] = []
+        for child in vc.children:
+            found += self.subtree(child)
+        return [*found, vc]
+
+    def queue(self, parent: str) -> list[VClusterState]:
+        """The parent's admission queue: higher priority first, then arrival."""
+        waiting = [vc for vc in self.clusters.values() if vc.parent == parent and vc.status == "queued"]
+        return sorted(waiting, key=lambda vc: (-vc.priority, vc.arrival))
+
+
+def parent_scope(root: ClusterView, vc: VClusterState) -> ClusterView:
+    """The view virtual nodes of `vc` are carved from: the root's, or the parent cluster's scope."""
+    return root if vc.parent == ROOT else root.tree.clusters[vc.parent].scope
+
+
+def whole(vc: VClusterState) -> bool:
+    """Whether the cluster holds every fixed-size node of its spec and its whole flexible minimum."""
+    slots = sum(len(group.nodes) for group in vc.spec.fixed_size_nodes)
+    if sum(1 for vnode in vc.vnodes.values() if not vnode.flexible) < slots:
+        return False
+    held: Resources = {}
+    for vnode in vc.vnodes.values():
+        for name, amount in vnode.base.items():
+            held[name] = held.get(name, 0.0) + amount
+    return all(held.get(name, 0.0) + EPSILON >= amount for name, amount in vc.spec.flexible_resource_min.items())
 
 
 def replay(events: Iterable[AnyEvent], seed: int = 0) -> ClusterView:

@@ -20,7 +20,7 @@ from services.core.request import (
 )
 from services.core.selectors import Tolerations
 from services.core.state.model import EPSILON, Resources
-from services.core.state.vtree import VTree
+from services.core.state.view import VTree
 
 VNODE_POLICIES = ("PACK", "SPREAD", "STRICT_SPREAD")
 UNBOUNDED = None

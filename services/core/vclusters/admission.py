@@ -14,9 +14,12 @@ from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
-from services.core.state.vfold import STARVATION_LIMIT, parent_scope
-from services.core.state.vtree import VClusterState, fixed_id, flexible_id, positive
-from services.core.vcluster_spec import CompiledSpec
+from services.core.state.tree import fixed_id, flexible_id, positive
+from services.core.state.view import VClusterState, parent_scope
+from services.core.vclusters.spec import CompiledSpec
+
+STARVATION_LIMIT = 16
+"""While a cluster waits, at most this many clusters that arrived after it are admitted ahead of it."""
 
 
 class _Hold:

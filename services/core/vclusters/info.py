@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from schemas import VirtualClusterInfo, VirtualNodeInfo
 from services.core.state import ClusterView, Resources
-from services.core.state.vtree import VClusterState, positive
-from services.core.vcluster_admission import degraded_message, queued_message
-from services.core.vcluster_borrow import Lender
-from services.core.vcluster_spec import CompiledSpec
+from services.core.state.tree import positive
+from services.core.state.view import VClusterState
+from services.core.vclusters.admission import degraded_message, queued_message
+from services.core.vclusters.borrowing import Lender
+from services.core.vclusters.spec import CompiledSpec
 
 
 def _summed(amounts: list[Resources]) -> Resources:

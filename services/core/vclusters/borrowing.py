@@ -11,13 +11,17 @@ from collections.abc import Callable
 
 from schemas import VirtualNodeResized
 from services.core.plugins.taints import TaintFilter
-from services.core.state import ClusterView, NodeState, Resources
-from services.core.state.vfold import parent_scope
-from services.core.state.vtree import VClusterState, flexible_id, positive
-from services.core.vcluster_admission import admission_need
-from services.core.vcluster_spec import CompiledSpec
+from services.core.prng import SplitMix64, stable_hash
+from services.core.request import CompiledRequest
+from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.tree import VNode, flexible_id, positive, vnode_labels
+from services.core.state.view import VClusterState, parent_scope
+from services.core.vclusters.admission import admission_need
+from services.core.vclusters.spec import CompiledSpec
 
 Specs = Callable[[str], CompiledSpec]
+STANDINS = 4
+"""Parent nodes a cluster tries a new flexible node on, per decision that needs one (a seeded random pick)."""
 
 
 class Lender:
@@ -148,3 +152,31 @@ def parent_growth(lender: Lender, vc: VClusterState, spec: CompiledSpec) -> list
         if not short:
             return plan
     return None
+
+
+def stand_ins(
+    lender: Lender, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, headroom: Resources, prng: SplitMix64
+) -> list[tuple[NodeState, str]]:
+    """For one decision: empty flexible nodes of `vc` (each with its parent node) that could lend `work`'s needs,
+    on parent nodes walked from a seeded random start (a decision offers them in a copy of the scope)."""
+    parent_view = parent_scope(lender.root, vc)
+    ids = parent_view.ring.ids
+    allowed, tolerated = TaintFilter(spec.tolerations), TaintFilter(work.tolerations)
+    found: list[tuple[NodeState, str]] = []
+    start = prng.below(len(ids)) if ids else 0
+    for step in range(len(ids)):
+        host = parent_view.nodes[ids[(start + step) % len(ids)]]
+        vnode_id = flexible_id(vc.vc_id, host.node_id)
+        if vnode_id in vc.vnodes or allowed.check(host) is not None or tolerated.check(host) is not None:
+            continue
+        labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
+        if not any(option.matches(labels) for option in work.options):
+            continue
+        if not fits(lender.lendable(vc, host, headroom), work.resources):
+            continue
+        node = NodeState(vnode_id, stable_hash(lender.root.seed, vnode_id), {}, labels)
+        node.set_taints(list(host.taints))
+        found.append((node, host.node_id))
+        if len(found) >= STANDINS:
+            break
+    return found

@@ -1,13 +1,8 @@
-"""Folding the virtual-cluster events into a root view, and carrying node changes down to virtual nodes (pure)."""
+"""Folding the virtual-cluster events into a root view: the tree, and the virtual nodes carved for it (pure)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from schemas import (
-    NodeDied,
-    NodeLabelsChanged,
-    TaintsChanged,
     VirtualClusterDestroyed,
     VirtualClusterDestroyRequested,
     VirtualClusterQueued,
@@ -18,30 +13,21 @@ from schemas import (
     VirtualNodesReserved,
 )
 from services.core.prng import stable_hash
-from services.core.state.model import NodeState, give, take
-from services.core.state.vtree import ROOT, VClusterState, VNode, positive, vnode_labels
-
-if TYPE_CHECKING:
-    from services.core.state.view import ClusterView
-
-STARVATION_LIMIT = 16
-"""While a cluster waits, at most this many clusters that arrived after it are admitted ahead of it."""
+from services.core.state.folds import fold_of
+from services.core.state.model import NodeState, give, node_footprint, take
+from services.core.state.tree import VNode, positive, vnode_labels
+from services.core.state.view import ClusterView, VClusterState, parent_scope
+from services.core.state.work_folds import bury
 
 
-def parent_scope(root: ClusterView, vc: VClusterState) -> ClusterView:
-    """The view virtual nodes of `vc` are carved from: the root's, or the parent cluster's scope."""
-    return root if vc.parent == ROOT else root.tree.clusters[vc.parent].scope
-
-
+@fold_of(VirtualClusterRequested)
 def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
     """A new cluster joins its parent's admission queue, with an empty scope."""
-    from services.core.state.view import ClusterView  # noqa: PLC0415 - the view module imports this one
-
     tree = root.tree
     if event.vc_id in tree.clusters:
         return
     tree.arrivals += 1
-    scope = ClusterView(root.seed, tree=tree, scope_id=event.vc_id)
+    scope = root.new_scope(event.vc_id)
     tree.clusters[event.vc_id] = VClusterState(
         event.vc_id, event.spec, event.parent, event.priority, tree.arrivals, scope
     )
@@ -49,6 +35,7 @@ def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
         tree.clusters[event.parent].children.append(event.vc_id)
 
 
+@fold_of(VirtualClusterQueued)
 def on_queued(root: ClusterView, event: VirtualClusterQueued) -> None:
     """Record why a cluster waits."""
     vc = root.tree.clusters.get(event.vc_id)
@@ -56,6 +43,7 @@ def on_queued(root: ClusterView, event: VirtualClusterQueued) -> None:
         vc.reason = event.reason
 
 
+@fold_of(VirtualNodesReserved)
 def on_reserved(root: ClusterView, event: VirtualNodesReserved) -> None:
     """Carve the granted virtual nodes; the first grant admits a queued cluster."""
     vc = root.tree.clusters.get(event.vc_id)
@@ -76,19 +64,20 @@ def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> Non
     host = parent_view.node(grant.parent_node)
     assert host is not None, f"virtual node {grant.vnode_id} carved from unknown node {grant.parent_node}"
     scope = vc.scope
-    scope.bury(grant.vnode_id)
+    bury(scope, grant.vnode_id)
     base = dict(grant.resources) if grant.slot < 0 else {}
     vnode = VNode(grant.vnode_id, grant.parent_node, dict(grant.labels), grant.slot, base)
     vc.vnodes[grant.vnode_id] = vnode
     labels = vnode_labels(host.labels, vnode, vc.vc_id)
     node = NodeState(grant.vnode_id, stable_hash(scope.seed, grant.vnode_id), grant.resources, labels)
     scope.set_taints(node, list(host.taints))
-    node.record = scope.record_of_node(node)
+    node.footprint = node_footprint(node)
     scope.add_live_node(node)
     take(host.free, node.total)
     parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
 
 
+@fold_of(VirtualNodeResized)
 def on_resized(root: ClusterView, event: VirtualNodeResized | VirtualNodeSize) -> None:
     """Grow or shrink a flexible node against its parent node; created on first growth, gone when emptied."""
     vc = root.tree.clusters.get(event.vc_id)
@@ -130,6 +119,7 @@ def release_vnode(root: ClusterView, vc: VClusterState, vnode_id: str) -> None:
     vc.scope.drop_node(vnode_id)
 
 
+@fold_of(VirtualClusterDestroyRequested)
 def on_destroy_requested(root: ClusterView, event: VirtualClusterDestroyRequested) -> None:
     """Mark the cluster and its children as going away (no new work is accepted into them)."""
     if event.vc_id in root.tree.clusters:
@@ -137,6 +127,7 @@ def on_destroy_requested(root: ClusterView, event: VirtualClusterDestroyRequeste
             vc.destroying = True
 
 
+@fold_of(VirtualClusterDestroyed)
 def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
     """Return every virtual node to the parent and drop the cluster from the tree."""
     tree = root.tree
@@ -152,27 +143,3 @@ def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
     parent = tree.clusters.get(vc.parent)
     if parent is not None and event.vc_id in parent.children:
         parent.children.remove(event.vc_id)
-
-
-def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
-    """Apply a node's change to the virtual nodes carved from it (and theirs, recursively)."""
-    carved = view.carved.get(event.node_id)
-    if not carved:
-        return
-    host = view.node(event.node_id)
-    for vnode_id, vc_id in sorted(carved.items()):
-        vc = view.tree.clusters[vc_id]
-        scope, vnode = vc.scope, vc.vnodes[vnode_id]
-        derived: NodeDied | NodeLabelsChanged | TaintsChanged
-        if isinstance(event, NodeDied):
-            derived = NodeDied(node_id=vnode_id)
-            del vc.vnodes[vnode_id]
-            view.tree.note_damage(vc)
-        elif isinstance(event, NodeLabelsChanged):
-            labels = host.labels if host is not None else {}
-            derived = NodeLabelsChanged(node_id=vnode_id, labels=vnode_labels(labels, vnode, vc_id))
-        else:
-            derived = TaintsChanged(node_id=vnode_id, taints=list(event.taints))
-        scope.apply(derived)
-    if isinstance(event, NodeDied):
-        del view.carved[event.node_id]

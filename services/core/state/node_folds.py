@@ -1,0 +1,91 @@
+"""Folding node events (registered, died, relabelled, retainted) and the lease's election into a view (pure)."""
+
+from __future__ import annotations
+
+from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, SchedulerElected, TaintsChanged
+from services.core.prng import stable_hash
+from services.core.state.folds import fold_of
+from services.core.state.model import NodeState, node_footprint
+from services.core.state.tree import vnode_labels
+from services.core.state.view import ClusterView
+from services.core.state.work_folds import bury
+
+
+@fold_of(NodeRegistered)
+def on_node_registered(view: ClusterView, event: NodeRegistered) -> None:
+    """A new node (or one back from the dead, its tombstone buried); a live node registering again resumes."""
+    if event.node_id in view.nodes:
+        return
+    bury(view, event.node_id)
+    node = NodeState(event.node_id, stable_hash(view.seed, event.node_id), event.resources, event.labels)
+    node.address = event.address
+    view.set_taints(node, event.taints)
+    node.footprint = node_footprint(node)
+    view.add_live_node(node)
+
+
+@fold_of(NodeDied)
+def on_node_died(view: ClusterView, event: NodeDied) -> None:
+    """The node becomes a tombstone (its work stays attached until failed); its virtual nodes die too."""
+    node = view.remove_live_node(event.node_id)
+    if node is None:
+        return
+    view.dead[node.node_id] = node
+    carry_down(view, event)
+
+
+@fold_of(NodeLabelsChanged)
+def on_node_labels_changed(view: ClusterView, event: NodeLabelsChanged) -> None:
+    """New labels, re-indexed with the actors on the node; its virtual nodes inherit them."""
+    node = view.nodes.get(event.node_id)
+    if node is None:
+        return
+    placed = [view.actors[actor_id] for actor_id in sorted(node.actors)]
+    for actor in placed:
+        view.index_actor(actor.request, node, -1)
+    view.labels.remove(node)
+    node.labels = dict(event.labels)
+    node.footprint = node_footprint(node)
+    view.labels.add(node)
+    for actor in placed:
+        view.index_actor(actor.request, node, 1)
+    carry_down(view, event)
+
+
+@fold_of(TaintsChanged)
+def on_taints_changed(view: ClusterView, event: TaintsChanged) -> None:
+    """New taints; its virtual nodes inherit them."""
+    node = view.nodes.get(event.node_id)
+    if node is not None:
+        view.set_taints(node, event.taints)
+        carry_down(view, event)
+
+
+def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
+    """Apply a node's change to the virtual nodes carved from it (and theirs, recursively)."""
+    carved = view.carved.get(event.node_id)
+    if not carved:
+        return
+    host = view.node(event.node_id)
+    for vnode_id, vc_id in sorted(carved.items()):
+        vc = view.tree.clusters[vc_id]
+        scope, vnode = vc.scope, vc.vnodes[vnode_id]
+        if isinstance(event, NodeDied):
+            del vc.vnodes[vnode_id]
+            view.tree.note_damage(vc)
+            on_node_died(scope, NodeDied(node_id=vnode_id))
+        elif isinstance(event, NodeLabelsChanged):
+            labels = host.labels if host is not None else {}
+            on_node_labels_changed(
+                scope, NodeLabelsChanged(node_id=vnode_id, labels=vnode_labels(labels, vnode, vc_id))
+            )
+        else:
+            on_taints_changed(scope, TaintsChanged(node_id=vnode_id, taints=list(event.taints)))
+    if isinstance(event, NodeDied):
+        del view.carved[event.node_id]
+
+
+@fold_of(SchedulerElected)
+def on_scheduler_elected(view: ClusterView, event: SchedulerElected) -> None:
+    """A newer lease fences off the scheduler events of older ones."""
+    view.epoch = max(view.epoch, event.epoch)

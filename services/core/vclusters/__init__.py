@@ -1,0 +1,1 @@
+"""Virtual clusters: spec, admission, borrowing, info, and the `VirtualClusters` object `Cluster` composes."""
