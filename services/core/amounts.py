@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec.inspect as mi
 
-from services.core.request import rule_error
+from services.core.errors import rule_error
 
 
 @lru_cache(maxsize=128)

@@ -72,3 +72,11 @@ class UnfoldableEventError(CorralError):
         super().__init__(f"{type(event).__name__} {event.event_id or '(no event_id)'}: {rule}")
         self.event = event
         self.rule = rule
+
+
+def rule_error(field: str, value: object, rule: str) -> RejectedError:
+    """The rejection of one field: its name, its value (shortened past 80 characters) and the rule it breaks."""
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = f"{shown[:60]}... ({len(shown)} characters)"
+    return RejectedError(f"{field} {shown}: {rule}")

@@ -18,7 +18,7 @@ from schemas import (
     SelectorSpec,
     Taint,
 )
-from services.core.errors import ConflictError, LabelError, RejectedError
+from services.core.errors import ConflictError, LabelError, rule_error
 from services.core.labels import validate_label_key, validate_label_value, validate_labels
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import Resources
@@ -53,13 +53,6 @@ def check_same_request(field: str, work_id: str, existing: Work, new: Work) -> N
 def _comparable(name: str, value: object) -> object:
     """The root cluster is both None and "" (`vcluster_id`)."""
     return value or None if name == "vcluster_id" else value
-
-
-def rule_error(field: str, value: object, rule: str) -> RejectedError:
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = f"{shown[:60]}... ({len(shown)} characters)"
-    return RejectedError(f"{field} {shown}: {rule}")
 
 
 def check_id(field: str, value: object) -> str:

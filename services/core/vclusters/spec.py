@@ -9,14 +9,13 @@ from schemas import (
     VirtualClusterDestroyRequested,
     VirtualClusterRequested,
 )
-from services.core.errors import LabelError, NotFoundError, RejectedError
+from services.core.errors import LabelError, NotFoundError, RejectedError, rule_error
 from services.core.labels import validate_label_value, validate_labels
 from services.core.request import (
     CompiledGroup,
     check_id,
     check_resources,
     compile_tolerations,
-    rule_error,
 )
 from services.core.selectors import Tolerations
 from services.core.state.model import EPSILON, Resources
