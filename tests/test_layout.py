@@ -1,4 +1,5 @@
-"""The layout rules, checked from the source: schemas <- services.core <- the rest; services never meet."""
+"""The layout rules: schemas <- services.core <- the rest, services never meet, no import cycles, the core's parts
+import only downward, every rule registered once, every event type folded once, no test tooling in the product."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from schemas import AnyEvent, NodeDied
 from services.core.framework import registry
+from services.core.state.folds import FOLDS, fold_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -486,3 +490,26 @@ def test_an_upward_import_in_the_core_is_found(tmp_path: Path) -> None:
     assert upward_imports(core, tmp_path) == [
         "services/core/state/view.py:1 imports services.core.decide.actor.place_actor"
     ]
+
+
+# every event type of the log has exactly one fold
+
+
+def test_every_event_type_of_the_log_has_exactly_one_fold() -> None:
+    event_types = get_args(AnyEvent)
+    assert len(set(event_types)) == len(event_types)
+    missing = sorted(t.__name__ for t in set(event_types) - set(FOLDS))
+    unknown = sorted(t.__name__ for t in set(FOLDS) - set(event_types))
+    assert not missing, f"event types without a fold: {missing}"
+    assert not unknown, f"folds for types that are not events of the log: {unknown}"
+
+
+def test_a_second_fold_for_an_event_type_is_refused_and_the_first_stays() -> None:
+    first = FOLDS[NodeDied]
+
+    def another(view: object, event: object) -> None:
+        del view, event
+
+    with pytest.raises(TypeError, match="NodeDied has two folds"):
+        fold_of(NodeDied)(another)
+    assert FOLDS[NodeDied] is first
