@@ -1,0 +1,185 @@
+"""Where a round puts demand: free room on existing nodes, and bins (launching or newly planned nodes) (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from services.core.autoscale.config import NodeType, ScalingConfig
+from services.core.autoscale.nodes import imagined_node
+from services.core.autoscale.plan_types import Fleet
+from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.model import EPSILON
+
+TEMPLATE_PREFIX = "new-"
+"""The id of the imagined node a type is judged on: `new-<type>` (it hosts nothing, so no actor is near it)."""
+
+
+def copies_in(room: Resources, need: Resources, most: int) -> int:
+    """How many copies of `need` fit in `room`, at most `most`."""
+    count = most
+    for name, amount in need.items():
+        if amount > EPSILON:
+            count = min(count, math.floor((room.get(name, 0.0) + EPSILON) / amount))
+    return max(count, 0)
+
+
+class FreeRoom:
+    """What is free on the nodes of one scope, less what this round already counted there.
+
+    Nodes are bucketed by what they have free, so a shape is checked once per distinct free vector, not per node.
+    """
+
+    def __init__(self, view: ClusterView) -> None:
+        buckets: dict[tuple[tuple[str, float], ...], list[NodeState]] = {}
+        for node in view.nodes.values():
+            signature = tuple(sorted((name, amount) for name, amount in node.free.items() if amount > EPSILON))
+            buckets.setdefault(signature, []).append(node)
+        self.buckets = [(dict(signature), nodes) for signature, nodes in buckets.items()]
+        self.taken: dict[str, Resources] = {}
+
+    def room(self, node: NodeState) -> Resources:
+        """What `node` still has free in this round."""
+        taken = self.taken.get(node.node_id)
+        if taken is None:
+            return node.free
+        return {name: amount - taken.get(name, 0.0) for name, amount in node.free.items()}
+
+    def candidates(self, need: Resources) -> Iterator[NodeState]:
+        """The nodes where `need` fits now."""
+        for free, nodes in self.buckets:
+            if fits(free, need):
+                for node in nodes:
+                    if node.node_id not in self.taken or fits(self.room(node), need):
+                        yield node
+
+    def take(self, node: NodeState, amount: Resources, copies: int = 1) -> None:
+        """Count `copies` of `amount` as used on `node`."""
+        taken = self.taken.setdefault(node.node_id, {})
+        for name, quantity in amount.items():
+            taken[name] = taken.get(name, 0.0) + quantity * copies
+
+
+class FreeRooms:
+    """One `FreeRoom` per scope (the root's, each virtual cluster's), built when first asked for."""
+
+    def __init__(self) -> None:
+        self._rooms: dict[str, FreeRoom] = {}
+
+    def of(self, view: ClusterView) -> FreeRoom:
+        """The free room of `view`'s scope."""
+        room = self._rooms.get(view.scope_id)
+        if room is None:
+            room = self._rooms[view.scope_id] = FreeRoom(view)
+        return room
+
+
+class Bin:
+    """A node the plan can put demand on: launching (asked for earlier) or planned in this round."""
+
+    __slots__ = ("for_minimum", "node", "planned", "type_name", "work_ids")
+
+    def __init__(self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False) -> None:
+        self.type_name = type_name
+        self.node = node
+        self.planned = planned
+        self.for_minimum = for_minimum
+        self.work_ids: list[str] = []
+
+    def put(self, need: Resources, work_ids: list[str]) -> None:
+        """Count `need` once per work id as used here."""
+        free = self.node.free
+        for name, amount in need.items():
+            free[name] = free.get(name, 0.0) - amount * len(work_ids)
+        self.work_ids += work_ids
+
+
+class Bins:
+    """The launching and planned nodes of one round, per type, and what each type may still launch."""
+
+    def __init__(
+        self, config: ScalingConfig, fleet: Fleet, rare_resources: tuple[str, ...], budget: int, seed: int = 0
+    ) -> None:
+        self.config = config
+        self.fleet = fleet
+        self.rare_resources = rare_resources
+        self.budget = budget
+        self.seed = seed
+        self.templates = {
+            name: imagined_node(node_type, f"{TEMPLATE_PREFIX}{name}", rare_resources, seed)
+            for name, node_type in config.node_types.items()
+        }
+        self.open: dict[str, list[Bin]] = {name: [] for name in config.node_types}
+        for name in config.node_types:
+            for launch_id in sorted(fleet.launching.get(name, ())):
+                self.open[name].append(Bin(name, self._node(name, f"launch-{launch_id}"), planned=False))
+        self._planned: dict[str, int] = dict.fromkeys(config.node_types, 0)
+
+    def _node(self, name: str, node_id: str) -> NodeState:
+        return imagined_node(self.config.node_types[name], node_id, self.rare_resources, self.seed)
+
+    def planned_count(self, name: str) -> int:
+        """How many nodes of `name` this round plans to launch."""
+        return self._planned.get(name, 0)
+
+    def planned_by_type(self) -> dict[str, list[Bin]]:
+        """Type -> the bins this round launches (types without any left out)."""
+        found = {name: [b for b in bins if b.planned] for name, bins in self.open.items()}
+        return {name: bins for name, bins in found.items() if bins}
+
+    def room_left(self, name: str) -> int:
+        """How many more nodes of `name` this round may launch (0 while it is backed off)."""
+        node_type = self.config.node_types[name]
+        if name in self.fleet.backed_off:
+            return 0
+        held = self.fleet.running_count(name) + self.fleet.launching_count(name) + self._planned[name]
+        return max(0, min(node_type.max_workers - held, self.budget))
+
+    def why_full(self, name: str) -> str:
+        """Why no node of `name` can be launched now (for the demand's explanation)."""
+        node_type = self.config.node_types[name]
+        if name in self.fleet.backed_off:
+            return f"{name} is backed off after a failed launch"
+        if self.budget <= 0:
+            return f"this round's upscaling budget is spent ({self.budget_given} nodes)"
+        return f"{name} is at max_workers ({node_type.max_workers})"
+
+    @property
+    def budget_given(self) -> int:
+        """The round's whole budget (what `budget` started at)."""
+        return self.budget + sum(self._planned.values())
+
+    def launch(self, name: str, *, for_minimum: bool = False) -> Bin:
+        """Plan one more node of `name` (the caller checked `room_left`)."""
+        self._planned[name] += 1
+        self.budget -= 1
+        node = self._node(name, f"planned-{name}-{self._planned[name]}")
+        added = Bin(name, node, planned=True, for_minimum=for_minimum)
+        self.open[name].append(added)
+        return added
+
+    def keep_minimum(self) -> None:
+        """Plan the nodes each type lacks to reach its `min_workers` (within its max and the budget)."""
+        for name, node_type in self.config.node_types.items():
+            missing = node_type.min_workers - self.fleet.running_count(name) - self.fleet.launching_count(name)
+            for _ in range(max(0, missing)):
+                if self.room_left(name) <= 0:
+                    break
+                self.launch(name, for_minimum=True)
+
+    def cheapest(self, names: tuple[str, ...], need: Resources, count: int) -> str | None:
+        """Of the types that may still launch, the one serving `count` copies of `need` for the least cost."""
+        best: tuple[float, float, str] | None = None
+        for name in names:
+            if self.room_left(name) <= 0:
+                continue
+            node_type: NodeType = self.config.node_types[name]
+            per_node = max(1, copies_in(node_type.resources, need, count))
+            key = (math.ceil(count / per_node) * node_type.cost, node_type.cost, name)
+            if best is None or key < best:
+                best = key
+        return best[2] if best is not None else None
+
+    def cost(self, name: str) -> float:
+        """The configured cost of one node of `name`."""
+        return self.config.node_types[name].cost

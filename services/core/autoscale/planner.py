@@ -1,0 +1,85 @@
+"""The planner: pending work -> demand groups -> nodes to launch, judged by Corral's own placement rules (pure).
+
+One round, in order: `min_workers` first; then the demand, highest priority first (ties by the group's key, so the
+plan does not depend on the order work arrived in). Identical pending work is grouped before any per-node work.
+Each group first takes the free capacity of existing nodes (judged by the same plugins the scheduler runs: what
+fits there is not demand), then room on nodes already launching or planned in this round, then new nodes of the
+cheapest type that passes every node-level rule (options in order: the primary selector, then each fallback),
+within each type's `max_workers`, the round's upscaling budget and without the backed-off types.
+"""
+
+from __future__ import annotations
+
+import math
+
+from services.core.autoscale.bins import Bins, FreeRooms
+from services.core.autoscale.config import ScalingConfig
+from services.core.autoscale.demand import Demand, collect
+from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
+from services.core.state import ClusterView
+
+
+def round_budget(config: ScalingConfig, fleet: Fleet) -> int:
+    """How many nodes one round may launch: `max(5, upscaling_speed * running)`."""
+    running = sum(len(ids) for ids in fleet.running.values())
+    return max(5, math.floor(config.upscaling_speed * running))
+
+
+def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources: tuple[str, ...] = ()) -> ScalePlan:
+    """What to launch this round for the pending work of `view`, and the demand, grouped and explained."""
+    bins = Bins(config, fleet, rare_resources, round_budget(config, fleet), view.seed)
+    bins.keep_minimum()
+    rooms = FreeRooms()
+    groups = []
+    for demand in sorted(collect(view, rare_resources), key=Demand.order):
+        groups.append(_serve(demand, bins, rooms))
+    return ScalePlan(
+        launches=_launches(bins),
+        demand=tuple(sorted(groups, key=lambda group: group.work_ids[0])),
+        types=tuple(
+            TypeStatus(
+                name,
+                node_type.min_workers,
+                node_type.max_workers,
+                fleet.running_count(name),
+                fleet.launching_count(name),
+                bins.planned_count(name),
+            )
+            for name, node_type in config.node_types.items()
+        ),
+    )
+
+
+def _serve(demand: Demand, bins: Bins, rooms: FreeRooms) -> DemandGroup:
+    """Take free capacity, then room on launching and planned nodes, then new nodes, for one demand group."""
+    unmet = demand.take_free(rooms)
+    verdicts = demand.judge(bins)
+    served_by = verdicts.served
+    left, waiting = demand.place(bins, verdicts, list(unmet)) if unmet and served_by else (list(unmet), "")
+    return DemandGroup(
+        kind=demand.kind,
+        shape=demand.shape,
+        selectors=demand.selectors,
+        tolerations=demand.tolerations,
+        strategy=demand.strategy,
+        work_ids=tuple(demand.work_ids),
+        unmet=len(unmet),
+        served_by=served_by,
+        reasons=verdicts.reasons,
+        launching=len(unmet) - len(left),
+        waiting=waiting if left else "",
+    )
+
+
+def _launches(bins: Bins) -> tuple[Launch, ...]:
+    found = []
+    for name, planned in bins.planned_by_type().items():
+        work_ids = tuple(sorted({work_id for node in planned for work_id in node.work_ids}))
+        minimum = sum(1 for node in planned if node.for_minimum)
+        reasons = []
+        if minimum:
+            reasons.append(f"min_workers {bins.config.node_types[name].min_workers}")
+        if work_ids:
+            reasons.append(f"pending work ({len(work_ids)})")
+        found.append(Launch(name, len(planned), work_ids, " and ".join(reasons)))
+    return tuple(found)
