@@ -41,7 +41,7 @@ def one_type(minimum: int = 0, maximum: int = 50) -> str:
     return ONE_TYPE % {"min": minimum, "max": maximum}
 
 
-def actors(count: int, cpu: float = 1, **options: object) -> Callable[[Cluster], None]:
+def actors(count: int, cpu: float = 1, **options: object) -> Callable[[Cluster], object]:
     """Submit `count` identical actors a0.. asking for `cpu` CPUs."""
 
     def submit(target: Cluster) -> None:
@@ -51,7 +51,7 @@ def actors(count: int, cpu: float = 1, **options: object) -> Callable[[Cluster],
     return submit
 
 
-def group(strategy: str, bundles: list[dict[str, float]], **options: object) -> Callable[[Cluster], None]:
+def group(strategy: str, bundles: list[dict[str, float]], **options: object) -> Callable[[Cluster], object]:
     """Create the placement group `pg`."""
 
     def create(target: Cluster) -> None:
@@ -60,7 +60,7 @@ def group(strategy: str, bundles: list[dict[str, float]], **options: object) -> 
     return create
 
 
-def both(*steps: Callable[[Cluster], None]) -> Callable[[Cluster], None]:
+def both(*steps: Callable[[Cluster], object]) -> Callable[[Cluster], object]:
     """Run the steps in order."""
 
     def run(target: Cluster) -> None:
@@ -70,7 +70,7 @@ def both(*steps: Callable[[Cluster], None]) -> Callable[[Cluster], None]:
     return run
 
 
-def quiet_node(node_id: str, cpu: float, labels: dict[str, str] | None = None) -> Callable[[Cluster], None]:
+def quiet_node(node_id: str, cpu: float, labels: dict[str, str] | None = None) -> Callable[[Cluster], object]:
     """A node folded into the view without the scheduler reacting (pending work has not been re-tried yet)."""
 
     def register(target: Cluster) -> None:
@@ -79,7 +79,7 @@ def quiet_node(node_id: str, cpu: float, labels: dict[str, str] | None = None) -
     return register
 
 
-def busy_node(node_id: str, labels: dict[str, str]) -> Callable[[Cluster], None]:
+def busy_node(node_id: str, labels: dict[str, str]) -> Callable[[Cluster], object]:
     """A 1-CPU node holding one actor labelled `labels` (so it is full)."""
 
     def fill(target: Cluster) -> None:
@@ -89,7 +89,7 @@ def busy_node(node_id: str, labels: dict[str, str]) -> Callable[[Cluster], None]
     return fill
 
 
-def vcluster(vc_id: str, spec: VirtualCluster) -> Callable[[Cluster], None]:
+def vcluster(vc_id: str, spec: VirtualCluster) -> Callable[[Cluster], object]:
     """Create a virtual cluster at the root."""
 
     def create(target: Cluster) -> None:
@@ -101,7 +101,7 @@ def vcluster(vc_id: str, spec: VirtualCluster) -> Callable[[Cluster], None]:
 @dataclass(frozen=True)
 class Case:
     sentence: str
-    setup: Callable[[Cluster], None]
+    setup: Callable[[Cluster], object]
     launches: dict[str, int]
     types: str = TYPES
     fleet: Fleet = field(default_factory=Fleet)
