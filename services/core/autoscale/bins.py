@@ -54,7 +54,7 @@ class FreeRoom:
                         yield node
 
     def take(self, node: NodeState, amount: Resources, copies: int = 1) -> None:
-        """Count `copies` of `amount` as used on `node`."""
+        """Count `copies` of `amount` as used on `node` (negative `copies` give them back)."""
         taken = self.taken.setdefault(node.node_id, {})
         for name, quantity in amount.items():
             taken[name] = taken.get(name, 0.0) + quantity * copies
@@ -157,6 +157,13 @@ class Bins:
         added = Bin(name, node, planned=True, for_minimum=for_minimum)
         self.open[name].append(added)
         return added
+
+    def undo(self, added: Bin) -> None:
+        """Take back the launch of `added`, the last bin of its type (a gang that could not be placed whole)."""
+        assert self.open[added.type_name][-1] is added, "only the newest launch of a type is taken back"
+        self.open[added.type_name].pop()
+        self._planned[added.type_name] -= 1
+        self.budget += 1
 
     def keep_minimum(self) -> None:
         """Plan the nodes each type lacks to reach its `min_workers` (within its max and the budget)."""

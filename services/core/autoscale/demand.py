@@ -7,19 +7,17 @@ and new nodes (`place`). Each kind of work (actor, placement group, virtual clus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import msgspec
-
-from schemas import PlacementGroupSchedulingStrategy, ScheduleRequest, SelectorSpec
-from services.core.autoscale.bins import Bin, Bins, FreeRooms, copies_in
+from schemas import ScheduleRequest, SelectorSpec
+from services.core.autoscale.bins import Bin, Bins, FreeRoom, FreeRooms, copies_in
+from services.core.autoscale.chain import Chain
 from services.core.autoscale.plan_types import DemandKind
 from services.core.decide.actor import actor_plans
 from services.core.framework.pipeline import Plan
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, hard_anti_terms
-
-_ENCODE = msgspec.json.Encoder().encode
 
 
 def type_reason(template: NodeState, reason: str) -> str:
@@ -102,6 +100,8 @@ class Demand:
     selectors: tuple[tuple[SelectorSpec, ...], ...] = ()
     tolerations: SelectorSpec = {}  # noqa: RUF012 - read only
     strategy = ""
+    capped = ""
+    """Why part of the work is not demand (a virtual cluster's maximum), "" when all of it is."""
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
         """Count what fits on existing nodes' free capacity as placed; the work ids left over (the demand)."""
@@ -117,9 +117,9 @@ class Demand:
 
 
 class ActorDemand(Demand):
-    """Identical pending actors or tasks (one request, many ids)."""
+    """Identical pending actors or tasks (one request, many ids), at the root or inside a virtual cluster."""
 
-    def __init__(self, key: bytes, scope: ClusterView, work: CompiledRequest) -> None:
+    def __init__(self, key: bytes, scope: ClusterView, work: CompiledRequest, chain: Chain | None = None) -> None:
         super().__init__(key, scope, work.request.priority)
         self.work = work
         request = work.request
@@ -128,6 +128,8 @@ class ActorDemand(Demand):
         self.selectors = tuple((spec,) for spec in options)
         self.tolerations = request.tolerations
         self.spread = Spread(request)
+        self.chain = chain
+        """Inside a virtual cluster: the cluster and its ancestors, whose maximum and tolerations bound growth."""
         self._plans: list[Plan] | None = None
 
     @property
@@ -141,19 +143,26 @@ class ActorDemand(Demand):
         return 1 if self.spread.active else left
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
-        room = rooms.of(self.scope)
-        left = list(self.work_ids)
+        left = self._take(rooms.of(self.scope), list(self.work_ids), lambda node: node)
+        if self.chain is None or not left:
+            return left
+        left, self.capped = self.chain.cap(left, self.work.resources)
+        return self._take(rooms.of(self.chain.host_scope), left, self.chain.stand_in)
+
+    def _take(self, room: FreeRoom, left: list[str], judged: Callable[[NodeState], NodeState | None]) -> list[str]:
+        """Count copies on the free room of `room`'s nodes (each judged as `judged` makes it); the ids left."""
         need = self.work.resources
         for plan in self.plans:
             for node in room.candidates(need):
                 if not left:
                     return left
-                if plan.rejects(node) is not None or not self.spread.allows(node):
+                seen = judged(node)
+                if seen is None or plan.rejects(seen) is not None or not self.spread.allows(seen):
                     continue
                 copies = copies_in(room.room(node), need, self._most(len(left)))
                 if copies:
                     room.take(node, need, copies)
-                    self.spread.use(node)
+                    self.spread.use(seen)
                     left = left[copies:]
         return left
 
@@ -163,7 +172,8 @@ class ActorDemand(Demand):
         for index, plan in enumerate(self.plans):
             tier = []
             for name, template in bins.templates.items():
-                reason = plan.rejects(template)
+                seen = template if self.chain is None else self.chain.stand_in(template)
+                reason = self.chain.refusal(template) if seen is None and self.chain else plan.rejects(seen or template)
                 if reason is None:
                     tier.append(name)
                 elif index == 0:
@@ -178,14 +188,14 @@ class ActorDemand(Demand):
         need = self.work.resources
         for name in verdicts.served:
             for target in bins.open[name]:
-                if left and self.spread.allows(target.node):
+                if left and self.spread.allows(self._seen(target.node)):
                     left = self._put(target, left)
         refused: set[str] = set()
         while left:
             chosen = next_type(bins, verdicts, refused, need, len(left))
             if chosen is None:
                 return left, _why_full(bins, verdicts.served, refused)
-            if self.spread.allows(bins.templates[chosen]):
+            if self.spread.allows(self._seen(bins.templates[chosen])):
                 left = self._put(bins.launch(chosen), left)
             else:
                 refused.add(chosen)
@@ -197,8 +207,12 @@ class ActorDemand(Demand):
         copies = copies_in(target.node.free, need, self._most(len(left)))
         if copies:
             target.put(need, left[:copies])
-            self.spread.use(target.node)
+            self.spread.use(self._seen(target.node))
         return left[copies:]
+
+    def _seen(self, node: NodeState) -> NodeState:
+        """The node as this work sees it: inside a virtual cluster, its flexible node on it."""
+        return (self.chain.stand_in(node) if self.chain is not None else None) or node
 
 
 def next_type(bins: Bins, verdicts: Verdicts, refused: set[str], need: Resources, count: int) -> str | None:
@@ -214,27 +228,3 @@ def _why_full(bins: Bins, served: tuple[str, ...], refused: set[str]) -> str:
     parts = [bins.why_full(name) for name in served if name not in refused]
     parts += [f"{name} would share a domain with another copy (hard anti-affinity)" for name in sorted(refused)]
     return "; ".join(dict.fromkeys(parts))
-
-
-def collect(view: ClusterView, rare_resources: tuple[str, ...]) -> list[Demand]:
-    """The pending work of `view` (the root and every virtual cluster), identical requests grouped together.
-
-    Actors waiting for a bundle of their placement group are not demand: the group is.
-    """
-    groups: dict[bytes, Demand] = {}
-    for scope in [view, *(vc.scope for vc in view.tree.clusters.values())]:
-        for work_id in scope.pending:
-            actor = scope.actors.get(work_id)
-            if actor is None:
-                continue
-            request = actor.request
-            if isinstance(request.scheduling_strategy, PlacementGroupSchedulingStrategy):
-                continue
-            key = b"actor" + _ENCODE(msgspec.structs.replace(request, actor_id=""))
-            demand = groups.get(key)
-            if demand is None:
-                demand = groups[key] = ActorDemand(key, scope, CompiledRequest(request, rare_resources))
-            demand.work_ids.append(work_id)
-    for demand in groups.values():
-        demand.work_ids.sort()
-    return list(groups.values())

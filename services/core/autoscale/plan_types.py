@@ -89,7 +89,7 @@ class DemandGroup:
     def outcome(self) -> str:
         """What the autoscaler does about the group, in words."""
         if not self.unmet:
-            return "fits on existing nodes"
+            return self.waiting or "fits on existing nodes"
         if not self.served_by:
             return "no node type can host it: " + "; ".join(f"{t} {why}" for t, why in self.reasons.items())
         done = f"launching nodes hold {self.launching} of {self.unmet}" if self.launching else ""

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 
 from services.core.autoscale.bins import Bins, FreeRooms
+from services.core.autoscale.collect import collect
 from services.core.autoscale.config import ScalingConfig
-from services.core.autoscale.demand import Demand, collect
+from services.core.autoscale.demand import Demand
 from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
 from services.core.state import ClusterView
 
@@ -67,7 +68,7 @@ def _serve(demand: Demand, bins: Bins, rooms: FreeRooms) -> DemandGroup:
         served_by=served_by,
         reasons=verdicts.reasons,
         launching=len(unmet) - len(left),
-        waiting=waiting if left else "",
+        waiting="; ".join(part for part in (waiting if left else "", demand.capped) if part),
     )
 
 

@@ -1,0 +1,83 @@
+"""A virtual cluster and its ancestors, as the planner sees them: how much more work inside may borrow (the
+flexible maximum), and the flexible node the cluster would get on a node (pure)."""
+
+from __future__ import annotations
+
+import math
+
+from services.core.plugins.taints import TaintFilter
+from services.core.state import ClusterView, NodeState, Resources
+from services.core.state.model import EPSILON
+from services.core.state.tree import VNode, flexible_id, vnode_labels
+from services.core.state.view import VClusterState, parent_scope
+from services.core.vclusters.spec import CompiledSpec
+
+
+class Chain:
+    """`vc` and every cluster above it (innermost first), with their compiled specs."""
+
+    def __init__(self, root: ClusterView, vc: VClusterState, rare_resources: tuple[str, ...]) -> None:
+        self.vc = vc
+        self.clusters: list[tuple[VClusterState, CompiledSpec]] = []
+        current: VClusterState | None = vc
+        while current is not None:
+            self.clusters.append((current, CompiledSpec(current.vc_id, current.spec, rare_resources)))
+            current = root.tree.clusters.get(current.parent) if current.parent else None
+        self.host_scope = parent_scope(root, vc)
+        """The scope whose nodes `vc`'s flexible nodes are carved from."""
+        self._filters = [(other.vc_id, TaintFilter(spec.tolerations)) for other, spec in self.clusters]
+        self._stand_ins: dict[str, NodeState | None] = {}
+
+    def headroom(self) -> Resources:
+        """Per resource: how much more every cluster of the chain may still borrow (inf: unbounded)."""
+        room: Resources = {}
+        for vc, spec in self.clusters:
+            held = vc.flexible_total
+            for name in spec.maximum:
+                room[name] = min(room.get(name, math.inf), spec.headroom(name, held.get(name, 0.0)))
+        return room
+
+    def cap(self, work_ids: list[str], need: Resources) -> tuple[list[str], str]:
+        """The work that still fits within the clusters' maximum (the demand), and why the rest waits ("" if none)."""
+        for vc, spec in self.clusters:
+            if vc.status == "queued":
+                return [], f"virtual cluster {vc.vc_id} is not admitted yet (its minimum is the demand)"
+            if not spec.grows:
+                return [], f"virtual cluster {vc.vc_id} does not grow (fixed-size nodes and flexible minimum only)"
+        room = self.headroom()
+        copies = len(work_ids)
+        for name, amount in need.items():
+            limit = room.get(name, math.inf) if self._bounded(name) else math.inf
+            if amount > EPSILON and limit != math.inf:
+                copies = min(copies, math.floor((limit + EPSILON) / amount))
+        if copies >= len(work_ids):
+            return work_ids, ""
+        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room.get(name, math.inf) != math.inf)
+        reason = (
+            f"virtual cluster {self.vc.vc_id} may borrow only {shown} more (its flexible maximum): "
+            f"{len(work_ids) - copies} of {len(work_ids)} are not demand"
+        )
+        return work_ids[:copies], reason
+
+    def _bounded(self, name: str) -> bool:
+        return any(name in spec.maximum or spec.fixed for _, spec in self.clusters)
+
+    def refusal(self, node: NodeState) -> str | None:
+        """Why no cluster of the chain may carve a flexible node out of `node` (a taint it does not tolerate)."""
+        for vc_id, taints in self._filters:
+            reason = taints.check(node)
+            if reason is not None:
+                return f"{reason} (virtual cluster {vc_id}'s tolerations)"
+        return None
+
+    def stand_in(self, node: NodeState) -> NodeState | None:
+        """The flexible node `vc` would have on `node` (its labels and taints), or None when it may not use it."""
+        if node.node_id not in self._stand_ins:
+            found = None
+            if self.refusal(node) is None:
+                vnode_id = flexible_id(self.vc.vc_id, node.node_id)
+                labels = vnode_labels(node.labels, VNode(vnode_id, node.node_id, {}, -1, {}), self.vc.vc_id)
+                found = NodeState(vnode_id, node.hash_key, node.total, labels)
+                found.set_taints(list(node.taints))
+            self._stand_ins[node.node_id] = found
+        return self._stand_ins[node.node_id]
