@@ -25,6 +25,11 @@ node_types:
     resources: {{CPU: 4}}
     labels: {{type: 4c8g, zone: usa-1}}
     max_workers: 5
+  cpu-16:
+    resources: {{CPU: 16}}
+    labels: {{type: 16c32g, zone: usa-2}}
+    max_workers: 3
+    cost: 3
   gpu-a100:
     resources: {{CPU: 16, GPU: 4}}
     labels: {{accelerator-type: A100}}
@@ -39,7 +44,7 @@ FAST_AUTOSCALER = {"CORRAL_AUTOSCALER_INTERVAL": "0.2", "CORRAL_RARE_RESOURCES":
 def write_config(
     folder: Path, *, provider: str = "{type: local}", idle: float = 600, launch_timeout: float = 10
 ) -> Path:
-    """The test node types (cpu-4, and gpu-a100 tainted gpu_node) in a YAML file."""
+    """The test node types (cpu-4, cpu-16 in zone usa-2 at cost 3, gpu-a100 tainted gpu_node at cost 10)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "autoscaler.yaml"
     path.write_text(TYPES.format(provider=provider, idle=idle, launch_timeout=launch_timeout))

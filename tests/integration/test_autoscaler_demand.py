@@ -1,0 +1,78 @@
+"""The autoscaler launches what the scheduler's own rules need: distinct nodes for a STRICT_SPREAD group, the type
+a fallback selector names, no more than a virtual cluster may borrow, nothing a type cannot host (and says why)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas import Placed, PlacementGroupRequest, ScheduleRequest, VirtualCluster
+from services.testing.servers import ServerPath
+from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
+from tests.integration.conftest import holds_within
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def test_a_strict_spread_group_of_three_gets_three_new_nodes(tmp_path: Path, server_path: ServerPath) -> None:
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        group = PlacementGroupRequest("spread", [{"CPU": 2}] * 3, strategy="STRICT_SPREAD")
+        assert not isinstance(await client.create_placement_group(group), Placed)
+
+        async def placed() -> bool:
+            return "spread" in await client.placement_groups()
+
+        assert await holds_within(placed, timeout=10.0)
+        nodes = (await client.placement_groups())["spread"]
+        assert len(set(nodes)) == 3
+        launched = [launch_id for r in launch_requests(await events_of(mesh)) for launch_id in r.launch_ids]
+        assert len(launched) == 3 and sorted(nodes) == sorted(f"cpu-4-{launch_id}" for launch_id in launched)
+
+
+async def test_a_fallback_selector_gets_the_type_it_names_when_no_type_matches_the_first(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        request = ScheduleRequest(
+            "etl",
+            {"CPU": 2},
+            label_selector={"zone": "usa-9"},
+            fallback_strategy=[{"label_selector": {"zone": "usa-2"}}],
+        )
+        await client.submit(request)
+        placed = await client.wait_placed("etl", timeout=10.0)
+        assert placed.node_id is not None and placed.node_id.startswith("cpu-16-")
+        assert [r.node_type for r in launch_requests(await events_of(mesh))] == ["cpu-16"]
+
+
+async def test_demand_inside_a_virtual_cluster_launches_only_what_the_cluster_may_borrow(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        await client.create_virtual_cluster("team", VirtualCluster(flexible_resource_max={"CPU": 2}))
+        for index in range(4):
+            await client.submit(ScheduleRequest(f"w{index}", {"CPU": 1}, vcluster_id="team"))
+
+        async def two_placed() -> bool:
+            return len(await client.placements(vcluster_id="team")) == 2
+
+        assert await holds_within(two_placed, timeout=10.0)
+        status = await client.autoscaler_status()
+        waiting = [group for group in status.demand if "w2" in group.work or "w3" in group.work]
+        assert waiting and "may borrow only" in waiting[0].shape
+        requests = launch_requests(await events_of(mesh))
+        assert [(r.node_type, len(r.launch_ids)) for r in requests] == [("cpu-4", 1)]
+
+
+async def test_work_no_type_can_host_is_explained_per_type(tmp_path: Path, server_path: ServerPath) -> None:
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        await client.submit(ScheduleRequest("odd", {"CPU": 1}, label_selector={"rack": "r9"}))
+
+        async def explained() -> bool:
+            return "no node type can host it" in (await client.autoscaler_why("odd")).message
+
+        assert await holds_within(explained, timeout=10.0)
+        message = (await client.autoscaler_why("odd")).message
+        assert all(name in message for name in ("cpu-4", "cpu-16", "gpu-a100")), message
+        assert launch_requests(await events_of(mesh)) == []
