@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import PlacementGroupRequest, ScheduleRequest
+from schemas import PlacementGroupRequest, PlacementStrategy, ScheduleRequest, SelectorSpec
 from services.core import Cluster
 from services.core.autoscale import Fleet, ScalePlan, launched_node, plan
 from services.core.state import ClusterView
@@ -22,9 +22,15 @@ ROOMY = Fleet(running={"spare": tuple(f"spare{i}" for i in range(100))})
 """100 running spare nodes: a budget of 100 launches, so every demand a type can serve is counted (work the round
 leaves waiting would compete with the counted work for the new nodes)."""
 
-SELECTORS = [{}, {"type": "4c8g"}, {"zone": "usa-2"}, {"type": "nope"}, {"accelerator-type": "A100"}]
+SELECTORS: list[SelectorSpec] = [
+    {},
+    {"type": "4c8g"},
+    {"zone": "usa-2"},
+    {"type": "nope"},
+    {"accelerator-type": "A100"},
+]
 FALLBACKS = [[], [{"label_selector": {}}], [{"label_selector": {"type": "16c32g"}}]]
-TOLERATIONS = [{}, {"gpu_node": "exists()"}]
+TOLERATIONS: list[SelectorSpec] = [{}, {"gpu_node": "exists()"}]
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class Ask:
     fallback: int
     toleration: int
     count: int
-    strategy: str
+    strategy: PlacementStrategy | None
     bundles: int
 
 
@@ -49,7 +55,7 @@ ASKS = st.builds(
     fallback=st.integers(0, len(FALLBACKS) - 1),
     toleration=st.integers(0, len(TOLERATIONS) - 1),
     count=st.integers(1, 4),
-    strategy=st.sampled_from(["", "", "PACK", "STRICT_PACK", "STRICT_SPREAD", "SPREAD"]),
+    strategy=st.sampled_from([None, None, "PACK", "STRICT_PACK", "STRICT_SPREAD", "SPREAD"]),
     bundles=st.integers(1, 3),
 )
 
@@ -68,7 +74,7 @@ def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
                     [resources] * ask.bundles,
                     ask.strategy,
                     selectors,
-                    tolerations,  # type: ignore[arg-type]
+                    tolerations,
                 )
             )
             continue
