@@ -28,6 +28,16 @@ node_types:
 """
 
 
+SPARE = """
+  spare:
+    resources: {CPU: 1}
+    taints: {never: "x"}
+    max_workers: 1000
+    cost: 1000
+"""
+"""A type no work tolerates: as many running `spare` nodes as a test likes raise the round's upscaling budget."""
+
+
 def config(text: str = TYPES) -> ScalingConfig:
     """The test node types: cpu-4 (cost 1), cpu-16 (cost 3, max 10), gpu-a100 (tainted gpu_node, cost 10, max 8)."""
     return parse_config(text)

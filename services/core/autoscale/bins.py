@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from services.core.autoscale.config import NodeType, ScalingConfig
 from services.core.autoscale.nodes import imagined_node
 from services.core.autoscale.plan_types import Fleet
-from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
 
 TEMPLATE_PREFIX = "new-"
@@ -77,21 +77,42 @@ class FreeRooms:
 class Bin:
     """A node the plan can put demand on: launching (asked for earlier) or planned in this round."""
 
-    __slots__ = ("for_minimum", "node", "planned", "type_name", "work_ids")
+    __slots__ = ("for_minimum", "loads", "node", "planned", "type_name")
 
     def __init__(self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False) -> None:
         self.type_name = type_name
         self.node = node
         self.planned = planned
         self.for_minimum = for_minimum
-        self.work_ids: list[str] = []
+        self.loads: list[tuple[str, Resources]] = []
+        """(work id, amount) for each piece of work put here."""
+
+    @property
+    def work_ids(self) -> list[str]:
+        """The work put here, each id once."""
+        return list(dict.fromkeys(work_id for work_id, _ in self.loads))
+
+    def load(self, work_id: str, amount: Resources) -> None:
+        """Put `amount` of `work_id` here."""
+        take(self.node.free, amount)
+        self.loads.append((work_id, amount))
+
+    def unload(self, work_id: str, amount: Resources) -> None:
+        """Take back the last `load(work_id, amount)`."""
+        give(self.node.free, amount)
+        self.loads.reverse()
+        self.loads.remove((work_id, amount))
+        self.loads.reverse()
 
     def put(self, need: Resources, work_ids: list[str]) -> None:
-        """Count `need` once per work id as used here."""
-        free = self.node.free
-        for name, amount in need.items():
-            free[name] = free.get(name, 0.0) - amount * len(work_ids)
-        self.work_ids += work_ids
+        """Put one `need` per work id here."""
+        for work_id in work_ids:
+            self.load(work_id, need)
+
+    def empty(self) -> None:
+        """Take everything off."""
+        self.node.free = dict(self.node.total)
+        self.loads = []
 
 
 class Bins:
@@ -163,6 +184,12 @@ class Bins:
         assert self.open[added.type_name][-1] is added, "only the newest launch of a type is taken back"
         self.open[added.type_name].pop()
         self._planned[added.type_name] -= 1
+        self.budget += 1
+
+    def drop(self, unused: Bin) -> None:
+        """Do not launch `unused` after all (a planned node the scheduler would leave empty)."""
+        self.open[unused.type_name].remove(unused)
+        self._planned[unused.type_name] -= 1
         self.budget += 1
 
     def keep_minimum(self) -> None:

@@ -92,9 +92,10 @@ class Demand:
         self.priority = priority
         self.work_ids: list[str] = []
 
-    def order(self) -> tuple[int, bytes]:
-        """Serve higher priority first; ties by key (never by arrival, so the plan is order-free)."""
-        return -self.priority, self.key
+    def order(self) -> tuple[int, float, bytes]:
+        """Serve higher priority first, then the largest shapes (first-fit decreasing packs tightest), then by key:
+        never by arrival, so the plan does not depend on the order work came in."""
+        return -self.priority, -sum(sum(bundle.values()) for bundle in self.shape), self.key
 
     shape: tuple[Resources, ...] = ()
     selectors: tuple[tuple[SelectorSpec, ...], ...] = ()

@@ -16,7 +16,7 @@ from services.core.framework.pipeline import Plan
 from services.core.framework.registry import prepare, registered
 from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
-from services.core.state import ClusterView, NodeState, Resources, fits, give, take
+from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.view import VClusterState
 from services.core.vclusters.spec import CompiledSpec
 
@@ -139,16 +139,14 @@ def _place_on_bins(bins: Bins, option: list[Part], work_id: str) -> bool:
             if target is None:
                 chosen = bins.cheapest(piece.types, piece.need, 1)
                 if chosen is None:
-                    for held, amount in done:
-                        give(held.node.free, amount)
-                        held.work_ids.remove(work_id)
+                    for held, amount in reversed(done):
+                        held.unload(work_id, amount)
                     for added in reversed(launched):
                         bins.undo(added)
                     return False
                 target = bins.launch(chosen)
                 launched.append(target)
-            take(target.node.free, piece.need)
-            target.work_ids.append(work_id)
+            target.load(work_id, piece.need)
             done.append((target, piece.need))
             used.add(target.node.node_id)
     return True
@@ -174,6 +172,7 @@ class GroupDemand(GangDemand):
     def __init__(self, key: bytes, scope: ClusterView, work: CompiledGroup) -> None:
         options = [[Part(scope, work, option)] for option in work.options]
         super().__init__(key, scope, work.request.priority, options)
+        self.work = work
         request = work.request
         self.shape = tuple(dict(bundle) for bundle in work.options[0].bundles)
         self.selectors = tuple(_bundle_selectors(request, index) for index in range(len(work.options)))

@@ -17,6 +17,7 @@ from services.core.autoscale.collect import collect
 from services.core.autoscale.config import ScalingConfig
 from services.core.autoscale.demand import Demand
 from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
+from services.core.autoscale.simulate import correct, puts_of
 from services.core.state import ClusterView
 
 
@@ -31,9 +32,9 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     bins = Bins(config, fleet, rare_resources, round_budget(config, fleet), view.seed)
     bins.keep_minimum()
     rooms = FreeRooms()
-    groups = []
-    for demand in sorted(collect(view, rare_resources), key=Demand.order):
-        groups.append(_serve(demand, bins, rooms))
+    served = sorted(collect(view, rare_resources), key=Demand.order)
+    groups = [_serve(demand, bins, rooms) for demand in served]
+    correct(view, bins, puts_of(bins, served))
     return ScalePlan(
         launches=_launches(bins),
         demand=tuple(sorted(groups, key=lambda group: group.work_ids[0])),

@@ -1,0 +1,131 @@
+"""Check a round's bin packing with the scheduler's own decisions, and correct it (pure).
+
+The planner packs demand first-fit decreasing; the scheduler places one piece of work at a time with its own
+policy (DEFAULT fills a node to half, then spreads), so the two can disagree. Once the bins are chosen, the work
+put on them is placed again by `place_actor` and `decide_group`, on every bin at once (as the nodes will be when
+they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
+unplaced gets one more node of the type the packing chose for it (a few times at most), and planned nodes it
+leaves empty are not launched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.core.autoscale.bins import Bin, Bins
+from services.core.autoscale.demand import ActorDemand, Demand
+from services.core.autoscale.gangs import GroupDemand
+from services.core.cluster import DEFAULT_SAMPLE
+from services.core.decide.actor import place_actor
+from services.core.decide.group import decide_group
+from services.core.prng import SplitMix64
+from services.core.state import ClusterView, NodeState, Resources
+
+CORRECTIONS = 3
+"""Rounds of "place again, launch one more node per unplaced work" before the plan stands as it is."""
+
+
+@dataclass
+class Put:
+    """Work the packing put on bins: its demand, its id, and the bins (with the amount on each)."""
+
+    demand: Demand
+    work_id: str
+    on: list[tuple[Bin, Resources]]
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the scheduler's decision can be replayed here: root-scope work without rules that read other
+        placements (affinity, DataFlow, its own anti-affinity) and not a virtual cluster's admission."""
+        demand = self.demand
+        if isinstance(demand, GroupDemand):
+            return not demand.scope.scope_id
+        if isinstance(demand, ActorDemand):
+            work = demand.work
+            return demand.chain is None and work.affinity is None and work.run_after is None
+        return False
+
+
+def puts_of(bins: Bins, served: list[Demand]) -> list[Put]:
+    """What the packing put where, in the order the scheduler re-tries pending work: priority, then arrival."""
+    where: dict[str, list[tuple[Bin, Resources]]] = {}
+    for targets in bins.open.values():
+        for target in targets:
+            for work_id, amount in target.loads:
+                where.setdefault(work_id, []).append((target, amount))
+    puts = [Put(demand, one, where[one]) for demand in served for one in demand.work_ids if one in where]
+    return sorted(puts, key=_queue_key)
+
+
+def _queue_key(put: Put) -> tuple[int, int]:
+    scope = put.demand.scope
+    work = scope.actors.get(put.work_id) or scope.groups.get(put.work_id)
+    return -put.demand.priority, work.arrival if work is not None else -1
+
+
+def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
+    """Replace the packing of the simulated work by the scheduler's own placements (see the module's doc)."""
+    if not any(put.simulated for put in puts):
+        return
+    for _ in range(CORRECTIONS):
+        unplaced = _replay(view, bins, puts)
+        extra = [name for name in dict.fromkeys(put.on[0][0].type_name for put in unplaced) if bins.room_left(name)]
+        if not extra:
+            break
+        for name in extra:
+            bins.launch(name)
+    for targets in list(bins.open.values()):
+        for target in list(targets):
+            if target.planned and not target.for_minimum and not target.loads:
+                bins.drop(target)
+
+
+def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
+    """Empty every bin, put back the work that is not simulated, place the rest with the scheduler's decisions;
+    the puts it could not place (they stay on the bins the packing chose, so their launch is kept)."""
+    every = [target for targets in bins.open.values() for target in targets]
+    for target in every:
+        target.empty()
+    for put in puts:
+        if not put.simulated:
+            for target, amount in put.on:
+                target.load(put.work_id, amount)
+    scratch = view.with_candidates(target.node for target in every)
+    only_bins = ClusterView(view.seed)
+    for target in every:
+        only_bins.add_live_node(target.node)
+        only_bins.set_taints(target.node, list(target.node.taints))
+    by_node = {target.node.node_id: target for target in every}
+    prng = SplitMix64(view.seed)
+    unplaced = []
+    for put in puts:
+        if put.simulated and not _place(scratch, only_bins, by_node, put, prng):
+            unplaced.append(put)
+    for put in unplaced:
+        for target, amount in put.on:
+            target.load(put.work_id, amount)
+    return unplaced
+
+
+def _place(scratch: ClusterView, only_bins: ClusterView, by_node: dict[str, Bin], put: Put, prng: SplitMix64) -> bool:
+    """Place one piece of work on the bins as the scheduler would (existing nodes' free room is spent already:
+    an actor sees them with no room; a placement group, whose rules read no other placement, sees only the bins)."""
+
+    def room(node: NodeState) -> Resources:
+        return node.free if node.node_id in by_node else {}
+
+    demand = put.demand
+    if isinstance(demand, ActorDemand):
+        placed = place_actor(scratch, demand.work, prng, DEFAULT_SAMPLE, room)
+        if placed is None or placed[0].node_id not in by_node:
+            return False
+        by_node[placed[0].node_id].load(put.work_id, demand.work.resources)
+        return True
+    assert isinstance(demand, GroupDemand)
+    decision = decide_group(only_bins, demand.work, prng, DEFAULT_SAMPLE)
+    if not isinstance(decision, tuple):
+        return False
+    option, nodes = decision
+    for bundle, node_id in zip(demand.work.options[option].bundles, nodes, strict=True):
+        by_node[node_id].load(put.work_id, bundle)
+    return True
