@@ -53,6 +53,7 @@ EXIT_BAD_CONFIG = 2
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code for an append whose `Nats-Expected-Last-Subject-Sequence` is not the subject's last."""
 SCALE_DOWN = Taint(SCALE_DOWN_TAINT, "true", "NoSchedule")
+DEPOSED = "a newer autoscaler was elected: restarting from the log as a standby"
 
 
 def load_config(settings: Settings) -> ScalingConfig:
@@ -159,6 +160,8 @@ class Autoscaler:
         self.wake = asyncio.Event()
         view.on_demand = self.wake.set
         self.epochs: asyncio.Queue[int] = asyncio.Queue()
+        self.epoch = 0
+        """The epoch this instance was last elected under."""
         self.plan: ScalePlan | None = None
         self.fleet = Fleet()
         self.reports = Reports(self)
@@ -175,6 +178,7 @@ class Autoscaler:
             await self.shell.caught_up()
             elected = AutoscalerElected(event_id=event_id(), instance=self.settings.instance, epoch=epoch)
             if await self.decisions.append([elected], self.shell.follower.sequence):
+                self.epoch = epoch
                 log.info("autoscaler %s leads (epoch %d)", self.settings.instance, epoch)
                 return
 
@@ -208,14 +212,18 @@ class Autoscaler:
             self.wake.clear()
             try:
                 await self.round()
+            except ServiceExit:
+                raise
             except (TimeoutError, nats.errors.Error) as error:  # the bus is away: the next round tries again
                 log.warning("autoscaler round not done: %s", error or type(error).__name__)
-            except (CorralError, nats.js.errors.Error):
+            except Exception:  # a bug met in one round must not stop the autoscaler: log it, decide again later
                 log.exception("autoscaler round failed")
 
     async def round(self) -> None:
         """Decide on a view folded up to the log's end, append the decisions, do what they ask for."""
         await self.shell.caught_up()
+        if self.view.cluster.autoscaler_epoch > self.epoch:
+            raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
         decided_at = self.shell.follower.sequence
         failures = dict(self.failures)
         decided = self.decider.decide(self.view.cluster, time.time(), failures)

@@ -4,6 +4,7 @@ Corral's own rules), scales idle nodes down through the scale-down taint, and re
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from schemas import (
     AnyEvent,
+    AutoscalerElected,
     Exists,
     NodeAffinitySchedulingStrategy,
     NodeDrainCancelled,
@@ -26,6 +28,7 @@ from services.cli.mesh import SERVICES
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
 from services.runtime.codec import decode, encode
+from services.runtime.runner import EXIT_LEASE_LOST
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import FAST_AUTOSCALER, autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within, start_test_mesh, wait_ready
@@ -170,3 +173,27 @@ async def test_a_launch_decided_by_an_instance_that_died_before_starting_it_is_s
 async def registered(client: Client, node_id: str) -> bool:
     """Whether the node is live."""
     return node_id in {node.node_id for node in await client.nodes()}
+
+
+async def test_an_autoscaler_that_folds_a_newer_election_stops_deciding_and_the_next_one_leads_above_it(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    """A newer election on the decisions subject deposes the leader (exit 3, nothing appended after it); started
+    again, it wins the lease at an epoch above the one in the log and leads."""
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        newer = AutoscalerElected(event_id="newer", instance="elsewhere", epoch=1_000_000)
+        await client.bus.js.publish(s.AUTOSCALER_DECISIONS, encode(newer))
+        autoscaler = mesh.processes["autoscaler"]
+        assert await holds_within(lambda: exited(autoscaler), timeout=10.0)
+        assert autoscaler.returncode == EXIT_LEASE_LOST
+        events = await events_of(mesh)
+        assert not [e for e in events[events.index(newer) + 1 :] if isinstance(e, s.AUTOSCALER_EVENTS)]
+        mesh.start_service("autoscaler")
+        await client.wait_autoscaler(timeout=15.0)
+        elections = [e for e in await events_of(mesh) if isinstance(e, AutoscalerElected)]
+        assert elections[-1].instance == "autoscaler" and elections[-1].epoch > newer.epoch
+
+
+async def exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the process has exited."""
+    return process.poll() is not None
