@@ -93,10 +93,14 @@ def signature(free: Resources) -> Signature:
 class Bin:
     """A node the plan can put demand on: launching (asked for earlier) or planned in this round."""
 
-    __slots__ = ("for_minimum", "loads", "node", "planned", "shelf", "type_name")
+    __slots__ = ("for_minimum", "launch_id", "loads", "node", "planned", "shelf", "type_name")
 
-    def __init__(self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False) -> None:
+    def __init__(
+        self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False, launch_id: str = ""
+    ) -> None:
         self.type_name = type_name
+        self.launch_id = launch_id
+        """For a node launched in an earlier round: its launch id."""
         self.node = node
         self.planned = planned
         self.for_minimum = for_minimum
@@ -195,7 +199,8 @@ class Bins:
         self.shelf = Shelf(config.node_types)
         for name in config.node_types:
             for launch_id in sorted(fleet.launching.get(name, ())):
-                self._open(Bin(name, self._node(name, f"launch-{launch_id}"), planned=False))
+                node = self._node(name, f"launch-{launch_id}")
+                self._open(Bin(name, node, planned=False, launch_id=launch_id))
         self._planned: dict[str, int] = dict.fromkeys(config.node_types, 0)
 
     def _node(self, name: str, node_id: str) -> NodeState:
