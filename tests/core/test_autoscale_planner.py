@@ -126,11 +126,31 @@ CASES = [
         {"cpu-16": 1},
     ),
     Case(
-        "a launching node's room is used before another launch",
+        "a launching node's room is used before another launch, and the work names that launch",
         actors(3),
         {},
         fleet=Fleet(launching={"cpu-4": ("L1",)}),
-        says="launching nodes hold 3 of 3",
+        says="autoscaler: waiting for launch L1 to register | launching nodes hold 3 of 3",
+    ),
+    Case(
+        "work inside a virtual cluster that may borrow free room of existing nodes is not demand",
+        both(
+            vcluster("vc", VirtualCluster(flexible_resource_max={"CPU": 8})),
+            actors(2, vcluster_id="vc"),
+            quiet_node("n1", 8),
+        ),
+        {},
+        says="fits on existing nodes",
+    ),
+    Case(
+        "a queued virtual cluster that fits on existing free room is not demand",
+        both(
+            vcluster("vc", VirtualCluster(flexible_resource_min={"CPU": 2}, flexible_resource_max={"CPU": 2})),
+            quiet_node("n1", 8),
+        ),
+        {},
+        work="vc",
+        says="fits on existing nodes",
     ),
     Case(
         "a label selector picks the type carrying the label",
@@ -359,3 +379,20 @@ def test_the_demand_groups_carry_shape_selectors_tolerations_strategy_and_count(
         (),
     )
     assert "1 x placement_group {CPU: 1} STRICT_SPREAD" in groups.describe()
+
+
+def test_requests_alike_but_for_their_labels_are_one_demand_group() -> None:
+    target = cluster()
+    target.submit(ScheduleRequest("a", {"CPU": 1}, labels={"app": "x"}))
+    target.submit(ScheduleRequest("b", {"CPU": 1}, labels={"app": "y"}, namespace="other"))
+    result = plan_for(target)
+    assert [(group.work_ids, group.unmet, group.launching) for group in result.demand] == [(("a", "b"), 2, 2)]
+
+
+def test_each_launch_says_which_work_each_node_is_for() -> None:
+    target = cluster()
+    target.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}] * 2, "STRICT_SPREAD"))
+    target.submit(ScheduleRequest("big", {"CPU": 4}))
+    (launch,) = plan_for(target).launches
+    assert (launch.node_type, launch.count, launch.work_ids) == ("cpu-4", 3, ("big", "pg"))
+    assert sorted(launch.per_node) == [("big",), ("pg",), ("pg",)]

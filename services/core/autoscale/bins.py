@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from services.core.autoscale.config import NodeType, ScalingConfig
 from services.core.autoscale.nodes import imagined_node
@@ -27,37 +27,45 @@ def copies_in(room: Resources, need: Resources, most: int) -> int:
 class FreeRoom:
     """What is free on the nodes of one scope, less what this round already counted there.
 
-    Nodes are bucketed by what they have free, so a shape is checked once per distinct free vector, not per node.
+    Nodes are bucketed by what they have free (a node moves to another bucket when the round takes from it), so a
+    shape is checked once per distinct free vector, not once per node.
     """
 
     def __init__(self, view: ClusterView) -> None:
-        buckets: dict[tuple[tuple[str, float], ...], list[NodeState]] = {}
+        self.buckets: dict[tuple[tuple[str, float], ...], dict[str, NodeState]] = {}
+        self.free: dict[tuple[tuple[str, float], ...], Resources] = {}
+        self.rooms: dict[str, Resources] = {}
         for node in view.nodes.values():
-            signature = tuple(sorted((name, amount) for name, amount in node.free.items() if amount > EPSILON))
-            buckets.setdefault(signature, []).append(node)
-        self.buckets = [(dict(signature), nodes) for signature, nodes in buckets.items()]
-        self.taken: dict[str, Resources] = {}
+            self._file(node, node.free)
+
+    def _file(self, node: NodeState, free: Resources) -> None:
+        signature = tuple(sorted((name, amount) for name, amount in free.items() if amount > EPSILON))
+        bucket = self.buckets.get(signature)
+        if bucket is None:
+            bucket = self.buckets[signature] = {}
+            self.free[signature] = dict(signature)
+        bucket[node.node_id] = node
 
     def room(self, node: NodeState) -> Resources:
         """What `node` still has free in this round."""
-        taken = self.taken.get(node.node_id)
-        if taken is None:
-            return node.free
-        return {name: amount - taken.get(name, 0.0) for name, amount in node.free.items()}
+        return self.rooms.get(node.node_id, node.free)
 
     def candidates(self, need: Resources) -> Iterator[NodeState]:
-        """The nodes where `need` fits now."""
-        for free, nodes in self.buckets:
+        """The nodes where `need` fits now (a node taken from while iterating is offered with its new room)."""
+        for signature, free in list(self.free.items()):
             if fits(free, need):
-                for node in nodes:
-                    if node.node_id not in self.taken or fits(self.room(node), need):
-                        yield node
+                yield from list(self.buckets[signature].values())
 
     def take(self, node: NodeState, amount: Resources, copies: int = 1) -> None:
         """Count `copies` of `amount` as used on `node` (negative `copies` give them back)."""
-        taken = self.taken.setdefault(node.node_id, {})
+        before = self.room(node)
+        after = dict(before)
         for name, quantity in amount.items():
-            taken[name] = taken.get(name, 0.0) + quantity * copies
+            after[name] = after.get(name, 0.0) - quantity * copies
+        signature = tuple(sorted((name, value) for name, value in before.items() if value > EPSILON))
+        self.buckets[signature].pop(node.node_id, None)
+        self.rooms[node.node_id] = after
+        self._file(node, after)
 
 
 class FreeRooms:
@@ -74,18 +82,31 @@ class FreeRooms:
         return room
 
 
+Signature = tuple[tuple[str, float], ...]
+
+
+def signature(free: Resources) -> Signature:
+    """A free vector as a key (what is above zero, sorted)."""
+    return tuple(sorted((name, amount) for name, amount in free.items() if amount > EPSILON))
+
+
 class Bin:
     """A node the plan can put demand on: launching (asked for earlier) or planned in this round."""
 
-    __slots__ = ("for_minimum", "loads", "node", "planned", "type_name")
+    __slots__ = ("for_minimum", "launch_id", "loads", "node", "planned", "shelf", "type_name")
 
-    def __init__(self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False) -> None:
+    def __init__(
+        self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False, launch_id: str = ""
+    ) -> None:
         self.type_name = type_name
+        self.launch_id = launch_id
+        """For a node launched in an earlier round: its launch id."""
         self.node = node
         self.planned = planned
         self.for_minimum = for_minimum
         self.loads: list[tuple[str, Resources]] = []
         """(work id, amount) for each piece of work put here."""
+        self.shelf: Shelf | None = None
 
     @property
     def work_ids(self) -> list[str]:
@@ -94,25 +115,69 @@ class Bin:
 
     def load(self, work_id: str, amount: Resources) -> None:
         """Put `amount` of `work_id` here."""
-        take(self.node.free, amount)
+        self._change(lambda: take(self.node.free, amount))
         self.loads.append((work_id, amount))
 
     def unload(self, work_id: str, amount: Resources) -> None:
         """Take back the last `load(work_id, amount)`."""
-        give(self.node.free, amount)
+        self._change(lambda: give(self.node.free, amount))
         self.loads.reverse()
         self.loads.remove((work_id, amount))
         self.loads.reverse()
 
     def put(self, need: Resources, work_ids: list[str]) -> None:
         """Put one `need` per work id here."""
-        for work_id in work_ids:
-            self.load(work_id, need)
+        total = {name: amount * len(work_ids) for name, amount in need.items()}
+        self._change(lambda: take(self.node.free, total))
+        self.loads += [(work_id, need) for work_id in work_ids]
 
     def empty(self) -> None:
         """Take everything off."""
-        self.node.free = dict(self.node.total)
+        self._change(lambda: self.node.free.update(self.node.total))
         self.loads = []
+
+    def _change(self, change: Callable[[], None]) -> None:
+        shelf = self.shelf
+        if shelf is None:
+            change()
+            return
+        shelf.remove(self)
+        change()
+        shelf.add(self)
+
+
+class Shelf:
+    """The bins of each type, bucketed by what they have free: first fit checks a bucket once, not each bin."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.rooms: dict[str, dict[Signature, dict[str, Bin]]] = {name: {} for name in names}
+        self.free: dict[Signature, Resources] = {}
+
+    def add(self, target: Bin) -> None:
+        """File `target` under its free vector (it stays filed: a change to it moves it)."""
+        key = signature(target.node.free)
+        if key not in self.free:
+            self.free[key] = dict(key)
+        self.rooms[target.type_name].setdefault(key, {})[target.node.node_id] = target
+        target.shelf = self
+
+    def remove(self, target: Bin) -> None:
+        """Unfile `target`."""
+        buckets = self.rooms[target.type_name]
+        key = signature(target.node.free)
+        bucket = buckets.get(key)
+        if bucket is not None:
+            bucket.pop(target.node.node_id, None)
+            if not bucket:
+                del buckets[key]
+        target.shelf = None
+
+    def fitting(self, names: Iterable[str], need: Resources) -> Iterator[Bin]:
+        """The bins of these types (in this order) where `need` fits now."""
+        for name in names:
+            for key, bucket in list(self.rooms[name].items()):
+                if fits(self.free[key], need):
+                    yield from list(bucket.values())
 
 
 class Bins:
@@ -131,9 +196,11 @@ class Bins:
             for name, node_type in config.node_types.items()
         }
         self.open: dict[str, list[Bin]] = {name: [] for name in config.node_types}
+        self.shelf = Shelf(config.node_types)
         for name in config.node_types:
             for launch_id in sorted(fleet.launching.get(name, ())):
-                self.open[name].append(Bin(name, self._node(name, f"launch-{launch_id}"), planned=False))
+                node = self._node(name, f"launch-{launch_id}")
+                self._open(Bin(name, node, planned=False, launch_id=launch_id))
         self._planned: dict[str, int] = dict.fromkeys(config.node_types, 0)
 
     def _node(self, name: str, node_id: str) -> NodeState:
@@ -175,20 +242,29 @@ class Bins:
         self._planned[name] += 1
         self.budget -= 1
         node = self._node(name, f"planned-{name}-{self._planned[name]}")
-        added = Bin(name, node, planned=True, for_minimum=for_minimum)
-        self.open[name].append(added)
+        return self._open(Bin(name, node, planned=True, for_minimum=for_minimum))
+
+    def _open(self, added: Bin) -> Bin:
+        self.open[added.type_name].append(added)
+        self.shelf.add(added)
         return added
+
+    def fitting(self, names: Iterable[str], need: Resources) -> Iterator[Bin]:
+        """Launching and planned bins of these types (in this order) where `need` fits now."""
+        return self.shelf.fitting(names, need)
 
     def undo(self, added: Bin) -> None:
         """Take back the launch of `added`, the last bin of its type (a gang that could not be placed whole)."""
         assert self.open[added.type_name][-1] is added, "only the newest launch of a type is taken back"
         self.open[added.type_name].pop()
+        self.shelf.remove(added)
         self._planned[added.type_name] -= 1
         self.budget += 1
 
     def drop(self, unused: Bin) -> None:
         """Do not launch `unused` after all (a planned node the scheduler would leave empty)."""
         self.open[unused.type_name].remove(unused)
+        self.shelf.remove(unused)
         self._planned[unused.type_name] -= 1
         self.budget += 1
 

@@ -187,10 +187,11 @@ class ActorDemand(Demand):
 
     def place(self, bins: Bins, verdicts: Verdicts, left: list[str]) -> tuple[list[str], str]:
         need = self.work.resources
-        for name in verdicts.served:
-            for target in bins.open[name]:
-                if left and self.spread.allows(self._seen(target.node)):
-                    left = self._put(target, left)
+        for target in bins.fitting(verdicts.served, need):
+            if not left:
+                break
+            if self.spread.allows(self._seen(target.node)):
+                left = self._put(target, left)
         refused: set[str] = set()
         while left:
             chosen = next_type(bins, verdicts, refused, need, len(left))

@@ -16,7 +16,7 @@ from services.core.framework.pipeline import Plan
 from services.core.framework.registry import prepare, registered
 from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
-from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.view import VClusterState
 from services.core.vclusters.spec import CompiledSpec
 
@@ -153,11 +153,7 @@ def _place_on_bins(bins: Bins, option: list[Part], work_id: str) -> bool:
 
 
 def _open_bin(bins: Bins, piece: Piece, used: set[str]) -> Bin | None:
-    for name in piece.types:
-        for target in bins.open[name]:
-            if target.node.node_id not in used and fits(target.node.free, piece.need):
-                return target
-    return None
+    return next((target for target in bins.fitting(piece.types, piece.need) if target.node.node_id not in used), None)
 
 
 def _why_full(bins: Bins, served: tuple[str, ...]) -> str:

@@ -40,6 +40,8 @@ class Launch:
     count: int
     work_ids: tuple[str, ...]
     reason: str
+    per_node: tuple[tuple[str, ...], ...] = ()
+    """The work each of the `count` nodes is for (empty for a node launched for `min_workers`)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ class ScalePlan:
     launches: tuple[Launch, ...]
     demand: tuple[DemandGroup, ...]
     types: tuple[TypeStatus, ...]
+    held_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Work id -> the launches (asked for in earlier rounds, not registered yet) whose nodes the plan counts it on."""
 
     def group_of(self, work_id: str) -> DemandGroup | None:
         """The demand group holding a pending actor, placement group or virtual cluster (None: not demand)."""
@@ -125,9 +129,14 @@ class ScalePlan:
         group = self.group_of(work_id)
         if group is None:
             return ""
-        launches = [launch for launch in self.launches if work_id in launch.work_ids]
+        launches = [
+            f"{sum(1 for node in one.per_node if work_id in node) or one.count} {one.node_type}"
+            for one in self.launches
+            if work_id in one.work_ids
+        ]
         if launches:
-            return (
-                "autoscaler: launching " + ", ".join(f"{one.count} {one.node_type}" for one in launches) + " for this"
-            )
+            return f"autoscaler: launching {', '.join(launches)} for this"
+        held = self.held_by.get(work_id)
+        if held:
+            return f"autoscaler: waiting for launch {', '.join(held)} to register"
         return f"autoscaler: {group.outcome()}"

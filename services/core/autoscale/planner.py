@@ -11,6 +11,7 @@ within each type's `max_workers`, the round's upscaling budget and without the b
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from services.core.autoscale.bins import Bins, FreeRooms
 from services.core.autoscale.collect import collect
@@ -37,7 +38,7 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     correct(view, bins, puts_of(bins, served))
     return ScalePlan(
         launches=_launches(bins),
-        demand=tuple(sorted(groups, key=lambda group: group.work_ids[0])),
+        demand=_merged(groups),
         types=tuple(
             TypeStatus(
                 name,
@@ -49,6 +50,7 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
             )
             for name, node_type in config.node_types.items()
         ),
+        held_by=_held_by(bins),
     )
 
 
@@ -83,5 +85,38 @@ def _launches(bins: Bins) -> tuple[Launch, ...]:
             reasons.append(f"min_workers {bins.config.node_types[name].min_workers}")
         if work_ids:
             reasons.append(f"pending work ({len(work_ids)})")
-        found.append(Launch(name, len(planned), work_ids, " and ".join(reasons)))
+        per_node = tuple(tuple(sorted(node.work_ids)) for node in planned)
+        found.append(Launch(name, len(planned), work_ids, " and ".join(reasons), per_node))
     return tuple(found)
+
+
+def _held_by(bins: Bins) -> dict[str, tuple[str, ...]]:
+    """Work id -> the earlier launches the plan counts it on."""
+    held: dict[str, list[str]] = {}
+    for targets in bins.open.values():
+        for target in targets:
+            if target.launch_id:
+                for work_id in target.work_ids:
+                    held.setdefault(work_id, []).append(target.launch_id)
+    return {work_id: tuple(sorted(ids)) for work_id, ids in sorted(held.items())}
+
+
+def _merged(groups: list[DemandGroup]) -> tuple[DemandGroup, ...]:
+    """One group per shape, selectors, tolerations and strategy (requests differing elsewhere, in their labels or
+    namespace say, were planned apart), ordered by their first work id."""
+    merged: dict[str, DemandGroup] = {}
+    for group in groups:
+        key = repr((group.kind, group.shape, group.selectors, group.tolerations, group.strategy, group.served_by))
+        key += repr(sorted(group.reasons.items()))
+        same = merged.get(key)
+        if same is None:
+            merged[key] = group
+            continue
+        merged[key] = replace(
+            same,
+            work_ids=tuple(sorted(same.work_ids + group.work_ids)),
+            unmet=same.unmet + group.unmet,
+            launching=same.launching + group.launching,
+            waiting="; ".join(part for part in dict.fromkeys((same.waiting, group.waiting)) if part),
+        )
+    return tuple(sorted(merged.values(), key=lambda group: group.work_ids[0]))

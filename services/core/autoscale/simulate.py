@@ -19,10 +19,13 @@ from services.core.cluster import DEFAULT_SAMPLE
 from services.core.decide.actor import place_actor
 from services.core.decide.group import decide_group
 from services.core.prng import SplitMix64
-from services.core.state import ClusterView, NodeState, Resources
+from services.core.state import ClusterView, Resources
 
 CORRECTIONS = 3
-"""Rounds of "place again, launch one more node per unplaced work" before the plan stands as it is."""
+"""Rounds of "place again, launch one more node per type with unplaced work" before the plan stands as it is."""
+REPLAYED_AT_MOST = 256
+"""Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
+packing's places, and a later round corrects what that got wrong."""
 
 
 @dataclass
@@ -81,43 +84,49 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
 
 
 def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
-    """Empty every bin, put back the work that is not simulated, place the rest with the scheduler's decisions;
-    the puts it could not place (they stay on the bins the packing chose, so their launch is kept)."""
+    """Empty every bin, put back the work that is not simulated, place the first `REPLAYED_AT_MOST` of the rest
+    with the scheduler's decisions, then put back what is left where the packing chose; the puts the scheduler
+    could not place (they stay on the bins the packing chose, so their launch is kept)."""
     every = [target for targets in bins.open.values() for target in targets]
     for target in every:
         target.empty()
-    for put in puts:
-        if not put.simulated:
-            for target, amount in put.on:
-                target.load(put.work_id, amount)
-    scratch = view.with_candidates(target.node for target in every)
-    only_bins = ClusterView(view.seed)
-    for target in every:
-        only_bins.add_live_node(target.node)
-        only_bins.set_taints(target.node, list(target.node.taints))
+    simulated = [put for put in puts if put.simulated]
+    replayed, later = simulated[:REPLAYED_AT_MOST], simulated[REPLAYED_AT_MOST:]
+    _load([put for put in puts if not put.simulated])
+    only_bins = _bins_view(view, every)
     by_node = {target.node.node_id: target for target in every}
     prng = SplitMix64(view.seed)
-    unplaced = []
-    for put in puts:
-        if put.simulated and not _place(scratch, only_bins, by_node, put, prng):
-            unplaced.append(put)
-    for put in unplaced:
-        for target, amount in put.on:
-            target.load(put.work_id, amount)
+    unplaced = [put for put in replayed if not _place(only_bins, by_node, put, prng)]
+    _load(unplaced + later)
     return unplaced
 
 
-def _place(scratch: ClusterView, only_bins: ClusterView, by_node: dict[str, Bin], put: Put, prng: SplitMix64) -> bool:
-    """Place one piece of work on the bins as the scheduler would (existing nodes' free room is spent already:
-    an actor sees them with no room; a placement group, whose rules read no other placement, sees only the bins)."""
+def _load(puts: list[Put]) -> None:
+    """Put work back where the packing chose."""
+    for put in puts:
+        for target, amount in put.on:
+            target.load(put.work_id, amount)
 
-    def room(node: NodeState) -> Resources:
-        return node.free if node.node_id in by_node else {}
 
+def _bins_view(view: ClusterView, every: list[Bin]) -> ClusterView:
+    """A view whose nodes are the bins only (existing nodes' free room is spent already), reading the placed
+    actors' domains and footprints of `view` (so affinity rules judge the new nodes as they will be judged)."""
+    only_bins = ClusterView(view.seed)
+    only_bins.actor_index = view.actor_index
+    only_bins.anti_index = view.anti_index
+    only_bins.footprints = view.footprints
+    for target in every:
+        only_bins.add_live_node(target.node)
+        only_bins.set_taints(target.node, list(target.node.taints))
+    return only_bins
+
+
+def _place(only_bins: ClusterView, by_node: dict[str, Bin], put: Put, prng: SplitMix64) -> bool:
+    """Place one piece of work on the bins as the scheduler would."""
     demand = put.demand
     if isinstance(demand, ActorDemand):
-        placed = place_actor(scratch, demand.work, prng, DEFAULT_SAMPLE, room)
-        if placed is None or placed[0].node_id not in by_node:
+        placed = place_actor(only_bins, demand.work, prng, DEFAULT_SAMPLE)
+        if placed is None:
             return False
         by_node[placed[0].node_id].load(put.work_id, demand.work.resources)
         return True
