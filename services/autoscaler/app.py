@@ -86,7 +86,7 @@ async def main(settings: Settings) -> None:
             floor=lambda: view.cluster.autoscaler_epoch,
             bucket=lambda: shell.bus.lease_bucket(bucket),
         )
-        autoscaler = Autoscaler(shell, view, config, settings)
+        autoscaler = Autoscaler(shell, view, config, settings, lease)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             group.start_soon(shell.follower.watch_log)
@@ -147,8 +147,10 @@ class Decisions:
 class Autoscaler:
     """The leading instance: decides a round every interval (or when demand changes) and does what it decided."""
 
-    def __init__(self, shell: Shell, view: AutoscalerView, config: ScalingConfig, settings: Settings) -> None:
-        self.shell, self.view, self.config, self.settings = shell, view, config, settings
+    def __init__(
+        self, shell: Shell, view: AutoscalerView, config: ScalingConfig, settings: Settings, lease: Lease
+    ) -> None:
+        self.shell, self.view, self.config, self.settings, self.lease = shell, view, config, settings, lease
         self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval)
         self.decisions = Decisions(shell)
         self.failures: dict[str, str] = {}
@@ -162,6 +164,8 @@ class Autoscaler:
         self.epochs: asyncio.Queue[int] = asyncio.Queue()
         self.epoch = 0
         """The epoch this instance was last elected under."""
+        self.forged = 0
+        """The newest election in the log that no lease backed (ignored)."""
         self.plan: ScalePlan | None = None
         self.fleet = Fleet()
         self.reports = Reports(self)
@@ -222,8 +226,7 @@ class Autoscaler:
     async def round(self) -> None:
         """Decide on a view folded up to the log's end, append the decisions, do what they ask for."""
         await self.shell.caught_up()
-        if self.view.cluster.autoscaler_epoch > self.epoch:
-            raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+        await self.check_still_leading()
         decided_at = self.shell.follower.sequence
         failures = dict(self.failures)
         decided = self.decider.decide(self.view.cluster, time.time(), failures)
@@ -236,6 +239,17 @@ class Autoscaler:
             self.failures.pop(launch_id, None)
         for event in decided.events:
             await self.act(event)
+
+    async def check_still_leading(self) -> None:
+        """Exit (code 3) once the log holds an election newer than ours that the lease backs; one the lease does
+        not back (the key still holds our value: a forgery) is logged once and ignored."""
+        newest = self.view.cluster.autoscaler_epoch
+        if newest <= max(self.epoch, self.forged):
+            return
+        if not await self.lease.held():
+            raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+        log.warning("an autoscaler election of epoch %d is in the log, but the lease is still ours: ignored", newest)
+        self.forged = newest
 
     async def act(self, event: AnyEvent) -> None:
         """Do what one stored decision asks for."""

@@ -175,13 +175,17 @@ async def registered(client: Client, node_id: str) -> bool:
     return node_id in {node.node_id for node in await client.nodes()}
 
 
-async def test_an_autoscaler_that_folds_a_newer_election_stops_deciding_and_the_next_one_leads_above_it(
+async def test_an_autoscaler_whose_lease_another_took_stops_deciding_and_the_next_one_leads_above_it(
     tmp_path: Path, server_path: ServerPath
 ) -> None:
-    """A newer election on the decisions subject deposes the leader (exit 3, nothing appended after it); started
-    again, it wins the lease at an epoch above the one in the log and leads."""
+    """Another instance takes the lease and appends its election: the leader exits (code 3) and appends nothing
+    after that election; started again, it wins the lease at a newer epoch and leads."""
     async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
-        newer = AutoscalerElected(event_id="newer", instance="elsewhere", epoch=1_000_000)
+        kv = await client.bus.js.key_value(s.AUTOSCALER_LEASE_BUCKET)
+        held = await kv.get(s.AUTOSCALER_LEASE_KEY)
+        assert held.revision is not None
+        epoch = await kv.update(s.AUTOSCALER_LEASE_KEY, b"elsewhere 1", last=held.revision)
+        newer = AutoscalerElected(event_id="newer", instance="elsewhere", epoch=epoch)
         await client.bus.js.publish(s.AUTOSCALER_DECISIONS, encode(newer))
         autoscaler = mesh.processes["autoscaler"]
         assert await holds_within(lambda: exited(autoscaler), timeout=10.0)
@@ -191,7 +195,22 @@ async def test_an_autoscaler_that_folds_a_newer_election_stops_deciding_and_the_
         mesh.start_service("autoscaler")
         await client.wait_autoscaler(timeout=15.0)
         elections = [e for e in await events_of(mesh) if isinstance(e, AutoscalerElected)]
-        assert elections[-1].instance == "autoscaler" and elections[-1].epoch > newer.epoch
+        assert elections[-1].instance == "autoscaler" and elections[-1].epoch > epoch
+
+
+async def test_an_election_no_lease_backs_is_ignored_and_the_leader_goes_on(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    """A forged election (the mesh runs without NATS users here) does not stop the leader, which still holds the
+    lease: it goes on deciding, its next decisions appended after the forgery."""
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        forged = AutoscalerElected(event_id="forged", instance="forger", epoch=1_000_000)
+        await client.bus.js.publish(s.AUTOSCALER_DECISIONS, encode(forged))
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+        await client.wait_placed("job", timeout=10.0)
+        events = await events_of(mesh)
+        assert launch_requests(events[events.index(forged) :])
+        assert mesh.processes["autoscaler"].poll() is None
 
 
 async def exited(process: subprocess.Popen[bytes]) -> bool:
