@@ -123,14 +123,15 @@ class Decisions:
     def __init__(self, shell: Shell) -> None:
         self.shell = shell
 
-    async def append(self, events: Sequence[AnyEvent], decided_at: int) -> bool:
-        """Append `events`, decided on a view folded up to `decided_at`, and fold them; False (nothing appended, or
-        only a first part) when the subject holds a decision that view had not folded: decide again."""
+    async def append(self, events: Sequence[AnyEvent], decided_at: int) -> list[AnyEvent]:
+        """Append `events`, decided on a view folded up to `decided_at`, and fold them; returns those stored (the
+        first ones: all of them, or fewer once the subject holds a decision that view had not folded)."""
         bus, follower = self.shell.bus, self.shell.follower
         newest = await bus.last_sequence(subjects=(s.AUTOSCALER_DECISIONS,))
         if newest > decided_at:
             await follower.wait_for(newest)
-            return False
+            return []
+        stored: list[AnyEvent] = []
         expected = newest
         for event in events:
             try:
@@ -138,10 +139,20 @@ class Decisions:
             except nats.js.errors.APIError as error:
                 if error.err_code != WRONG_LAST_SEQUENCE:
                     raise
-                log.warning("a decision was appended by someone else meanwhile: deciding again")
-                return False
+                ours = await self._stored_last(event)  # an append retried after its ack was lost meets itself
+                if not ours:
+                    log.warning("a decision was appended by someone else meanwhile: deciding again")
+                    break
+                expected = ours
+            stored.append(event)
         await follower.wait_for(expected)
-        return True
+        return stored
+
+    async def _stored_last(self, event: AnyEvent) -> int:
+        """The sequence of `event` when it is the subject's last message (0 when another one is)."""
+        last = await self.shell.bus.js.get_last_msg(s.EVENTS_STREAM, s.AUTOSCALER_DECISIONS)
+        stored_id = (last.headers or {}).get("Nats-Msg-Id", "")
+        return int(last.seq or 0) if stored_id == event.event_id else 0
 
 
 class Autoscaler:
@@ -233,11 +244,13 @@ class Autoscaler:
         self.fleet = decided.fleet
         if decided.plan is not None:
             self.plan = decided.plan
-        if not decided.events or not await self.decisions.append(decided.events, decided_at):
-            return
-        for launch_id in failures:
-            self.failures.pop(launch_id, None)
-        for event in decided.events:
+        launches = self.view.cluster.launches
+        for launch_id in [one for one in failures if one not in launches or launches[one].state != "launching"]:
+            self.failures.pop(launch_id, None)  # registered meanwhile, or already failed
+        stored = await self.decisions.append(decided.events, decided_at) if decided.events else []
+        for event in stored:
+            if isinstance(event, NodeLaunchFailed):
+                self.failures.pop(event.launch_id, None)
             await self.act(event)
 
     async def check_still_leading(self) -> None:
