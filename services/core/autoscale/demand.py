@@ -92,10 +92,11 @@ class Demand:
         self.priority = priority
         self.work_ids: list[str] = []
 
-    def order(self) -> tuple[int, float, bytes]:
-        """Serve higher priority first, then the largest shapes (first-fit decreasing packs tightest), then by key:
-        never by arrival, so the plan does not depend on the order work came in."""
-        return -self.priority, -sum(sum(bundle.values()) for bundle in self.shape), self.key
+    def order(self) -> tuple[int, float]:
+        """Serve higher priority first, then the largest shapes (first-fit decreasing packs tightest); the planner
+        breaks ties by how few types serve the work, then by key: never by arrival, so the packing does not
+        depend on the order work came in."""
+        return -self.priority, -sum(sum(bundle.values()) for bundle in self.shape)
 
     shape: tuple[Resources, ...] = ()
     selectors: tuple[tuple[SelectorSpec, ...], ...] = ()

@@ -16,7 +16,7 @@ from dataclasses import replace
 from services.core.autoscale.bins import Bins, FreeRooms
 from services.core.autoscale.collect import collect
 from services.core.autoscale.config import ScalingConfig
-from services.core.autoscale.demand import Demand
+from services.core.autoscale.demand import Demand, Verdicts
 from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
 from services.core.autoscale.simulate import correct, puts_of
 from services.core.state import ClusterView
@@ -33,8 +33,10 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     bins = Bins(config, fleet, rare_resources, round_budget(config, fleet), view.seed)
     bins.keep_minimum()
     rooms = FreeRooms()
-    served = sorted(collect(view, rare_resources), key=Demand.order)
-    groups = [_serve(demand, bins, rooms) for demand in served]
+    judged = [(demand, demand.judge(bins)) for demand in collect(view, rare_resources)]
+    judged.sort(key=lambda pair: (*pair[0].order(), len(pair[1].served), pair[0].key))
+    groups = [_serve(demand, verdicts, bins, rooms) for demand, verdicts in judged]
+    served = [demand for demand, _ in judged]
     correct(view, bins, puts_of(bins, served))
     return ScalePlan(
         launches=_launches(bins),
@@ -54,10 +56,9 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     )
 
 
-def _serve(demand: Demand, bins: Bins, rooms: FreeRooms) -> DemandGroup:
+def _serve(demand: Demand, verdicts: Verdicts, bins: Bins, rooms: FreeRooms) -> DemandGroup:
     """Take free capacity, then room on launching and planned nodes, then new nodes, for one demand group."""
     unmet = demand.take_free(rooms)
-    verdicts = demand.judge(bins)
     served_by = verdicts.served
     left, waiting = demand.place(bins, verdicts, list(unmet)) if unmet and served_by else (list(unmet), "")
     return DemandGroup(
