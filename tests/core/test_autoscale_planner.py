@@ -310,6 +310,17 @@ CASES = [
         says="virtual cluster vc may borrow only CPU 4 more (its flexible maximum): 2 of 6 are not demand",
     ),
     Case(
+        "work in a virtual cluster of fixed-size nodes only is not demand: the cluster never grows",
+        both(
+            lambda c: c.add_node("n1", {"CPU": 1}),
+            vcluster("vc", VirtualCluster(fixed_size_nodes=[FixedSizeNodes([FixedSizeNode({"CPU": 1})])])),
+            actors(2, vcluster_id="vc"),
+        ),
+        {},
+        work="a1",
+        says="virtual cluster vc does not grow",
+    ),
+    Case(
         "a queued virtual cluster's fixed-size nodes and minimum are one gang",
         vcluster(
             "vc",

@@ -28,13 +28,13 @@ class Chain:
         self._filters = [(other.vc_id, TaintFilter(spec.tolerations)) for other, spec in self.clusters]
         self._stand_ins: dict[str, NodeState | None] = {}
 
-    def headroom(self) -> Resources:
-        """Per resource: how much more every cluster of the chain may still borrow (inf: unbounded)."""
-        room: Resources = {}
+    def headroom(self, names: Resources) -> Resources:
+        """Per resource of `names`: how much more every cluster of the chain may still borrow (inf: unbounded)."""
+        room = dict.fromkeys(names, math.inf)
         for vc, spec in self.clusters:
             held = vc.flexible_total
-            for name in spec.maximum:
-                room[name] = min(room.get(name, math.inf), spec.headroom(name, held.get(name, 0.0)))
+            for name in room:
+                room[name] = min(room[name], spec.headroom(name, held.get(name, 0.0)))
         return room
 
     def cap(self, work_ids: list[str], need: Resources) -> tuple[list[str], str]:
@@ -44,23 +44,19 @@ class Chain:
                 return [], f"virtual cluster {vc.vc_id} is not admitted yet (its minimum is the demand)"
             if not spec.grows:
                 return [], f"virtual cluster {vc.vc_id} does not grow (fixed-size nodes and flexible minimum only)"
-        room = self.headroom()
+        room = self.headroom(need)
         copies = len(work_ids)
         for name, amount in need.items():
-            limit = room.get(name, math.inf) if self._bounded(name) else math.inf
-            if amount > EPSILON and limit != math.inf:
-                copies = min(copies, math.floor((limit + EPSILON) / amount))
+            if amount > EPSILON and room[name] != math.inf:
+                copies = min(copies, math.floor((room[name] + EPSILON) / amount))
         if copies >= len(work_ids):
             return work_ids, ""
-        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room.get(name, math.inf) != math.inf)
+        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room[name] != math.inf)
         reason = (
             f"virtual cluster {self.vc.vc_id} may borrow only {shown} more (its flexible maximum): "
             f"{len(work_ids) - copies} of {len(work_ids)} are not demand"
         )
         return work_ids[:copies], reason
-
-    def _bounded(self, name: str) -> bool:
-        return any(name in spec.maximum or spec.fixed for _, spec in self.clusters)
 
     def refusal(self, node: NodeState) -> str | None:
         """Why no cluster of the chain may carve a flexible node out of `node` (a taint it does not tolerate)."""

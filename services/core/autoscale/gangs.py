@@ -187,7 +187,9 @@ def _bundle_selectors(request: PlacementGroupRequest, index: int) -> tuple[Selec
 
 
 class QueuedClusterDemand(GangDemand):
-    """A virtual cluster waiting for its minimum: its fixed-size nodes and flexible minimum, as one gang."""
+    """A top-level virtual cluster waiting for its minimum: its fixed-size nodes (each group under its policy) and
+    its flexible minimum, as one gang. The minimum is planned as one piece on one node (admission may carve it from
+    several); a cluster queued under another virtual cluster waits on that cluster's growth, not on new nodes."""
 
     kind: DemandKind = "virtual_cluster"
 
