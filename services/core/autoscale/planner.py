@@ -1,11 +1,12 @@
 """The planner: pending work -> demand groups -> nodes to launch, judged by Corral's own placement rules (pure).
 
-One round, in order: `min_workers` first; then the demand, highest priority first (ties by the group's key, so the
-plan does not depend on the order work arrived in). Identical pending work is grouped before any per-node work.
-Each group first takes the free capacity of existing nodes (judged by the same plugins the scheduler runs: what
-fits there is not demand), then room on nodes already launching or planned in this round, then new nodes of the
-cheapest type that passes every node-level rule (options in order: the primary selector, then each fallback),
-within each type's `max_workers`, the round's upscaling budget and without the backed-off types.
+One round, in order: `min_workers` first; then the demand, first-fit decreasing: highest priority first, then the
+largest shapes, then the work fewest types serve, then by key (never by arrival). Identical pending work is
+grouped before any per-node work. Each group first takes the free capacity of existing nodes (judged by the same
+plugins the scheduler runs: what fits there is not demand), then room on nodes already launching or planned in
+this round, then new nodes of the cheapest type that passes every node-level rule (options in order: the primary
+selector, then each fallback), within each type's `max_workers`, the round's upscaling budget and without the
+backed-off types. Last, `simulate` replays the packing with the scheduler's own decisions and corrects it.
 """
 
 from __future__ import annotations
