@@ -66,6 +66,12 @@ class GangDemand(Demand):
         room = rooms.of(self.scope)
         for index in range(len(self.work_ids)):
             if not any(_fits_existing(room, option) for option in self.options):
+                if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
+                    self.capped = (
+                        f"placement groups in virtual cluster {self.scope.scope_id} reserve only its nodes "
+                        "(it grows for actors, not for placement groups)"
+                    )
+                    return []
                 return self.work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
         return []
 
