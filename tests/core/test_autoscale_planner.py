@@ -158,6 +158,11 @@ CASES = [
         {"cpu-16": 1},
     ),
     Case(
+        "a selector on the system label corral.io/node-type picks that type",
+        actors(1, label_selector={"corral.io/node-type": "cpu-16"}),
+        {"cpu-16": 1},
+    ),
+    Case(
         "a selector fallback picks the second type when no type matches the primary",
         actors(1, label_selector={"type": "nope"}, fallback_strategy=[{"label_selector": {"zone": "usa-2"}}]),
         {"cpu-16": 1},
