@@ -1,5 +1,5 @@
 """Properties of the autoscaler's planner: the scheduler places the demand each launch was for, no maximum is ever
-exceeded, and the order the planner sees pending work in does not change
+exceeded, planning changes nothing in the view, and the order the planner sees pending work in does not change
 the plan (the order work arrived in does not change the demand either)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from schemas import PlacementGroupRequest, PlacementStrategy, ScheduleRequest, S
 from services.core import Cluster
 from services.core.autoscale import Fleet, ScalePlan, launched_node, plan
 from services.core.state import ClusterView
+from services.core.state.snapshot import digest
 from tests.core.autoscale_builders import RARE, SPARE, TYPES, config
 from tests.core.builders import affinity
 
@@ -193,3 +194,13 @@ def test_the_order_work_arrived_in_does_not_change_the_demand(asks: list[Ask], b
     first = plan(submitted(work, busy).view, SCALING, ROOMY, RARE)
     second = plan(submitted(shuffled, busy).view, SCALING, ROOMY, RARE)
     assert first.demand == second.demand
+
+
+@SETTINGS
+@given(asks=st.lists(ASKS, min_size=1, max_size=6), busy=st.integers(0, 2))
+def test_planning_changes_nothing_in_the_view_and_gives_the_same_plan_again(asks: list[Ask], busy: int) -> None:
+    view = submitted(requests(asks), busy).view
+    before = digest(view)
+    first = plan(view, SCALING, ROOMY, RARE)
+    assert digest(view) == before
+    assert plan(view, SCALING, ROOMY, RARE) == first
