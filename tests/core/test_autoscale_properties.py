@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import PlacementGroupRequest, PlacementStrategy, ScheduleRequest, SelectorSpec
+from schemas import PlacementGroupRequest, PlacementStrategy, ScheduleRequest, SelectorSpec, VirtualCluster
 from services.core import Cluster
 from services.core.autoscale import Fleet, ScalePlan, launched_node, plan
 from services.core.state import ClusterView
@@ -204,3 +205,18 @@ def test_planning_changes_nothing_in_the_view_and_gives_the_same_plan_again(asks
     first = plan(view, SCALING, ROOMY, RARE)
     assert digest(view) == before
     assert plan(view, SCALING, ROOMY, RARE) == first
+
+
+@SETTINGS
+@given(asks=st.lists(ASKS, min_size=1, max_size=5), cap=st.integers(1, 12))
+def test_demand_inside_a_virtual_cluster_never_exceeds_what_it_may_borrow(asks: list[Ask], cap: int) -> None:
+    cluster = Cluster(rare_resources=RARE)
+    spec = VirtualCluster(flexible_resource_max={"CPU": cap, "GPU": 4}, tolerations={"gpu_node": "exists()"})
+    cluster.create_virtual_cluster("vc", spec)
+    work = [request for request in requests(asks) if isinstance(request, ScheduleRequest)]
+    for request in work:
+        cluster.submit(msgspec.structs.replace(request, vcluster_id="vc"))
+    result = plan(cluster.view, SCALING, ROOMY, RARE)
+    counted = {work_id for launch in result.launches for work_id in launch.work_ids}
+    cpu = {request.actor_id: request.resources["CPU"] for request in work}
+    assert sum(cpu[work_id] for work_id in counted) <= cap
