@@ -23,9 +23,9 @@ from services.core.prng import SplitMix64
 from services.core.state import ClusterView, Resources
 from services.core.state.indexes import DomainIndex
 
-CORRECTIONS = 4
+CORRECTIONS = 6
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
-already (at least one per piece of work)" before the plan stands as it is (nodes left empty are dropped)."""
+already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
 REPLAYED_AT_MOST = 256
 """Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
 packing's places, and a later round corrects what that got wrong."""
@@ -76,15 +76,20 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
         unplaced = _replay(view, bins, puts)
         short = Counter(put.on[0][0].type_name for put in unplaced)
         extra = {name: min(bins.room_left(name), max(count, bins.planned_count(name))) for name, count in short.items()}
-        if not any(extra.values()):
-            break
-        for name, count in extra.items():
-            for _ in range(count):
-                bins.launch(name)
-    for targets in list(bins.open.values()):
-        for target in list(targets):
-            if target.planned and not target.for_minimum and not target.loads:
-                bins.drop(target)
+        if any(extra.values()):
+            for name, count in extra.items():
+                for _ in range(count):
+                    bins.launch(name)
+            continue
+        empty = [target for targets in bins.open.values() for target in targets if _unused(target)]
+        if not empty:
+            return
+        for target in empty:  # fewer nodes change the scheduler's choices: the next round replays again
+            bins.drop(target)
+
+
+def _unused(target: Bin) -> bool:
+    return target.planned and not target.for_minimum and not target.loads
 
 
 def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
