@@ -158,6 +158,11 @@ CASES = [
         {"cpu-16": 1},
     ),
     Case(
+        "a selector on the system label corral.io/node-type picks that type",
+        actors(1, label_selector={"corral.io/node-type": "cpu-16"}),
+        {"cpu-16": 1},
+    ),
+    Case(
         "a selector fallback picks the second type when no type matches the primary",
         actors(1, label_selector={"type": "nope"}, fallback_strategy=[{"label_selector": {"zone": "usa-2"}}]),
         {"cpu-16": 1},
@@ -308,6 +313,38 @@ CASES = [
         {"cpu-4": 1},
         work="a5",
         says="virtual cluster vc may borrow only CPU 4 more (its flexible maximum): 2 of 6 are not demand",
+    ),
+    Case(
+        "a virtual cluster's maximum goes to its work in the scheduler's order, whatever the shapes",
+        both(
+            vcluster("vc", VirtualCluster(flexible_resource_max={"CPU": 4})),
+            actors(3, vcluster_id="vc"),
+            lambda c: c.submit(ScheduleRequest("big", {"CPU": 3}, vcluster_id="vc")),
+        ),
+        {"cpu-4": 1},
+        work="big",
+        says="virtual cluster vc may borrow only CPU 4 more (its flexible maximum): 1 of 1 are not demand",
+    ),
+    Case(
+        "a placement group inside a virtual cluster is not demand: the cluster grows for actors only",
+        both(
+            vcluster("vc", VirtualCluster(flexible_resource_max={"CPU": 8})),
+            lambda c: c.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}], vcluster_id="vc")),
+        ),
+        {},
+        work="pg",
+        says="placement groups in virtual cluster vc reserve only its nodes",
+    ),
+    Case(
+        "work in a virtual cluster of fixed-size nodes only is not demand: the cluster never grows",
+        both(
+            lambda c: c.add_node("n1", {"CPU": 1}),
+            vcluster("vc", VirtualCluster(fixed_size_nodes=[FixedSizeNodes([FixedSizeNode({"CPU": 1})])])),
+            actors(2, vcluster_id="vc"),
+        ),
+        {},
+        work="a1",
+        says="virtual cluster vc does not grow",
     ),
     Case(
         "a queued virtual cluster's fixed-size nodes and minimum are one gang",

@@ -27,14 +27,15 @@ class Chain:
         """The scope whose nodes `vc`'s flexible nodes are carved from."""
         self._filters = [(other.vc_id, TaintFilter(spec.tolerations)) for other, spec in self.clusters]
         self._stand_ins: dict[str, NodeState | None] = {}
+        self._within: set[str] | None = None
 
-    def headroom(self) -> Resources:
-        """Per resource: how much more every cluster of the chain may still borrow (inf: unbounded)."""
-        room: Resources = {}
+    def headroom(self, names: Resources) -> Resources:
+        """Per resource of `names`: how much more every cluster of the chain may still borrow (inf: unbounded)."""
+        room = dict.fromkeys(names, math.inf)
         for vc, spec in self.clusters:
             held = vc.flexible_total
-            for name in spec.maximum:
-                room[name] = min(room.get(name, math.inf), spec.headroom(name, held.get(name, 0.0)))
+            for name in room:
+                room[name] = min(room[name], spec.headroom(name, held.get(name, 0.0)))
         return room
 
     def cap(self, work_ids: list[str], need: Resources) -> tuple[list[str], str]:
@@ -44,23 +45,37 @@ class Chain:
                 return [], f"virtual cluster {vc.vc_id} is not admitted yet (its minimum is the demand)"
             if not spec.grows:
                 return [], f"virtual cluster {vc.vc_id} does not grow (fixed-size nodes and flexible minimum only)"
-        room = self.headroom()
-        copies = len(work_ids)
-        for name, amount in need.items():
-            limit = room.get(name, math.inf) if self._bounded(name) else math.inf
-            if amount > EPSILON and limit != math.inf:
-                copies = min(copies, math.floor((limit + EPSILON) / amount))
-        if copies >= len(work_ids):
+        within = [work_id for work_id in work_ids if work_id in self.within()]
+        if len(within) == len(work_ids):
             return work_ids, ""
-        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room.get(name, math.inf) != math.inf)
+        room = self.headroom(need)
+        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room[name] != math.inf)
         reason = (
             f"virtual cluster {self.vc.vc_id} may borrow only {shown} more (its flexible maximum): "
-            f"{len(work_ids) - copies} of {len(work_ids)} are not demand"
+            f"{len(work_ids) - len(within)} of {len(work_ids)} are not demand"
         )
-        return work_ids[:copies], reason
+        return within, reason
 
-    def _bounded(self, name: str) -> bool:
-        return any(name in spec.maximum or spec.fixed for _, spec in self.clusters)
+    def within(self) -> set[str]:
+        """The pending actors of the cluster whose growth its maximum allows, given out in the scheduler's queue
+        order (priority, then arrival), as the scheduler will borrow for them: an actor that does not fit what is
+        left is skipped and the next one may still fit."""
+        if self._within is None:
+            scope = self.vc.scope
+            actors = [scope.actors[work_id] for work_id in scope.pending if work_id in scope.actors]
+            actors.sort(key=lambda actor: (-actor.request.priority, actor.arrival))
+            room: Resources = {}
+            self._within = set()
+            for actor in actors:
+                need = {name: float(amount) for name, amount in actor.request.resources.items() if amount > 0}
+                for name in need:
+                    if name not in room:
+                        room[name] = self.headroom({name: 0.0})[name]
+                if all(amount <= room[name] + EPSILON for name, amount in need.items()):
+                    self._within.add(actor.request.actor_id)
+                    for name, amount in need.items():
+                        room[name] -= amount
+        return self._within
 
     def refusal(self, node: NodeState) -> str | None:
         """Why no cluster of the chain may carve a flexible node out of `node` (a taint it does not tolerate)."""

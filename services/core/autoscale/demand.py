@@ -92,10 +92,11 @@ class Demand:
         self.priority = priority
         self.work_ids: list[str] = []
 
-    def order(self) -> tuple[int, float, bytes]:
-        """Serve higher priority first, then the largest shapes (first-fit decreasing packs tightest), then by key:
-        never by arrival, so the plan does not depend on the order work came in."""
-        return -self.priority, -sum(sum(bundle.values()) for bundle in self.shape), self.key
+    def order(self) -> tuple[int, float]:
+        """Serve higher priority first, then the largest shapes (first-fit decreasing packs tightest); the planner
+        breaks ties by how few types serve the work, then by key: never by arrival, so the packing does not
+        depend on the order work came in."""
+        return -self.priority, -sum(sum(bundle.values()) for bundle in self.shape)
 
     shape: tuple[Resources, ...] = ()
     selectors: tuple[tuple[SelectorSpec, ...], ...] = ()
@@ -173,8 +174,7 @@ class ActorDemand(Demand):
         for index, plan in enumerate(self.plans):
             tier = []
             for name, template in bins.templates.items():
-                seen = template if self.chain is None else self.chain.stand_in(template)
-                reason = self.chain.refusal(template) if seen is None and self.chain else plan.rejects(seen or template)
+                reason = self._rejection(plan, template)
                 if reason is None:
                     tier.append(name)
                 elif index == 0:
@@ -184,6 +184,13 @@ class ActorDemand(Demand):
         served = set(verdicts.served)
         verdicts.reasons = {name: why for name, why in reasons.items() if name not in served}
         return verdicts
+
+    def _rejection(self, plan: Plan, template: NodeState) -> str | None:
+        """Why a new node like `template` cannot take this work (inside a virtual cluster: its flexible node)."""
+        if self.chain is None:
+            return plan.rejects(template)
+        seen = self.chain.stand_in(template)
+        return self.chain.refusal(template) if seen is None else plan.rejects(seen)
 
     def place(self, bins: Bins, verdicts: Verdicts, left: list[str]) -> tuple[list[str], str]:
         need = self.work.resources

@@ -66,6 +66,12 @@ class GangDemand(Demand):
         room = rooms.of(self.scope)
         for index in range(len(self.work_ids)):
             if not any(_fits_existing(room, option) for option in self.options):
+                if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
+                    self.capped = (
+                        f"placement groups in virtual cluster {self.scope.scope_id} reserve only its nodes "
+                        "(it grows for actors, not for placement groups)"
+                    )
+                    return []
                 return self.work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
         return []
 
@@ -187,7 +193,9 @@ def _bundle_selectors(request: PlacementGroupRequest, index: int) -> tuple[Selec
 
 
 class QueuedClusterDemand(GangDemand):
-    """A virtual cluster waiting for its minimum: its fixed-size nodes and flexible minimum, as one gang."""
+    """A top-level virtual cluster waiting for its minimum: its fixed-size nodes (each group under its policy) and
+    its flexible minimum, as one gang. The minimum is planned as one piece on one node (admission may carve it from
+    several); a cluster queued under another virtual cluster waits on that cluster's growth, not on new nodes."""
 
     kind: DemandKind = "virtual_cluster"
 

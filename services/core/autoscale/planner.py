@@ -1,11 +1,12 @@
 """The planner: pending work -> demand groups -> nodes to launch, judged by Corral's own placement rules (pure).
 
-One round, in order: `min_workers` first; then the demand, highest priority first (ties by the group's key, so the
-plan does not depend on the order work arrived in). Identical pending work is grouped before any per-node work.
-Each group first takes the free capacity of existing nodes (judged by the same plugins the scheduler runs: what
-fits there is not demand), then room on nodes already launching or planned in this round, then new nodes of the
-cheapest type that passes every node-level rule (options in order: the primary selector, then each fallback),
-within each type's `max_workers`, the round's upscaling budget and without the backed-off types.
+One round, in order: `min_workers` first; then the demand, first-fit decreasing: highest priority first, then the
+largest shapes, then the work fewest types serve, then by key (never by arrival). Identical pending work is
+grouped before any per-node work. Each group first takes the free capacity of existing nodes (judged by the same
+plugins the scheduler runs: what fits there is not demand), then room on nodes already launching or planned in
+this round, then new nodes of the cheapest type that passes every node-level rule (options in order: the primary
+selector, then each fallback), within each type's `max_workers`, the round's upscaling budget and without the
+backed-off types. Last, `simulate` replays the packing with the scheduler's own decisions and corrects it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import replace
 from services.core.autoscale.bins import Bins, FreeRooms
 from services.core.autoscale.collect import collect
 from services.core.autoscale.config import ScalingConfig
-from services.core.autoscale.demand import Demand
+from services.core.autoscale.demand import Demand, Verdicts
 from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
 from services.core.autoscale.simulate import correct, puts_of
 from services.core.state import ClusterView
@@ -33,8 +34,10 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     bins = Bins(config, fleet, rare_resources, round_budget(config, fleet), view.seed)
     bins.keep_minimum()
     rooms = FreeRooms()
-    served = sorted(collect(view, rare_resources), key=Demand.order)
-    groups = [_serve(demand, bins, rooms) for demand in served]
+    judged = [(demand, demand.judge(bins)) for demand in collect(view, rare_resources)]
+    judged.sort(key=lambda pair: (*pair[0].order(), len(pair[1].served), pair[0].key))
+    groups = [_serve(demand, verdicts, bins, rooms) for demand, verdicts in judged]
+    served = [demand for demand, _ in judged]
     correct(view, bins, puts_of(bins, served))
     return ScalePlan(
         launches=_launches(bins),
@@ -54,10 +57,9 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     )
 
 
-def _serve(demand: Demand, bins: Bins, rooms: FreeRooms) -> DemandGroup:
+def _serve(demand: Demand, verdicts: Verdicts, bins: Bins, rooms: FreeRooms) -> DemandGroup:
     """Take free capacity, then room on launching and planned nodes, then new nodes, for one demand group."""
     unmet = demand.take_free(rooms)
-    verdicts = demand.judge(bins)
     served_by = verdicts.served
     left, waiting = demand.place(bins, verdicts, list(unmet)) if unmet and served_by else (list(unmet), "")
     return DemandGroup(

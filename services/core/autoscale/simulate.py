@@ -4,12 +4,13 @@ The planner packs demand first-fit decreasing; the scheduler places one piece of
 policy (DEFAULT fills a node to half, then spreads), so the two can disagree. Once the bins are chosen, the work
 put on them is placed again by `place_actor` and `decide_group`, on every bin at once (as the nodes will be when
 they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
-unplaced gets one more node of the type the packing chose for it (a few times at most), and planned nodes it
-leaves empty are not launched.
+unplaced gets more nodes of the type the packing chose for it (a few times at most, doubling), and planned nodes
+it leaves empty are not launched.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from services.core.autoscale.bins import Bin, Bins
@@ -20,9 +21,11 @@ from services.core.decide.actor import place_actor
 from services.core.decide.group import decide_group
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, Resources
+from services.core.state.indexes import DomainIndex
 
-CORRECTIONS = 3
-"""Rounds of "place again, launch one more node per type with unplaced work" before the plan stands as it is."""
+CORRECTIONS = 6
+"""Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
+already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
 REPLAYED_AT_MOST = 256
 """Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
 packing's places, and a later round corrects what that got wrong."""
@@ -38,14 +41,13 @@ class Put:
 
     @property
     def simulated(self) -> bool:
-        """Whether the scheduler's decision can be replayed here: root-scope work without rules that read other
-        placements (affinity, DataFlow, its own anti-affinity) and not a virtual cluster's admission."""
+        """Whether the scheduler's decision can be replayed here: root-scope work, not a DataFlow operation (its
+        footprint moves with placements) nor a virtual cluster's admission."""
         demand = self.demand
         if isinstance(demand, GroupDemand):
             return not demand.scope.scope_id
         if isinstance(demand, ActorDemand):
-            work = demand.work
-            return demand.chain is None and work.affinity is None and work.run_after is None
+            return demand.chain is None and demand.work.run_after is None
         return False
 
 
@@ -72,15 +74,22 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
         return
     for _ in range(CORRECTIONS):
         unplaced = _replay(view, bins, puts)
-        extra = [name for name in dict.fromkeys(put.on[0][0].type_name for put in unplaced) if bins.room_left(name)]
-        if not extra:
-            break
-        for name in extra:
-            bins.launch(name)
-    for targets in list(bins.open.values()):
-        for target in list(targets):
-            if target.planned and not target.for_minimum and not target.loads:
-                bins.drop(target)
+        short = Counter(put.on[0][0].type_name for put in unplaced)
+        extra = {name: min(bins.room_left(name), max(count, bins.planned_count(name))) for name, count in short.items()}
+        if any(extra.values()):
+            for name, count in extra.items():
+                for _ in range(count):
+                    bins.launch(name)
+            continue
+        empty = [target for targets in bins.open.values() for target in targets if _unused(target)]
+        if not empty:
+            return
+        for target in empty:  # fewer nodes change the scheduler's choices: the next round replays again
+            bins.drop(target)
+
+
+def _unused(target: Bin) -> bool:
+    return target.planned and not target.for_minimum and not target.loads
 
 
 def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
@@ -93,7 +102,8 @@ def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
     simulated = [put for put in puts if put.simulated]
     replayed, later = simulated[:REPLAYED_AT_MOST], simulated[REPLAYED_AT_MOST:]
     _load([put for put in puts if not put.simulated])
-    only_bins = _bins_view(view, every)
+    labelled = any(isinstance(put.demand, ActorDemand) and put.demand.work.request.labels for put in replayed)
+    only_bins = _bins_view(view, every, own_indexes=labelled)
     by_node = {target.node.node_id: target for target in every}
     prng = SplitMix64(view.seed)
     unplaced = [put for put in replayed if not _place(only_bins, by_node, put, prng)]
@@ -108,17 +118,27 @@ def _load(puts: list[Put]) -> None:
             target.load(put.work_id, amount)
 
 
-def _bins_view(view: ClusterView, every: list[Bin]) -> ClusterView:
-    """A view whose nodes are the bins only (existing nodes' free room is spent already), reading the placed
-    actors' domains and footprints of `view` (so affinity rules judge the new nodes as they will be judged)."""
+def _bins_view(view: ClusterView, every: list[Bin], *, own_indexes: bool) -> ClusterView:
+    """A view whose nodes are the bins only (existing nodes' free room is spent already), with the placed actors'
+    domains and footprints of `view` (so affinity rules judge the new nodes as they will be judged); with
+    `own_indexes`, copies of the domain indexes, which the replay's placements are counted in."""
     only_bins = ClusterView(view.seed)
-    only_bins.actor_index = view.actor_index
-    only_bins.anti_index = view.anti_index
+    only_bins.actor_index = _copied(view.actor_index) if own_indexes else view.actor_index
+    only_bins.anti_index = _copied(view.anti_index) if own_indexes else view.anti_index
     only_bins.footprints = view.footprints
     for target in every:
         only_bins.add_live_node(target.node)
         only_bins.set_taints(target.node, list(target.node.taints))
     return only_bins
+
+
+def _copied(index: DomainIndex) -> DomainIndex:
+    copy = DomainIndex()
+    copy.counts = {
+        entry: {topology: dict(domains) for topology, domains in by_topology.items()}
+        for entry, by_topology in index.counts.items()
+    }
+    return copy
 
 
 def _place(only_bins: ClusterView, by_node: dict[str, Bin], put: Put, prng: SplitMix64) -> bool:
@@ -129,6 +149,8 @@ def _place(only_bins: ClusterView, by_node: dict[str, Bin], put: Put, prng: Spli
         if placed is None:
             return False
         by_node[placed[0].node_id].load(put.work_id, demand.work.resources)
+        if demand.work.request.labels:
+            only_bins.index_actor(demand.work.request, placed[0], 1)
         return True
     assert isinstance(demand, GroupDemand)
     decision = decide_group(only_bins, demand.work, prng, DEFAULT_SAMPLE)
