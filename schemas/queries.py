@@ -248,7 +248,9 @@ class LaunchInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     work: list[str] = []
     node_id: str = ""
     note: str = ""
-    """Why it failed or was terminated."""
+    """Why it failed, is draining or was terminated."""
+    changed_at: float = 0.0
+    """When its state last changed (Unix seconds; a registration keeps the time before it)."""
 
 
 class AutoscalerStatusReply(

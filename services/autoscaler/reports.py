@@ -51,6 +51,7 @@ def launch_info(launch: Launch) -> LaunchInfo:
         work=list(launch.work),
         node_id=launch.node_id,
         note=launch.note,
+        changed_at=launch.changed_at,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,3 +72,20 @@ def test_corral_up_refuses_a_bad_autoscaler_file_before_starting_anything(tmp_pa
     _, err = up.communicate(timeout=30)
     assert up.returncode == 1 and "min_workers" in err and "two" in err, err
     assert not (tmp_path / "corral" / "nats").exists()
+
+
+def test_the_demos_autoscaler_act_scales_up_explains_and_scales_down() -> None:
+    """`make run`'s last act, on a mesh of its own."""
+    process = subprocess.run(
+        [sys.executable, "-m", "services.cli.demo.autoscaling"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    out = process.stdout
+    assert "trainer placed on gpu-a100-L1" in out
+    assert "autoscaler: no node type can host it: cpu-4 doesn't match the label selector" in out
+    assert "gpu-a100-L1 tainted corral.io/scale-down=true:NoSchedule, terminated and removed" in out

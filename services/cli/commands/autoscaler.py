@@ -67,7 +67,7 @@ def render(status: AutoscalerStatusReply) -> str:
             "none",
         ),
         section("RECENT LAUNCHES", len(status.launches), launches_table(status.launches, now), "none"),
-        section("RECENT TERMINATIONS", len(status.terminations), launches_table(status.terminations, now), "none"),
+        section("RECENT TERMINATIONS", len(status.terminations), terminations_table(status.terminations, now), "none"),
     ]
     return "\n\n".join(parts)
 
@@ -86,6 +86,15 @@ def launches_table(launches: list[LaunchInfo], now: float) -> str:
         for launch in launches
     ]
     return format_table(("LAUNCH", "TYPE", "STATE", "NODE", "AGE", "REASON"), rows)
+
+
+def terminations_table(terminations: list[LaunchInfo], now: float) -> str:
+    """One row per terminated node: node, type, launch, how long ago, why."""
+    rows = [
+        (launch.node_id, launch.node_type, launch.launch_id, age(now, launch.changed_at), launch.note)
+        for launch in terminations
+    ]
+    return format_table(("NODE", "TYPE", "LAUNCH", "AGE", "REASON"), rows)
 
 
 def run_status(args: argparse.Namespace) -> int:
