@@ -31,7 +31,7 @@ from schemas import (
 )
 from schemas import subjects as s
 from schemas.queries import AutoscalerStatusQuery, AutoscalerWhyQuery
-from services.autoscaler.handlers import Decider, event_id
+from services.autoscaler.handlers import Decider, event_id, scale_down_tainted
 from services.autoscaler.providers import LocalProvider, Provider, provider_for
 from services.autoscaler.reports import Reports
 from services.autoscaler.view import AutoscalerView
@@ -145,7 +145,8 @@ class Decisions:
                     break
                 expected = ours
             stored.append(event)
-        await follower.wait_for(expected)
+        with contextlib.suppress(TimeoutError):  # stored all the same: the next round folds up to the log's end first
+            await follower.wait_for(expected)
         return stored
 
     async def _stored_last(self, event: AnyEvent) -> int:
@@ -249,9 +250,17 @@ class Autoscaler:
             self.failures.pop(launch_id, None)  # registered meanwhile, or already failed
         stored = await self.decisions.append(decided.events, decided_at) if decided.events else []
         for event in stored:
-            if isinstance(event, NodeLaunchFailed):
-                self.failures.pop(event.launch_id, None)
             await self.act(event)
+        await self.taint_again(time.time())
+
+    async def taint_again(self, now: float) -> None:
+        """Send the scale-down taint again to a draining node still without it a few rounds after the drain began
+        (the first command was refused or lost); the drain cannot end in a termination before it has the taint."""
+        for node_id, launch_id in sorted(self.view.cluster.launched_nodes.items()):
+            launch, node = self.view.cluster.launches[launch_id], self.view.cluster.nodes.get(node_id)
+            late = now - launch.changed_at > 3 * self.settings.autoscaler_interval
+            if launch.state == "draining" and node is not None and late and not scale_down_tainted(node):
+                await self._command(self.commands.add_taints(node_id, [SCALE_DOWN]))
 
     async def check_still_leading(self) -> None:
         """Exit (code 3) once the log holds an election newer than ours that the lease backs; one the lease does

@@ -24,14 +24,14 @@ from schemas import (
     TaintsChanged,
 )
 from schemas import subjects as s
-from services.cli.mesh import SERVICES
+from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
 from services.runtime.codec import decode, encode
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import FAST_AUTOSCALER, autoscaled_mesh, events_of, launch_requests, write_config
-from tests.integration.conftest import holds_within, start_test_mesh, wait_ready
+from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -216,3 +216,26 @@ async def test_an_election_no_lease_backs_is_ignored_and_the_leader_goes_on(
 async def exited(process: subprocess.Popen[bytes]) -> bool:
     """Whether the process has exited."""
     return process.poll() is not None
+
+
+async def test_a_drain_whose_taint_was_refused_sends_it_again_and_ends_in_termination(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    """The taints service is down when the drain is decided (its command goes unanswered); once it is back, the
+    autoscaler taints the node again and terminates it."""
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path, idle=0.5)) as (mesh, client):
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+        node_id = await placed_on(client, "job")
+        mesh.stop_service("taints")
+        decisions = await client.bus.nc.subscribe(s.AUTOSCALER_DECISIONS)
+        await client.remove_actor("job")
+        while not isinstance(decode((await decisions.next_msg(timeout=10.0)).data, AnyEvent), NodeDrainStarted):
+            pass
+        assert await holds_within(lambda: refused_taint_logged(mesh), timeout=10.0)
+        mesh.start_service("taints")
+        assert await holds_within(lambda: gone(client, node_id), timeout=15.0)
+
+
+async def refused_taint_logged(mesh: Mesh) -> bool:
+    """Whether the autoscaler logged a taint command that went unanswered."""
+    return "autoscaler command refused" in log_of(mesh, "autoscaler")
