@@ -25,7 +25,7 @@ from schemas import (
 )
 from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh
-from services.client import Client
+from services.client import Client, UnavailableError
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
 from services.runtime.codec import decode, encode
 from services.runtime.runner import EXIT_LEASE_LOST
@@ -239,3 +239,26 @@ async def test_a_drain_whose_taint_was_refused_sends_it_again_and_ends_in_termin
 async def refused_taint_logged(mesh: Mesh) -> bool:
     """Whether the autoscaler logged a taint command that went unanswered."""
     return "autoscaler command refused" in log_of(mesh, "autoscaler")
+
+
+async def test_a_standby_autoscaler_takes_over_when_the_leader_dies(tmp_path: Path, server_path: ServerPath) -> None:
+    """Two instances: one leads (one election in the log), the other answers nothing; kill -9 the leader and the
+    standby wins the lease, is elected at a newer epoch and launches for new work."""
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        mesh.start_service("autoscaler", instance="autoscaler-2")
+        first = (await client.autoscaler_status()).instance
+        assert first == "autoscaler"
+        mesh.stop_service("autoscaler", hard=True)
+
+        async def standby_leads() -> bool:
+            try:
+                return (await client.autoscaler_status()).instance == "autoscaler-2"
+            except UnavailableError:
+                return False
+
+        assert await holds_within(standby_leads, timeout=15.0)
+        elections = [e for e in await events_of(mesh) if isinstance(e, AutoscalerElected)]
+        assert [e.instance for e in elections] == ["autoscaler", "autoscaler-2"]
+        assert elections[1].epoch > elections[0].epoch
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+        assert (await placed_on(client, "job")).startswith("cpu-4-")
