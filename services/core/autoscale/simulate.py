@@ -23,10 +23,10 @@ from services.core.prng import SplitMix64
 from services.core.state import ClusterView, Resources
 from services.core.state.indexes import DomainIndex
 
-CORRECTIONS = 6
+CORRECTIONS = 3
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
 already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
-REPLAYED_AT_MOST = 256
+REPLAYED_AT_MOST = 128
 """Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
 packing's places, and a later round corrects what that got wrong."""
 
@@ -72,6 +72,7 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
     """Replace the packing of the simulated work by the scheduler's own placements (see the module's doc)."""
     if not any(put.simulated for put in puts):
         return
+    bins.stop_shelving()
     for _ in range(CORRECTIONS):
         unplaced = _replay(view, bins, puts)
         short = Counter(put.on[0][0].type_name for put in unplaced)
