@@ -4,8 +4,10 @@ The planner packs demand first-fit decreasing; the scheduler places one piece of
 policy (DEFAULT fills a node to half, then spreads), so the two can disagree. Once the bins are chosen, the work
 put on them is placed again by `place_actor` and `decide_group`, on every bin at once (as the nodes will be when
 they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
-unplaced gets more nodes of the type the packing chose for it (a few times at most, doubling), and planned nodes
-it leaves empty are not launched.
+unplaced gets more nodes of the type the packing chose for it (doubling), else planned nodes it leaves empty are
+dropped and it replays again (fewer nodes change its choices), three replays at most. What it cannot foresee is
+how the scheduler breaks a tie between equally good nodes (its PRNG is its own): then work can be stranded, and
+the next round counts it again.
 """
 
 from __future__ import annotations
