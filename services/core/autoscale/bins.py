@@ -197,6 +197,7 @@ class Bins:
         }
         self.open: dict[str, list[Bin]] = {name: [] for name in config.node_types}
         self.shelf = Shelf(config.node_types)
+        self.shelving = True
         for name in config.node_types:
             for launch_id in sorted(fleet.launching.get(name, ())):
                 node = self._node(name, f"launch-{launch_id}")
@@ -246,8 +247,17 @@ class Bins:
 
     def _open(self, added: Bin) -> Bin:
         self.open[added.type_name].append(added)
-        self.shelf.add(added)
+        if self.shelving:
+            self.shelf.add(added)
         return added
+
+    def stop_shelving(self) -> None:
+        """Packing is over: stop keeping the bins bucketed (what is put on them later moves no bucket)."""
+        self.shelving = False
+        for targets in self.open.values():
+            for target in targets:
+                if target.shelf is not None:
+                    target.shelf.remove(target)
 
     def fitting(self, names: Iterable[str], need: Resources) -> Iterator[Bin]:
         """Launching and planned bins of these types (in this order) where `need` fits now."""
@@ -257,14 +267,16 @@ class Bins:
         """Take back the launch of `added`, the last bin of its type (a gang that could not be placed whole)."""
         assert self.open[added.type_name][-1] is added, "only the newest launch of a type is taken back"
         self.open[added.type_name].pop()
-        self.shelf.remove(added)
+        if added.shelf is not None:
+            added.shelf.remove(added)
         self._planned[added.type_name] -= 1
         self.budget += 1
 
     def drop(self, unused: Bin) -> None:
         """Do not launch `unused` after all (a planned node the scheduler would leave empty)."""
         self.open[unused.type_name].remove(unused)
-        self.shelf.remove(unused)
+        if unused.shelf is not None:
+            unused.shelf.remove(unused)
         self._planned[unused.type_name] -= 1
         self.budget += 1
 

@@ -4,8 +4,10 @@ The planner packs demand first-fit decreasing; the scheduler places one piece of
 policy (DEFAULT fills a node to half, then spreads), so the two can disagree. Once the bins are chosen, the work
 put on them is placed again by `place_actor` and `decide_group`, on every bin at once (as the nodes will be when
 they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
-unplaced gets more nodes of the type the packing chose for it (a few times at most, doubling), and planned nodes
-it leaves empty are not launched.
+unplaced gets more nodes of the type the packing chose for it (doubling), else planned nodes it leaves empty are
+dropped and it replays again (fewer nodes change its choices), three replays at most. What it cannot foresee is
+how the scheduler breaks a tie between equally good nodes (its PRNG is its own): then work can be stranded, and
+the next round counts it again.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from services.core.prng import SplitMix64
 from services.core.state import ClusterView, Resources
 from services.core.state.indexes import DomainIndex
 
-CORRECTIONS = 6
+CORRECTIONS = 3
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
 already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
-REPLAYED_AT_MOST = 256
+REPLAYED_AT_MOST = 128
 """Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
 packing's places, and a later round corrects what that got wrong."""
 
@@ -72,6 +74,7 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
     """Replace the packing of the simulated work by the scheduler's own placements (see the module's doc)."""
     if not any(put.simulated for put in puts):
         return
+    bins.stop_shelving()
     for _ in range(CORRECTIONS):
         unplaced = _replay(view, bins, puts)
         short = Counter(put.on[0][0].type_name for put in unplaced)
