@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import Placed, PlacementGroupRequest, ScheduleRequest, VirtualCluster
+from schemas import Exists, Placed, PlacementGroupRequest, ScheduleRequest, VirtualCluster
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within
@@ -76,3 +76,23 @@ async def test_work_no_type_can_host_is_explained_per_type(tmp_path: Path, serve
         message = (await client.autoscaler_why("odd")).message
         assert all(name in message for name in ("cpu-4", "cpu-16", "gpu-a100")), message
         assert launch_requests(await events_of(mesh)) == []
+
+
+async def test_work_beyond_a_types_max_workers_waits_and_why_says_so(tmp_path: Path, server_path: ServerPath) -> None:
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        for index in range(3):
+            request = ScheduleRequest(f"big{index}", {"GPU": 4}, tolerations={"gpu_node": Exists()})
+            await client.submit(request)
+
+        async def two_placed() -> bool:
+            return len(await client.placements()) == 2
+
+        assert await holds_within(two_placed, timeout=10.0)
+        waiting = next(item.id for item in await client.pending())
+
+        async def at_max() -> bool:
+            return "gpu-a100 is at max_workers (2)" in (await client.autoscaler_why(waiting)).message
+
+        assert await holds_within(at_max, timeout=10.0)
+        launched = [launch_id for r in launch_requests(await events_of(mesh)) for launch_id in r.launch_ids]
+        assert len(launched) == 2
