@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import Exists, Placed, PlacementGroupRequest, ScheduleRequest, VirtualCluster
+from schemas import Exists, NodeDrainStarted, Placed, PlacementGroupRequest, ScheduleRequest, VirtualCluster
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within
@@ -96,3 +96,32 @@ async def test_work_beyond_a_types_max_workers_waits_and_why_says_so(tmp_path: P
         assert await holds_within(at_max, timeout=10.0)
         launched = [launch_id for r in launch_requests(await events_of(mesh)) for launch_id in r.launch_ids]
         assert len(launched) == 2
+
+
+async def test_min_workers_are_launched_without_demand_and_never_scaled_down(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    config = tmp_path / "min.yaml"
+    config.write_text(
+        "idle_timeout_s: 0.5\nnode_types:\n  cpu-4:\n    resources: {CPU: 4}\n    min_workers: 1\n    max_workers: 3\n"
+    )
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+
+        async def kept() -> bool:
+            return [n.node_id for n in await client.nodes()] == ["cpu-4-L1"]
+
+        assert await holds_within(kept, timeout=10.0)
+        for name in ("big", "bigger"):  # one takes the minimum's node, the other gets a node launched
+            await client.submit(ScheduleRequest(name, {"CPU": 4}))
+        for name in ("big", "bigger"):
+            await client.wait_placed(name, timeout=10.0)
+            await client.remove_actor(name)
+
+        async def one_terminated() -> bool:
+            return len((await client.autoscaler_status()).terminations) == 1
+
+        assert await holds_within(one_terminated, timeout=10.0)
+        events = await events_of(mesh)
+        assert [r.reason for r in launch_requests(events)] == ["min_workers 1", "pending work (1)"]
+        assert len([e for e in events if isinstance(e, NodeDrainStarted)]) == 1
+        assert len(await client.nodes()) == 1
