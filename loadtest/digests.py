@@ -16,6 +16,7 @@ import nats.errors
 
 from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
+from services.autoscaler.view import AutoscalerView
 from services.labels.view import LabelsView
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
@@ -36,8 +37,11 @@ VIEWS: dict[str, ViewFactory] = {
     "taints": lambda settings: (TaintsView(settings.seed), TAINT_SUBJECTS),
     "vclusters": lambda settings: (VClustersView(settings.seed, settings.rare_resources), ()),
     "scheduler": lambda settings: (SchedulerView(settings.seed, settings.rare_resources), ()),
+    "autoscaler": lambda settings: (AutoscalerView(settings.seed), ()),
 }
 """Each service's view as its app.py builds it, and the subjects its follower reads (empty: all)."""
+MESH_SERVICES = ("labels", "taints", "vclusters", "scheduler")
+"""The services every mesh runs (the autoscaler runs only when node types are given)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ async def check_digest(settings: Settings, bus: Bus, service: str, timeout: floa
 
 
 async def check_digests(
-    settings: Settings, bus: Bus, services: Sequence[str] = tuple(VIEWS), timeout: float = 30.0
+    settings: Settings, bus: Bus, services: Sequence[str] = MESH_SERVICES, timeout: float = 30.0
 ) -> list[DigestCheck]:
     """`check_digest` for each service, one after the other."""
     return [await check_digest(settings, bus, service, timeout) for service in services]

@@ -32,6 +32,10 @@ class RegisterNode(Command, frozen=True, kw_only=True):
     accelerator_type: str | None = None
     market_type: str | None = None
     node_group: str | None = None
+    node_type: str | None = None
+    """The autoscaler's node type (system label `corral.io/node-type`), for a node it launched."""
+    launch_id: str | None = None
+    """The autoscaler's launch id (system label `corral.io/launch-id`), for a node it launched."""
 
 
 class SetLabels(Command, frozen=True, kw_only=True):

@@ -204,6 +204,62 @@ class VirtualClusterDestroyed(Event, frozen=True, tag=True):
     stopped: list[str] = []
 
 
+class AutoscalerElected(Event, frozen=True, tag=True):
+    """An autoscaler instance took the autoscaler lease for `epoch`; every autoscaler decision is appended on the
+    same subject, each expecting the subject's last sequence, so an instance that has not folded this cannot
+    append."""
+
+    instance: str
+
+
+class NodesLaunchRequested(Event, frozen=True, tag=True):
+    """The autoscaler decided to launch `len(launch_ids)` nodes of `node_type` for `work` (actor and placement
+    group ids), for `reason`; `requested_at` is the decider's clock (Unix seconds), the start of the launch timeout.
+    A launched node registers with the system labels `corral.io/node-type` and `corral.io/launch-id`."""
+
+    node_type: str
+    launch_ids: list[str]
+    reason: str
+    work: list[str] = []
+    requested_at: float = 0.0
+
+
+class NodeLaunchFailed(Event, frozen=True, tag=True):
+    """A launch did not register in time (or its provider failed); its node type backs off."""
+
+    launch_id: str
+    reason: str
+    failed_at: float = 0.0
+
+
+class NodeDrainStarted(Event, frozen=True, tag=True):
+    """A launched node held no work for the idle timeout: it is tainted `corral.io/scale-down=true:NoSchedule`
+    (through the taints service) before it is terminated."""
+
+    node_id: str
+    launch_id: str
+    reason: str
+    at: float = 0.0
+
+
+class NodeDrainCancelled(Event, frozen=True, tag=True):
+    """Work landed on a draining node (or it is needed again): its scale-down taint is removed and it stays."""
+
+    node_id: str
+    launch_id: str
+    reason: str
+    at: float = 0.0
+
+
+class NodeTerminationRequested(Event, frozen=True, tag=True):
+    """A drained, idle launched node is terminated (through its provider) and removed from the cluster."""
+
+    node_id: str
+    launch_id: str
+    reason: str
+    requested_at: float = 0.0
+
+
 AnyEvent = (
     NodeRegistered
     | NodeDied
@@ -226,4 +282,10 @@ AnyEvent = (
     | VirtualNodeResized
     | VirtualClusterDestroyRequested
     | VirtualClusterDestroyed
+    | AutoscalerElected
+    | NodesLaunchRequested
+    | NodeLaunchFailed
+    | NodeDrainStarted
+    | NodeDrainCancelled
+    | NodeTerminationRequested
 )

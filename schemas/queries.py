@@ -199,3 +199,87 @@ class DeadLetter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sequence: int
     reason: str
     data: str
+
+
+# autoscaler: `corral.q.autoscaler.<what>`, answered from its view by the instance that holds the lease
+
+
+class AutoscalerStatusQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the autoscaler sees and does: demand, node types, recent launches and terminations."""
+
+
+class DemandGroupInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Pending work of one shape: resources (or bundles and strategy), selector with fallbacks, tolerations.
+
+    `node_types` could serve it; `reasons` says for every other type why not (type -> reason)."""
+
+    shape: str
+    count: int
+    work: list[str] = []
+    node_types: list[str] = []
+    reasons: dict[str, str] = {}
+    vcluster_id: str = ""
+
+
+class NodeTypeStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One node type: its bounds, and its nodes by state (idle: launched, registered and holding no work)."""
+
+    name: str
+    resources: dict[str, float]
+    min_workers: int
+    max_workers: int
+    running: int
+    launching: int
+    idle: int
+    draining: int = 0
+    backed_off_until: float = 0.0
+    """Unix seconds until which no node of this type is launched (a launch failed); 0 when none."""
+
+
+class LaunchInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One launch: its node type, why, for which work, when (Unix seconds), and where it stands."""
+
+    launch_id: str
+    node_type: str
+    reason: str
+    requested_at: float
+    state: str
+    """launching, registered, draining, failed, terminated, or gone (the node died)."""
+    work: list[str] = []
+    node_id: str = ""
+    note: str = ""
+    """Why it failed, is draining or was terminated."""
+    changed_at: float = 0.0
+    """When its state last changed (Unix seconds; a registration keeps the time before it)."""
+
+
+class AutoscalerStatusReply(
+    msgspec.Struct, frozen=True, tag_field="type", tag="autoscaler", forbid_unknown_fields=True
+):
+    """Demand groups, node types, and the newest launches and terminations (newest first), as of `sequence`."""
+
+    demand: list[DemandGroupInfo]
+    node_types: list[NodeTypeStatus]
+    launches: list[LaunchInfo]
+    terminations: list[LaunchInfo]
+    sequence: int = 0
+    now: float = 0.0
+    instance: str = ""
+
+
+class AutoscalerWhyQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the autoscaler does about one pending actor (or, with `kind="placement_group"`, placement group)."""
+
+    id: str
+    kind: str = "actor"
+
+
+class AutoscalerWhyReply(
+    msgspec.Struct, frozen=True, tag_field="type", tag="autoscaler_why", forbid_unknown_fields=True
+):
+    """One line (`message`) and, when launching for it, the node type, the launch ids and their age in seconds."""
+
+    message: str
+    node_type: str = ""
+    launch_ids: list[str] = []
+    age_s: float = 0.0

@@ -8,7 +8,7 @@ from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 4
+SNAPSHOT_VERSION = 5
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
@@ -75,6 +75,20 @@ class VClusterRecord(msgspec.Struct, frozen=True):
     scope: ViewSnapshot
 
 
+class LaunchRecord(msgspec.Struct, frozen=True):
+    """An autoscaler launch: type, when and why, for which work, its state, node and note, last change."""
+
+    launch_id: str
+    node_type: str
+    requested_at: float
+    reason: str
+    work: list[str]
+    state: str
+    node_id: str
+    note: str
+    changed_at: float
+
+
 class ViewSnapshot(msgspec.Struct, frozen=True):
     """A whole view and the stream sequence it reflects."""
 
@@ -93,3 +107,7 @@ class ViewSnapshot(msgspec.Struct, frozen=True):
     pending: list[str]
     vclusters: list[VClusterRecord] = []
     vcluster_arrivals: int = 0
+    launches: list[LaunchRecord] = []
+    """The autoscaler's launches (live ones, then ended ones oldest first)."""
+    launch_count: int = 0
+    autoscaler_epoch: int = 0

@@ -11,9 +11,15 @@ from schemas.events import (
     ActorRemoved,
     ActorSubmitted,
     AnyEvent,
+    AutoscalerElected,
     NodeDied,
+    NodeDrainCancelled,
+    NodeDrainStarted,
     NodeLabelsChanged,
+    NodeLaunchFailed,
     NodeRegistered,
+    NodesLaunchRequested,
+    NodeTerminationRequested,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
     PlacementGroupPlaced,
@@ -48,6 +54,11 @@ LEASE_BUCKET = "corral_leases"
 """NATS KV bucket holding the scheduler lease (a key with a TTL)."""
 SCHEDULER_LEASE_KEY = "scheduler"
 
+AUTOSCALER_LEASE_BUCKET = "corral_autoscaler_leases"
+"""NATS KV bucket holding the autoscaler lease (a key with a TTL; a bucket of its own, so that only the autoscaler
+may write it)."""
+AUTOSCALER_LEASE_KEY = "autoscaler"
+
 ELECTIONS_BUCKET = "corral_elections"
 """NATS KV bucket without a TTL: one record per real election (key: the epoch), written before its event."""
 
@@ -64,6 +75,8 @@ VCLUSTER = "vc"
 """Virtual-cluster intents (requested, destroy requested), written by the vclusters service."""
 VNODE = "vnode"
 """The scheduler's virtual-cluster facts (queued, virtual nodes reserved or resized, destroyed), by cluster id."""
+AUTOSCALER = "autoscaler"
+"""The autoscaler's decisions (one subject, see `AUTOSCALER_DECISIONS`); also its service token."""
 
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,200}")
 
@@ -82,6 +95,19 @@ def event_subject(aggregate: str, identifier: str) -> str:
 
 ELECTIONS = event_subject(SCHEDULER, "lease")
 """Where every `SchedulerElected` is appended: its newest message names the scheduler whose events count."""
+
+AUTOSCALER_DECISIONS = event_subject(AUTOSCALER, "decisions")
+"""Where every autoscaler event is appended, each expecting the subject's last sequence (one writer at a time)."""
+
+AUTOSCALER_EVENTS = (
+    AutoscalerElected,
+    NodesLaunchRequested,
+    NodeLaunchFailed,
+    NodeDrainStarted,
+    NodeDrainCancelled,
+    NodeTerminationRequested,
+)
+"""The events only the autoscaler writes, all on `AUTOSCALER_DECISIONS`."""
 
 
 def aggregate_subjects(*aggregates: str) -> tuple[str, ...]:
@@ -109,6 +135,8 @@ def subject_of(event: AnyEvent) -> str:
         return event_subject(VCLUSTER, event.vc_id)
     if isinstance(event, VirtualClusterQueued | VirtualNodesReserved | VirtualNodeResized | VirtualClusterDestroyed):
         return event_subject(VNODE, event.vc_id)
+    if isinstance(event, AUTOSCALER_EVENTS):
+        return AUTOSCALER_DECISIONS
     assert isinstance(event, SchedulerElected)
     return ELECTIONS
 
@@ -181,6 +209,8 @@ VCLUSTER_QUERY = query_subject(VCLUSTERS, "info")
 VCLUSTERS_QUERY = query_subject(VCLUSTERS, "list")
 VCLUSTER_WORK_QUERY = query_subject(VCLUSTERS, "work")
 VCLUSTER_NODES_QUERY = query_subject(VCLUSTERS, "nodes")
+AUTOSCALER_STATUS_QUERY = query_subject(AUTOSCALER, "status")
+AUTOSCALER_WHY_QUERY = query_subject(AUTOSCALER, "why")
 
 
 def digest_subject(service: str) -> str:

@@ -131,3 +131,20 @@ def test_every_module_that_adds_parsers_is_registered(package: str, registered: 
     ]
     commands = {module.__name__ for module in modules if hasattr(module, "add_parsers")}
     assert commands == {module.__name__ for module in registered if isinstance(module, ModuleType)}
+
+
+def test_bench_autoscaler_prints_milliseconds_per_round_beside_the_target(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "autoscaler", "--nodes", "200", "--pending", "400", "--shapes", "20", "--types", "5"]
+    assert main([*argv, "--rounds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "400 pending requests in 20 shapes, 5 node types, 200 existing nodes" in out
+    assert "ms per round" in out
+    assert "target <= 200 ms" in out
+
+
+def test_bench_autoscaler_json_has_the_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "autoscaler", "--json", "--nodes", "50", "--pending", "100", "--shapes", "10", "--types", "3"]
+    assert main([*argv, "--rounds", "1"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert (figures["nodes"], figures["pending"], figures["target_ms"]) == (50, 100, 200.0)
+    assert figures["demand_groups"] == 10

@@ -18,8 +18,8 @@ COMPOSE = DEPLOY / "compose.yaml"
 NATS_CONF = DEPLOY / "nats.conf"
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 
-NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "agent", "client")
-SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler")
+NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "agent", "client")
+SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler", "autoscaler")
 
 
 def validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
@@ -70,9 +70,17 @@ def test_a_broken_compose_file_is_rejected(tmp_path: Path, service: str, key: st
     assert result.returncode != 0, result.stdout + result.stderr
 
 
-def test_the_compose_file_runs_nats_redis_the_four_services_and_the_simulator() -> None:
-    """nats, redis, labels, taints, vclusters, scheduler and the load simulator."""
-    assert set(load_compose()["services"]) == {"nats", "redis", "labels", "taints", "vclusters", "scheduler", "sim"}
+def test_the_compose_file_runs_nats_redis_the_five_services_and_the_simulator() -> None:
+    """nats, redis, labels, taints, vclusters, scheduler, autoscaler and the load simulator."""
+    services = {"nats", "redis", "labels", "taints", "vclusters", "scheduler", "autoscaler", "sim"}
+    assert set(load_compose()["services"]) == services
+
+
+def test_the_autoscaler_reads_the_node_types_mounted_beside_the_compose_file() -> None:
+    """Its CORRAL_AUTOSCALER_CONFIG names the file the compose file mounts from deploy/autoscaler.yaml."""
+    autoscaler = load_compose()["services"]["autoscaler"]
+    assert autoscaler["volumes"] == [f"./autoscaler.yaml:{autoscaler['environment']['CORRAL_AUTOSCALER_CONFIG']}:ro"]
+    assert (DEPLOY / "autoscaler.yaml").is_file()
 
 
 def test_the_scheduler_runs_one_active_and_one_standby_replica() -> None:

@@ -19,7 +19,7 @@ from services.core.state.folds import FOLDS, fold_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SERVICES = ("labels", "taints", "vclusters", "scheduler")
+SERVICES = ("labels", "taints", "vclusters", "scheduler", "autoscaler")
 
 PURE_STDLIB = (
     "__future__",
@@ -339,7 +339,7 @@ def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -
 TEST_TOOLING = ("services.testing", "testcontainers")
 """Test tooling: the servers in Docker containers and the library that starts them."""
 
-PRODUCT_PACKAGES = ("labels", "taints", "vclusters", "scheduler", "runtime", "core", "client", "cli")
+PRODUCT_PACKAGES = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "runtime", "core", "client", "cli")
 
 TOOLING_RULES = [
     Rule(f"services.{package} never imports test tooling", f"services/{package}", allowed=None, forbidden=TEST_TOOLING)
@@ -447,7 +447,7 @@ CORE_RANKS = {
     "plugins": 4,
     "decide": 5,
     "vclusters": 6,
-    **dict.fromkeys(("cluster", "recording", ""), 7),
+    **dict.fromkeys(("cluster", "recording", "autoscale", ""), 7),
 }
 """The rank of each part of services.core (a module or a package; "" is the package's own face): a part
 imports only parts of its own rank or lower, so the core reads bottom-up, leaf modules first."""

@@ -15,6 +15,8 @@ from services.runtime.runner import RESTART_EXIT_CODES
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
 """The service processes `corral up` runs."""
+AUTOSCALER = "autoscaler"
+"""The fifth service, run when node types are given (`corral up --autoscaler CONFIG.yaml`)."""
 
 
 @dataclass

@@ -30,6 +30,10 @@ from schemas.queries import (
     ActorInfo,
     ActorsQuery,
     ActorsReply,
+    AutoscalerStatusQuery,
+    AutoscalerStatusReply,
+    AutoscalerWhyQuery,
+    AutoscalerWhyReply,
     DeadLetter,
     DecisionQuery,
     NodeInfo,
@@ -290,6 +294,32 @@ class Client(VirtualClusterCalls):
         """Taints per node."""
         answer: TaintsReply = await self._list(s.TAINTS_QUERY, TaintsQuery(node_id), TaintsReply, limit)
         return answer.taints
+
+    async def autoscaler_status(self) -> AutoscalerStatusReply:
+        """The autoscaler's demand groups, node types (min, max, running, launching, idle) and recent launches and
+        terminations (`UnavailableError` when no autoscaler runs)."""
+        answer: AutoscalerStatusReply = await self._ask(
+            s.AUTOSCALER_STATUS_QUERY, AutoscalerStatusQuery(), AutoscalerStatusReply
+        )
+        return answer
+
+    async def autoscaler_why(self, work_id: str, kind: WorkKind = "actor") -> AutoscalerWhyReply:
+        """What the autoscaler does about a pending actor (or placement group): launching nodes for it, or why no
+        node type can host it (`UnavailableError` when no autoscaler runs)."""
+        query = AutoscalerWhyQuery(work_id, kind)
+        answer: AutoscalerWhyReply = await self._ask(s.AUTOSCALER_WHY_QUERY, query, AutoscalerWhyReply)
+        return answer
+
+    async def wait_autoscaler(self, timeout: float = 30.0) -> AutoscalerStatusReply:
+        """Poll until the leading autoscaler answers; `UnavailableError` after `timeout` seconds."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                return await self.autoscaler_status()
+            except UnavailableError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
 
     async def dead_letters(self, service: str = "", limit: int = 100) -> list[DeadLetter]:
         """The newest `limit` messages the services set aside (of `service` only, when given), oldest first."""

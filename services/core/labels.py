@@ -18,6 +18,12 @@ ZONE = "corral.io/availability-zone"
 REGION = "corral.io/availability-region"
 VNODE_ID = "corral.io/vnode-id"
 VCLUSTER_ID = "corral.io/vcluster-id"
+NODE_TYPE = "corral.io/node-type"
+"""The autoscaler's node type of a node it launched."""
+LAUNCH_ID = "corral.io/launch-id"
+"""The autoscaler's launch a node was started by."""
+SCALE_DOWN_TAINT = "corral.io/scale-down"
+"""The taint (`true:NoSchedule`) the autoscaler puts on an idle node it is about to terminate."""
 
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -108,6 +114,8 @@ def default_labels(
     accelerator_type: str | None = None,
     market_type: str | None = None,
     node_group: str | None = None,
+    node_type: str | None = None,
+    launch_id: str | None = None,
 ) -> dict[str, str]:
     """The system labels every node carries: its id, and what registration tells about it."""
     given = {
@@ -118,6 +126,8 @@ def default_labels(
         ACCELERATOR_TYPE: accelerator_type,
         MARKET_TYPE: market_type,
         NODE_GROUP: node_group,
+        NODE_TYPE: node_type,
+        LAUNCH_ID: launch_id,
     }
     labels = {key: value for key, value in given.items() if value is not None}
     for key, value in labels.items():

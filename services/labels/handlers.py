@@ -36,6 +36,8 @@ class LabelsHandlers:
             "accelerator_type": command.accelerator_type,
             "market_type": command.market_type,
             "node_group": command.node_group,
+            "node_type": command.node_type,
+            "launch_id": command.launch_id,
         }
         event = node_registered(
             self.view.cluster,

@@ -233,14 +233,14 @@ class Bus:
                 with contextlib.suppress(nats.js.errors.BadRequestError):  # another service made it meanwhile
                     await self.js.add_stream(config)
 
-    async def lease_bucket(self) -> KeyValue:
-        """The KV bucket holding leases (created if missing)."""
+    async def lease_bucket(self, bucket: str = s.LEASE_BUCKET) -> KeyValue:
+        """The KV bucket holding leases (the scheduler's, unless another is named; created if missing)."""
         try:
-            return await self.js.key_value(s.LEASE_BUCKET)
+            return await self.js.key_value(bucket)
         except nats.js.errors.BucketNotFoundError:
-            with contextlib.suppress(nats.js.errors.BadRequestError):  # another scheduler made it meanwhile
-                return await self.js.create_key_value(bucket=s.LEASE_BUCKET, ttl=self.settings.lease_ttl, history=1)
-            return await self.js.key_value(s.LEASE_BUCKET)
+            with contextlib.suppress(nats.js.errors.BadRequestError):  # another instance made it meanwhile
+                return await self.js.create_key_value(bucket=bucket, ttl=self.settings.lease_ttl, history=1)
+            return await self.js.key_value(bucket)
 
     # appending
 

@@ -138,6 +138,14 @@ class Lease:
         log.warning("%s: lease %s had lapsed; taken again at epoch %d", self.instance, self.key, self.revision)
         return True
 
+    async def held(self) -> bool:
+        """Whether the key still holds this instance's value (the lease is ours), as NATS answers now."""
+        try:
+            entry = await self.kv.get(self.key)
+        except nats.js.errors.KeyNotFoundError:
+            return False
+        return entry.value == self.value
+
     async def release(self) -> None:
         """Give the lease up now so a standby takes over without waiting for the TTL."""
         try:

@@ -16,7 +16,7 @@ class SettingsError(ValueError):
 
 
 DAY_S = 86_400.0
-SECONDS = ("heartbeat_interval", "heartbeat_timeout", "lease_ttl", "request_ack_wait")
+SECONDS = ("heartbeat_interval", "heartbeat_timeout", "lease_ttl", "request_ack_wait", "autoscaler_interval")
 """Durations: finite, above 0 (0 would spin, or make a lease that never lapses), at most a day."""
 COUNTS = {
     "request_batch": (1, 100_000),
@@ -50,6 +50,10 @@ class Settings:
     max_message_bytes: int = 262_144
     log_level: str = "INFO"
     tracing: Tracing = "none"
+    autoscaler_interval: float = 1.0
+    """How often the autoscaler decides (seconds), besides deciding when demand changes."""
+    autoscaler_config: str = ""
+    """The autoscaler's node types: the path of its YAML file."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

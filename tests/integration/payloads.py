@@ -48,6 +48,7 @@ NODES = ("n0", "n1", "ghost")
 ACTORS = ("a0", "a1", "ghost-actor")
 GROUPS = ("pg0", "ghost-pg")
 CLUSTERS = ("vc0", "ghost-vc")
+LAUNCHES = ("L1", "L2", "ghost-launch")
 BAD_NUMBERS = ("-1", "NaN", "1e999", "-1e999", "1e308", "Infinity", "-0.0")
 """Amounts as JSON text: negative, not a number, infinite (1e999 overflows a float), huge."""
 BAD_UTF8 = (b"\xed\xb3\xbf", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\xf8\x88\x80\x80\x80")
@@ -118,6 +119,21 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         ),
         event("VirtualClusterDestroyed", vc_id=ids(CLUSTERS)),
     ),
+    s.AUTOSCALER: st.one_of(
+        event("AutoscalerElected", instance=st.sampled_from(["forger", "autoscaler"])),
+        event(
+            "NodesLaunchRequested",
+            node_type=st.sampled_from(["cpu-4", "ghost-type"]),
+            launch_ids=st.lists(ids(LAUNCHES), max_size=2),
+            reason=st.just("x"),
+            work=st.lists(ids(ACTORS), max_size=2),
+            requested_at=st.sampled_from([0.0, 1e9, 1e12]),
+        ),
+        event("NodeLaunchFailed", launch_id=ids(LAUNCHES), reason=st.just("x")),
+        event("NodeDrainStarted", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),
+        event("NodeDrainCancelled", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),
+        event("NodeTerminationRequested", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),
+    ),
 }
 """Well-formed events per aggregate, about ids that may or may not exist."""
 
@@ -143,10 +159,12 @@ MESSAGES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     s.VCLUSTERS_QUERY: struct(),
     s.VCLUSTER_WORK_QUERY: struct(vc_id=ids(CLUSTERS)),
     s.VCLUSTER_NODES_QUERY: struct(vc_id=ids(CLUSTERS)),
+    s.AUTOSCALER_STATUS_QUERY: struct(),
+    s.AUTOSCALER_WHY_QUERY: struct(id=ids(ACTORS), kind=st.sampled_from(["actor", "placement_group"])),
 }
 """A well-formed message per command, request and query subject."""
 
-SERVICES = ("labels", "taints", "vclusters", "scheduler")
+SERVICES = ("labels", "taints", "vclusters", "scheduler", "autoscaler")
 HEARTBEAT = "heartbeat"
 
 
@@ -158,6 +176,7 @@ def targets() -> list[Target]:
     `corral.req.`, `corral.cmd.` and `corral.q.` constant of `schemas.subjects`), the digest queries, heartbeats."""
     found = [Target(s.event_subject(aggregate, name), "log", aggregate) for aggregate in EVENTS for name in ("x", "n0")]
     found.append(Target(s.ELECTIONS, "log", s.SCHEDULER))
+    found.append(Target(s.AUTOSCALER_DECISIONS, "log", s.AUTOSCALER))
     for value in vars(s).values():
         if isinstance(value, str) and value.startswith(READ_PREFIXES) and not value.endswith((".*", ".>")):
             via: Via = "request" if value.startswith(f"{s.PREFIX}.req.") else "ask"

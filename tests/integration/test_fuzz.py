@@ -25,18 +25,21 @@ from hypothesis import given
 
 from loadtest.digests import check_digests, live_digest
 from schemas import subjects as s
-from services.cli.mesh import Mesh
+from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS
 from services.testing.servers import ServerPath
+from tests.integration.autoscaling import AUTOSCALER_INTERVAL, write_config
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.payloads import Payload, Target, sends
 from tests.integration.probe import does_not_place, on_one_mesh
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
+FUZZED_SERVICES = (*SERVICES, "autoscaler")
+"""Every service, the autoscaler too (its `local` provider launches nodes for forged pending work alike)."""
 EXAMPLES = int(os.environ.get("CORRAL_FUZZ_EXAMPLES", "200"))
 RECENT = 5
 """Messages listed when a service died."""
@@ -94,7 +97,7 @@ class Fuzzer:
 
     async def _taken_in(self) -> bool:
         end = await self.bus.last_sequence()
-        ends = {"labels": end, "vclusters": end, "scheduler": end}
+        ends = {"labels": end, "vclusters": end, "scheduler": end, "autoscaler": end}
         ends["taints"] = await self.bus.last_sequence(subjects=TAINT_SUBJECTS)
         for service, wanted in ends.items():
             answer = await live_digest(self.bus, service, timeout=0.5)
@@ -125,7 +128,9 @@ class Fuzzer:
 @pytest.fixture(scope="module")
 def fuzzer(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Fuzzer]:
     """A mesh for the whole module (starting one costs seconds), and a connection to it."""
-    mesh = start_test_mesh(Path(tmp_path_factory.mktemp("fuzz")), server_path)
+    folder = Path(tmp_path_factory.mktemp("fuzz"))
+    config = {"CORRAL_AUTOSCALER_CONFIG": str(write_config(folder, idle=1, launch_timeout=2))}
+    mesh = start_test_mesh(folder / "mesh", server_path, FUZZED_SERVICES, {**AUTOSCALER_INTERVAL, **config})
     try:
         with asyncio.Runner() as runner:
             runner.run(_wait_ready(mesh))
@@ -141,6 +146,7 @@ def fuzzer(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) ->
 async def _wait_ready(mesh: Mesh) -> None:
     async with Client(mesh.nats_url, timeout=10.0) as client:
         await client.wait_ready(timeout=30.0)
+        await client.wait_autoscaler(timeout=30.0)
 
 
 def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_replayable(fuzzer: Fuzzer) -> None:
@@ -157,6 +163,6 @@ def test_hostile_payloads_on_every_subject_leave_the_mesh_alive_placing_and_repl
     print(f"{fuzzer.sent} messages sent:", dict(sorted(fuzzer.tally.items())))
     fuzzer.assert_alive(f"after {fuzzer.sent} messages")
     problems = [problem] if (problem := fuzzer.runner.run(does_not_place(fuzzer.mesh))) else []
-    checks = fuzzer.runner.run(check_digests(fuzzer.settings, fuzzer.bus, timeout=20.0))
+    checks = fuzzer.runner.run(check_digests(fuzzer.settings, fuzzer.bus, FUZZED_SERVICES, timeout=20.0))
     problems += [f"{check.service}: live digest != replay ({check.detail})" for check in checks if not check.equal]
     assert not problems, f"after {fuzzer.sent} messages: " + "; ".join(problems)

@@ -12,17 +12,18 @@ from pathlib import Path
 import nats
 import pytest
 
-from schemas import FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
+from schemas import Exists, FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
 from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.cli.servers import LocalServer, find_binary, free_port, redis_server
 from services.client import Client
+from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
 from tests.integration.conftest import FAST, log_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats.conf"
-USERS = (*SERVICES, "agent", "client")
+USERS = (*SERVICES, "autoscaler", "agent", "client")
 SCHEDULER_SUBJECTS = (
     "corral.evt.actor.a1",
     "corral.evt.pg.g1",
@@ -32,6 +33,8 @@ SCHEDULER_SUBJECTS = (
     f"$KV.{s.ELECTIONS_BUCKET}.999999999",
 )
 """What only the scheduler may publish: its events, the election subject, its lease and the election records."""
+AUTOSCALER_SUBJECTS = (s.AUTOSCALER_DECISIONS, "corral.evt.autoscaler.x", f"$KV.{s.AUTOSCALER_LEASE_BUCKET}.autoscaler")
+"""What only the autoscaler may publish: its decisions and its lease."""
 
 
 def password(user: str) -> str:
@@ -178,3 +181,35 @@ async def test_no_user_may_change_a_streams_configuration(secured_mesh: Mesh) ->
         await client.wait_ready()
         for user in USERS:
             assert await refused_publishes(port, user, STREAM_UPDATES) == set(STREAM_UPDATES), user
+
+
+async def test_the_autoscaler_works_with_only_its_own_permissions_and_alone_publishes_its_decisions(
+    secured_mesh: Mesh, tmp_path: Path
+) -> None:
+    """It leads, launches a GPU node for a tolerated actor (the local provider registers and heartbeats as the
+    autoscaler user), answers its status; every other user's publish to its subjects is refused."""
+    port = secured_mesh.nats.port
+    config = write_config(tmp_path)
+    env = {
+        **secured_mesh.env,
+        **FAST_AUTOSCALER,
+        "CORRAL_AUTOSCALER_CONFIG": str(config),
+        "CORRAL_INSTANCE": "autoscaler",
+        "CORRAL_NATS_URL": url(port, "autoscaler"),
+    }
+    with (secured_mesh.data_dir / "autoscaler.log").open("ab") as log:
+        secured_mesh.processes["autoscaler"] = subprocess.Popen(
+            [sys.executable, "-m", "services.autoscaler"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    async with Client(url(port, "client")) as client:
+        await client.wait_ready()
+        await client.wait_autoscaler(timeout=20.0)
+        for user in USERS:
+            if user != "autoscaler":
+                assert await refused_publishes(port, user, AUTOSCALER_SUBJECTS) == set(AUTOSCALER_SUBJECTS), user
+        trainer = ScheduleRequest("trainer", {"GPU": 1}, tolerations={"gpu_node": Exists()})
+        await client.submit(trainer)
+        placed = await client.wait_placed("trainer", timeout=15.0)
+        assert placed.node_id is not None and placed.node_id.startswith("gpu-a100-")
+        assert (await client.autoscaler_status()).launches[0].state == "registered"
+    assert "Permissions Violation" not in log_of(secured_mesh, "autoscaler")

@@ -17,9 +17,10 @@ from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
 from schemas.queries import DigestQuery, DigestReply
 from schemas.replies import Rejected
-from services.cli.mesh import SERVICES, Mesh
+from services.cli.mesh import AUTOSCALER, SERVICES, Mesh
 from services.client import Client
 from services.runtime.codec import decode, encode
+from tests.integration.autoscaling import write_config
 from tests.integration.conftest import wait_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -51,7 +52,10 @@ EVENT_SUBJECTS = [
     *(s.event_subject(aggregate, "x") for aggregate in (s.NODE, s.TAINT, s.ACTOR, s.PLACEMENT_GROUP, s.VCLUSTER)),
     s.event_subject(s.VNODE, "x"),
     s.ELECTIONS,
+    s.AUTOSCALER_DECISIONS,
 ]
+POISONED = (*SERVICES, AUTOSCALER)
+"""Every service, the autoscaler too."""
 REQUEST_SUBJECTS = [
     v
     for v in vars(s).values()
@@ -59,14 +63,15 @@ REQUEST_SUBJECTS = [
 ]
 ASKED_SUBJECTS = [
     *(v for v in vars(s).values() if isinstance(v, str) and v.startswith((f"{s.PREFIX}.cmd.", f"{s.PREFIX}.q."))),
-    *(s.digest_subject(service) for service in SERVICES),
+    *(s.digest_subject(service) for service in POISONED),
 ]
 """Commands and queries: request/reply, each poison answered with a rejection."""
 
 FOLLOWED = {"taints": s.aggregate_subjects(s.NODE, s.TAINT)}
 """The subjects a service folds, when not all of them."""
 DIGESTED = ("labels", "taints", "vclusters")
-"""Services whose digest a restart (a full replay) must give again (the scheduler appends an election)."""
+"""Services whose digest a restart (a full replay) must give again (the scheduler and the autoscaler append an
+election)."""
 
 
 async def digest(client: Client, service: str) -> DigestReply:
@@ -114,6 +119,9 @@ async def poison_everything(client: Client) -> list[Rejected]:
 
 
 async def test_poison_on_every_subject_stops_no_service_and_views_replay_the_same(client: Client, mesh: Mesh) -> None:
+    mesh.settings["CORRAL_AUTOSCALER_CONFIG"] = str(write_config(mesh.data_dir))
+    mesh.start_service(AUTOSCALER)
+    await client.wait_autoscaler(timeout=15)
     await client.register_node("n1", {"CPU": 4})
     assert isinstance(await client.submit(ScheduleRequest("before", {"CPU": 1})), Placed)
 
@@ -142,7 +150,7 @@ async def test_poison_on_every_subject_stops_no_service_and_views_replay_the_sam
     assert all(reply.skipped > 0 for reply in live.values())
     letters = await client.dead_letters(limit=10_000)
     event_letters = {(letter.service, letter.sequence) for letter in letters if letter.sequence}
-    assert {service for service, _ in event_letters} == set(SERVICES)
+    assert {service for service, _ in event_letters} == set(POISONED)
     assert (
         sum(letter.service == "scheduler" and not letter.sequence for letter in letters)
         == len(REQUEST_SUBJECTS) * len(POISON) + 1

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.cli.bench import core
+from services.cli.bench import autoscaler, core
 from services.cli.registry import Registers, Subcommands, register
 
-BENCHMARKS: tuple[Registers, ...] = (core,)
+BENCHMARKS: tuple[Registers, ...] = (core, autoscaler)
 """Every benchmark, in the order `corral bench --help` lists them."""
 
 

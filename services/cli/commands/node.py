@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from nats.aio.msg import Msg
@@ -51,6 +52,19 @@ def add_parsers(commands: Subcommands) -> None:
     start.add_argument("--region", help="region (label corral.io/availability-region)")
     start.add_argument("--hostname", help="host name (label corral.io/hostname)")
     start.add_argument("--address", default="", metavar="ADDR", help="the node's address (`corral taint` can use it)")
+    start.add_argument(
+        "--node-type",
+        default=os.environ.get("CORRAL_NODE_TYPE") or None,
+        metavar="TYPE",
+        help="the autoscaler's node type (label corral.io/node-type; default: $CORRAL_NODE_TYPE, which the "
+        "autoscaler's command provider sets)",
+    )
+    start.add_argument(
+        "--launch-id",
+        default=os.environ.get("CORRAL_LAUNCH_ID") or None,
+        metavar="ID",
+        help="the autoscaler's launch (label corral.io/launch-id; default: $CORRAL_LAUNCH_ID)",
+    )
     add_connection_arguments(start, service="labels service")
     start.set_defaults(run=run_start, parser=start)
 
@@ -141,6 +155,8 @@ def run_start(args: argparse.Namespace) -> int:
                     zone=args.zone,
                     region=args.region,
                     hostname=args.hostname,
+                    node_type=args.node_type,
+                    launch_id=args.launch_id,
                 )
                 zone = f" in zone {args.zone}" if args.zone else ""
                 say(f"node {args.node_id} registered ({types.format_resources(args.resources)}){zone}; Ctrl-C stops it")

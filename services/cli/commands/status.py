@@ -12,7 +12,7 @@ from services.cli.args import format_taint, positive_int
 from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
-from services.client import RejectedError
+from services.client import CorralError, RejectedError
 from services.client.client import WorkKind
 from services.core.labels import ZONE, user_labels
 
@@ -151,7 +151,8 @@ def add_parsers(commands: Subcommands) -> None:
         "why",
         help="explain why an actor is pending, or say where it runs",
         description="Explain a decision: for a pending actor, the message and one line per reason with the number "
-        f"of nodes and their ids (at most {MAX_NODE_IDS}, then 'and N more'); for a placed one, where it runs. "
+        f"of nodes and their ids (at most {MAX_NODE_IDS}, then 'and N more'), and, when an autoscaler runs, what it "
+        "does about it (launching nodes for it, or why no node type can host it); for a placed one, where it runs. "
         "Exits 1 when the scheduler does not know the actor.",
     )
     why.add_argument("actor_id", metavar="ACTOR_ID", help="the actor (or, with --placement-group, the group)")
@@ -180,13 +181,20 @@ def run_why(args: argparse.Namespace) -> int:
     """`corral why ACTOR_ID`."""
     kind: WorkKind = "placement_group" if args.placement_group else "actor"
 
-    async def main() -> Placed | Pending:
+    async def main() -> tuple[Placed | Pending, str]:
         async with connected(args) as client:
             try:
-                return await client.decision(args.actor_id, kind)
+                decision = await client.decision(args.actor_id, kind)
             except RejectedError as error:
                 noun = "actor" if kind == "actor" else "placement group"
                 raise CliError(f"unknown {noun} {args.actor_id!r}: the scheduler says {error}") from None
+            if isinstance(decision, Placed):
+                return decision, ""
+            try:
+                return decision, (await client.autoscaler_why(args.actor_id, kind)).message
+            except CorralError:  # no autoscaler runs (or it cannot say): the scheduler's answer alone
+                return decision, ""
 
-    say(render_why(asyncio.run(main()), args.actor_id, kind))
+    decision, autoscaling = asyncio.run(main())
+    say(render_why(decision, args.actor_id, kind) + (f"\n{autoscaling}" if autoscaling else ""))
     return 0

@@ -12,10 +12,12 @@ from pathlib import Path
 from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
-from services.cli.mesh import Mesh, start_mesh
+from services.cli.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
 from services.client import Client, CorralError
+from services.core.autoscale import parse_config
+from services.core.errors import RejectedError
 from services.runtime.settings import Settings
 
 DEFAULT_NATS_PORT = 4222
@@ -28,8 +30,9 @@ def add_parsers(commands: Subcommands) -> None:
         "up",
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
-        "services on this machine, wait until every service answers (dots on stderr), print where NATS listens, then "
-        "run until SIGINT or SIGTERM and stop everything. The event log, Redis's snapshots (append-only file) and "
+        "services (and the autoscaler, with --autoscaler) on this machine, wait until every service answers (dots "
+        "on stderr), print where NATS listens, then run until SIGINT or SIGTERM and stop everything. The event log, "
+        "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
         "lease) or 4 (the event log was replaced) is started again.",
@@ -47,6 +50,11 @@ def add_parsers(commands: Subcommands) -> None:
         default=DEFAULT_DATA_DIR,
         metavar="DIR",
         help="where the servers keep their data and every process its log (default: %(default)s/)",
+    )
+    up.add_argument(
+        "--autoscaler",
+        metavar="CONFIG.yaml",
+        help="also run the autoscaler with the node types of this YAML file (checked before anything starts)",
     )
     up.add_argument(
         "--timeout",
@@ -74,13 +82,16 @@ def exited_service(mesh: Mesh) -> str | None:
 
 
 async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> bool:
-    """Poll every service (scheduler, labels, taints, vclusters) until all answer; False if stopped meanwhile."""
+    """Poll every service (scheduler, labels, taints, vclusters, the autoscaler when it runs) until all answer;
+    False if stopped meanwhile."""
     deadline = time.monotonic() + timeout
     progress("starting Corral")
     async with Client(mesh.nats_url, name="corral-up", timeout=1.0) as client:
         while not stop.is_set():
             try:
                 await client.ready()
+                if AUTOSCALER in mesh.processes:
+                    await client.autoscaler_status()
             except CorralError:
                 progress(".")
             else:
@@ -117,9 +128,25 @@ async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
             continue
 
 
+def autoscaler_settings(config: str | None) -> dict[str, str]:
+    """The autoscaler's `CORRAL_AUTOSCALER_CONFIG` (an absolute path), once the file is read and checked; {} when
+    no file is given. A bad file stops `corral up` before anything starts, naming the field, value and rule."""
+    if config is None:
+        return {}
+    path = Path(config).resolve()
+    try:
+        parse_config(path.read_text(encoding="utf-8"), source=config)
+    except OSError as error:
+        raise CliError(f"--autoscaler {config}: cannot read it ({error.strerror or error})") from None
+    except RejectedError as error:
+        raise CliError(f"--autoscaler {error}") from None
+    return {"CORRAL_AUTOSCALER_CONFIG": str(path)}
+
+
 def run_up(args: argparse.Namespace) -> int:
     """`corral up`: one per data directory (a second one on the same directory is refused at once)."""
     Settings.from_env()  # a bad CORRAL_* variable stops it here, before any server starts
+    args.autoscaler_settings = autoscaler_settings(args.autoscaler)
     data_dir = Path(args.data_dir)
     with data_dir_lock(data_dir):
         for flag, port in (("--nats-port", args.nats_port), ("--redis-port", args.redis_port)):
@@ -136,7 +163,15 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
 
     with stop_signals() as stop:
         try:
-            mesh = start_mesh(data_dir, nats_port=args.nats_port, redis_port=args.redis_port, durable=True)
+            settings = args.autoscaler_settings
+            mesh = start_mesh(
+                data_dir,
+                nats_port=args.nats_port,
+                redis_port=args.redis_port,
+                services=(*SERVICES, AUTOSCALER) if settings else SERVICES,
+                settings=settings,
+                durable=True,
+            )
         except (ServerError, OSError) as error:
             raise CliError(f"the mesh did not start: {error}") from None
         try:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from schemas import AnyEvent, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
-from services.cli.demo import inprocess
+from services.cli.demo import autoscaling, inprocess
 from services.cli.demo.workload import RARE_RESOURCES, SEED, add_nodes
 from services.cli.mesh import start_mesh
 from services.client import SyncClient
@@ -88,7 +88,8 @@ async def _settled_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
 
 
 def run() -> int:
-    """Start the mesh, run the demo through it, stop everything; 0 when done."""
+    """Start the mesh, run the demo through it, stop everything; then the autoscaler's act on a mesh of its own;
+    0 when done."""
     with tempfile.TemporaryDirectory(prefix="corral-demo-") as data:
         print(
             "starting the embedded mesh: nats-server, redis-server, labels, taints, vclusters, scheduler ...",
@@ -105,7 +106,7 @@ def run() -> int:
         finally:
             mesh.stop()
         print("mesh stopped cleanly", file=sys.stderr)
-        return status
+    return status or autoscaling.run()
 
 
 if __name__ == "__main__":

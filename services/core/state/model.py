@@ -145,3 +145,27 @@ class GroupState:
 def node_footprint(node: NodeState) -> dict[str, str]:
     """The footprint of `node`: its labels of `FOOTPRINT_TOPOLOGY`."""
     return {key: node.labels[key] for key in FOOTPRINT_TOPOLOGY if key in node.labels}
+
+
+LaunchState = Literal["launching", "registered", "draining", "failed", "terminated", "gone"]
+"""Where an autoscaler launch stands: requested, its node registered, tainted for scale-down, never registered in
+time, terminated by the autoscaler, or its node died."""
+ENDED_LAUNCH_STATES = ("failed", "terminated", "gone")
+
+
+class Launch:
+    """One node the autoscaler asked for: type, when and why, for which work, and where it stands."""
+
+    __slots__ = ("changed_at", "launch_id", "node_id", "node_type", "note", "reason", "requested_at", "state", "work")
+
+    def __init__(
+        self, launch_id: str, node_type: str, requested_at: float, reason: str, work: tuple[str, ...] = ()
+    ) -> None:
+        self.launch_id, self.node_type, self.requested_at = launch_id, node_type, requested_at
+        self.reason, self.work = reason, work
+        self.state: LaunchState = "launching"
+        self.node_id = ""
+        self.note = ""
+        """Why it failed, was drained or terminated."""
+        self.changed_at = requested_at
+        """When `state` last changed (the decider's clock; a registration keeps the previous time)."""

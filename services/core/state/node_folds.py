@@ -5,6 +5,7 @@ from __future__ import annotations
 from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, SchedulerElected, TaintsChanged
 from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
+from services.core.state.launch_folds import note_died, note_registered
 from services.core.state.model import NodeState, node_footprint
 from services.core.state.tree import vnode_labels
 from services.core.state.view import ClusterView
@@ -22,6 +23,7 @@ def on_node_registered(view: ClusterView, event: NodeRegistered) -> None:
     view.set_taints(node, event.taints)
     node.footprint = node_footprint(node)
     view.add_live_node(node)
+    note_registered(view, event.node_id, event.labels)
 
 
 @fold_of(NodeDied)
@@ -31,6 +33,7 @@ def on_node_died(view: ClusterView, event: NodeDied) -> None:
     if node is None:
         return
     view.dead[node.node_id] = node
+    note_died(view, node.node_id)
     carry_down(view, event)
 
 

@@ -12,13 +12,23 @@ from schemas.snapshots import (
     SNAPSHOT_VERSION,
     ActorRecord,
     GroupRecord,
+    LaunchRecord,
     NodeRecord,
     VClusterRecord,
     ViewSnapshot,
     VNodeRecord,
 )
 from services.core.prng import stable_hash
-from services.core.state.model import ActorState, GroupState, NodeState, WorkStatus, node_footprint
+from services.core.state.model import (
+    ENDED_LAUNCH_STATES,
+    ActorState,
+    GroupState,
+    Launch,
+    LaunchState,
+    NodeState,
+    WorkStatus,
+    node_footprint,
+)
 from services.core.state.tree import AdmissionStatus, VNode
 from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
 
@@ -56,7 +66,22 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         pending=sorted(view.pending),
         vclusters=[_vcluster_record(vc) for vc in _by_arrival(view)] if not view.scope_id else [],
         vcluster_arrivals=view.tree.arrivals if not view.scope_id else 0,
+        launches=_launch_records(view),
+        launch_count=view.launch_count,
+        autoscaler_epoch=view.autoscaler_epoch,
     )
+
+
+def _launch_records(view: ClusterView) -> list[LaunchRecord]:
+    """Live launches by id, then the ended ones oldest first (the order `restore` keeps them in)."""
+    ended = [view.launches[launch_id] for launch_id in view.ended_launches]
+    live = [launch for _, launch in sorted(view.launches.items()) if launch.launch_id not in view.ended_launches]
+    return [
+        LaunchRecord(
+            a.launch_id, a.node_type, a.requested_at, a.reason, list(a.work), a.state, a.node_id, a.note, a.changed_at
+        )
+        for a in live + ended
+    ]
 
 
 def _by_arrival(view: ClusterView) -> list[VClusterState]:
@@ -114,7 +139,21 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
     for vc in _by_arrival(view):
         for vnode in vc.vnodes.values():
             parent_scope(view, vc).carved.setdefault(vnode.parent_node, {})[vnode.vnode_id] = vc.vc_id
+    _restore_launches(view, snapshot)
     return view
+
+
+def _restore_launches(view: ClusterView, snapshot: ViewSnapshot) -> None:
+    view.launch_count, view.autoscaler_epoch = snapshot.launch_count, snapshot.autoscaler_epoch
+    for saved in snapshot.launches:
+        launch = Launch(saved.launch_id, saved.node_type, saved.requested_at, saved.reason, tuple(saved.work))
+        launch.state, launch.node_id = cast(LaunchState, saved.state), saved.node_id
+        launch.note, launch.changed_at = saved.note, saved.changed_at
+        view.launches[launch.launch_id] = launch
+        if launch.state in ENDED_LAUNCH_STATES:
+            view.ended_launches[launch.launch_id] = None
+        elif launch.node_id:
+            view.launched_nodes[launch.node_id] = launch.launch_id
 
 
 def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> ClusterView:

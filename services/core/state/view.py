@@ -35,7 +35,15 @@ from services.core.labels import NODE_ID
 from services.core.ring import HashRing
 from services.core.state.folds import CHECKS, FOLDS
 from services.core.state.indexes import DomainIndex, EntryKey, LabelIndex
-from services.core.state.model import EPSILON, FOOTPRINT_TOPOLOGY, ActorState, GroupState, NodeState, Resources
+from services.core.state.model import (
+    EPSILON,
+    FOOTPRINT_TOPOLOGY,
+    ActorState,
+    GroupState,
+    Launch,
+    NodeState,
+    Resources,
+)
 from services.core.state.tree import ROOT, AdmissionStatus, VNode
 
 INDEXED_TOPOLOGIES = (NODE_ID, *FOOTPRINT_TOPOLOGY)
@@ -109,6 +117,15 @@ class ClusterView:
         self.arrivals = 0
         self.version = 0
         self.epoch = 0
+        self.launches: dict[str, Launch] = {}
+        """The autoscaler's launches by id (the root view's only), live ones and the newest ended ones."""
+        self.launched_nodes: dict[str, str] = {}
+        """Live node id -> the launch it registered for."""
+        self.ended_launches: OrderedDict[str, None] = OrderedDict()
+        """Ended launches still kept, oldest first."""
+        self.launch_count = 0
+        """Launches ever requested (the next launch id is numbered from it)."""
+        self.autoscaler_epoch = 0
 
     def fold(self, event: AnyEvent) -> None:
         """Apply one event (a scheduler event of an epoch older than the current lease is skipped).

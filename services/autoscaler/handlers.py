@@ -1,0 +1,222 @@
+"""One round of the autoscaler: the view and the clock in, the decisions (events) out.
+
+Launches that did not register in time fail; the planner's launches are asked for; idle launched nodes are drained
+(tainted), then terminated once the taint is in the log and they are still idle; a draining node that got work
+stays. Only nodes of the autoscaler's own launches are ever drained, never below a type's `min_workers`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from schemas import (
+    AnyEvent,
+    NodeDrainCancelled,
+    NodeDrainStarted,
+    NodeLaunchFailed,
+    NodesLaunchRequested,
+    NodeTerminationRequested,
+)
+from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, plan
+from services.core.labels import SCALE_DOWN_TAINT
+from services.core.state import ClusterView, NodeState
+from services.core.state.model import Launch
+
+DRAIN_REASON = "idle for {idle:.0f}s (idle_timeout_s {timeout:g})"
+
+
+def event_id() -> str:
+    """A fresh id for one autoscaler event (its `Nats-Msg-Id`)."""
+    return f"autoscaler-{uuid.uuid4().hex}"
+
+
+def node_id_of(node_type: str, launch_id: str) -> str:
+    """The id a node of the `local` provider registers with."""
+    return f"{node_type}-{launch_id}"
+
+
+def busy(view: ClusterView, node: NodeState) -> str:
+    """What holds a node ("" when nothing): actors, reserved bundles, virtual nodes carved from it."""
+    held = [
+        f"{len(node.actors)} actor(s)" if node.actors else "",
+        f"{len(node.bundles)} bundle(s)" if node.bundles else "",
+        f"{len(view.carved[node.node_id])} virtual node(s)" if view.carved.get(node.node_id) else "",
+    ]
+    return ", ".join(part for part in held if part)
+
+
+def scale_down_tainted(node: NodeState) -> bool:
+    """Whether the node carries the scale-down taint."""
+    return any(taint.key == SCALE_DOWN_TAINT for taint in node.taints)
+
+
+@dataclass
+class Idle:
+    """Since when each launched node has held no work (this process's clock; a restart starts counting again)."""
+
+    since: dict[str, float] = field(default_factory=dict)
+
+    def update(self, view: ClusterView, now: float) -> None:
+        """Note which launched nodes hold nothing now."""
+        live = {node_id for node_id in view.launched_nodes if node_id in view.nodes}
+        for node_id in list(self.since):
+            if node_id not in live:
+                del self.since[node_id]
+        for node_id in live:
+            if busy(view, view.nodes[node_id]):
+                self.since.pop(node_id, None)
+            else:
+                self.since.setdefault(node_id, now)
+
+    def idle_for(self, node_id: str, now: float) -> float:
+        """Seconds the node has held no work (0 when it holds some)."""
+        started = self.since.get(node_id)
+        return 0.0 if started is None else now - started
+
+
+def backed_off(view: ClusterView, config: ScalingConfig, now: float) -> frozenset[str]:
+    """Types whose newest launch failed less than `launch_timeout_s` ago: they wait before the next try."""
+    newest: dict[str, Launch] = {}
+    for launch in view.launches.values():
+        if launch.requested_at >= newest.get(launch.node_type, launch).requested_at:
+            newest[launch.node_type] = launch
+    return frozenset(
+        name
+        for name, launch in newest.items()
+        if launch.state == "failed" and now - launch.changed_at < config.launch_timeout_s
+    )
+
+
+def fleet_of(view: ClusterView, config: ScalingConfig, now: float) -> Fleet:
+    """What the autoscaler has per type: registered live nodes, launches not registered yet, backed-off types."""
+    running: dict[str, list[str]] = {}
+    launching: dict[str, list[str]] = {}
+    for launch in view.launches.values():
+        if launch.state == "launching":
+            launching.setdefault(launch.node_type, []).append(launch.launch_id)
+        elif launch.state in ("registered", "draining") and launch.node_id in view.nodes:
+            running.setdefault(launch.node_type, []).append(launch.node_id)
+    return Fleet(
+        running={name: tuple(sorted(ids)) for name, ids in running.items()},
+        launching={name: tuple(sorted(ids)) for name, ids in launching.items()},
+        backed_off=backed_off(view, config, now),
+    )
+
+
+@dataclass
+class Round:
+    """What one round decided: the events to append, and the plan (kept for status and `why`)."""
+
+    events: list[AnyEvent]
+    plan: ScalePlan | None
+    """None in a round that only failed launches."""
+    fleet: Fleet
+
+
+class Decider:
+    """Decides rounds for one configuration."""
+
+    def __init__(self, config: ScalingConfig, rare_resources: tuple[str, ...], interval: float) -> None:
+        self.config, self.rare_resources, self.interval = config, rare_resources, interval
+        self.idle = Idle()
+
+    def decide(self, view: ClusterView, now: float, failures: dict[str, str]) -> Round:
+        """One round at time `now`; `failures` maps launch ids to why their provider failed them.
+
+        Failed launches are decided alone: the next round plans on the view that folded them (their type backed off).
+        """
+        self.idle.update(view, now)
+        fleet = fleet_of(view, self.config, now)
+        failed = self.failed(view, now, failures)
+        if failed:
+            return Round(failed, None, fleet)
+        planned = plan(view, self.config, fleet, self.rare_resources)
+        return Round([*self.launches(view, planned, now), *self.scale_down(view, fleet, now)], planned, fleet)
+
+    def failed(self, view: ClusterView, now: float, failures: dict[str, str]) -> list[AnyEvent]:
+        """Launches not registered within `launch_timeout_s`, or failed by their provider."""
+        timeout = self.config.launch_timeout_s
+        found: list[AnyEvent] = []
+        for launch_id, launch in sorted(view.launches.items()):
+            if launch.state != "launching":
+                continue
+            if launch_id in failures:
+                reason = failures[launch_id]
+            elif now - launch.requested_at > timeout:
+                reason = f"not registered within launch_timeout_s ({timeout:g}s)"
+            else:
+                continue
+            found.append(NodeLaunchFailed(event_id=event_id(), launch_id=launch_id, reason=reason, failed_at=now))
+        return found
+
+    def launches(self, view: ClusterView, planned: ScalePlan, now: float) -> list[AnyEvent]:
+        """The plan's launches, with fresh launch ids numbered from the view's count.
+
+        A launch for work that launches of earlier rounds are still starting nodes for is left out: the planner
+        puts a gang (a placement group) whole either on existing nodes or on launching and new ones, so once some of
+        its nodes registered (and the rest still launch) it would launch the registered ones again.
+        """
+        found: list[AnyEvent] = []
+        number = view.launch_count
+        under_way = {work_id for one in view.launches.values() if one.state == "launching" for work_id in one.work}
+        for launch in planned.launches:
+            if launch.work_ids and under_way.issuperset(launch.work_ids):
+                continue  # see `launches`: nodes for all of this work are on their way
+            ids = [f"L{number + k + 1}" for k in range(launch.count)]
+            number += launch.count
+            found.append(
+                NodesLaunchRequested(
+                    event_id=event_id(),
+                    node_type=launch.node_type,
+                    launch_ids=ids,
+                    reason=launch.reason,
+                    work=list(launch.work_ids),
+                    requested_at=now,
+                )
+            )
+        return found
+
+    def scale_down(self, view: ClusterView, fleet: Fleet, now: float) -> list[AnyEvent]:
+        """Drain idle launched nodes (keeping `min_workers`), cancel drains that got work, terminate drained ones."""
+        kept = {
+            name: sum(1 for n in ids if view.launches[view.launched_nodes[n]].state == "registered")
+            for name, ids in fleet.running.items()
+        }
+        found: list[AnyEvent] = []
+        for node_id, launch_id in sorted(view.launched_nodes.items()):
+            launch, node = view.launches[launch_id], view.nodes.get(node_id)
+            if node is None:
+                continue
+            holding = busy(view, node)
+            if launch.state == "draining":
+                if holding:
+                    reason = f"work landed on it while it drained ({holding})"
+                    found.append(
+                        NodeDrainCancelled(
+                            event_id=event_id(), node_id=node_id, launch_id=launch_id, reason=reason, at=now
+                        )
+                    )
+                elif scale_down_tainted(node) and now - launch.changed_at >= self.interval:
+                    found.append(
+                        NodeTerminationRequested(
+                            event_id=event_id(),
+                            node_id=node_id,
+                            launch_id=launch_id,
+                            reason=launch.note,
+                            requested_at=now,
+                        )
+                    )
+                continue
+            if launch.state != "registered" or holding:
+                continue
+            node_type = self.config.node_types.get(launch.node_type)
+            minimum = node_type.min_workers if node_type is not None else 0
+            idle = self.idle.idle_for(node_id, now)
+            if idle >= self.config.idle_timeout_s and kept.get(launch.node_type, 0) > minimum:
+                kept[launch.node_type] -= 1
+                reason = DRAIN_REASON.format(idle=idle, timeout=self.config.idle_timeout_s)
+                found.append(
+                    NodeDrainStarted(event_id=event_id(), node_id=node_id, launch_id=launch_id, reason=reason, at=now)
+                )
+        return found

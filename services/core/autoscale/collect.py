@@ -1,0 +1,56 @@
+"""Collect the pending work of a view as demand: identical requests grouped before any per-node work (pure)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas import PlacementGroupSchedulingStrategy
+from services.core.autoscale.chain import Chain
+from services.core.autoscale.demand import ActorDemand, Demand
+from services.core.autoscale.gangs import GroupDemand, QueuedClusterDemand
+from services.core.request import CompiledGroup, CompiledRequest
+from services.core.state import ClusterView
+from services.core.state.tree import ROOT
+from services.core.vclusters.spec import CompiledSpec
+
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def collect(view: ClusterView, rare_resources: tuple[str, ...]) -> list[Demand]:
+    """The pending actors and placement groups of the root and every virtual cluster, and every queued top-level
+    virtual cluster, identical ones grouped (same request but for the id).
+
+    Actors waiting for a bundle of their placement group are not demand: the group is.
+    """
+    groups: dict[bytes, Demand] = {}
+    for scope in [view, *(vc.scope for vc in view.tree.clusters.values())]:
+        chain = Chain(view, view.tree.clusters[scope.scope_id], rare_resources) if scope.scope_id else None
+        for work_id in scope.pending:
+            actor = scope.actors.get(work_id)
+            if actor is not None:
+                request = actor.request
+                if isinstance(request.scheduling_strategy, PlacementGroupSchedulingStrategy):
+                    continue
+                key = b"actor" + _ENCODE(msgspec.structs.replace(request, actor_id=""))
+                demand = groups.get(key)
+                if demand is None:
+                    work = CompiledRequest(request, rare_resources)
+                    demand = groups[key] = ActorDemand(key, scope, work, chain)
+            else:
+                group = scope.groups[work_id].request
+                key = b"group" + _ENCODE(msgspec.structs.replace(group, pg_id=""))
+                demand = groups.get(key)
+                if demand is None:
+                    demand = groups[key] = GroupDemand(key, scope, CompiledGroup(group, rare_resources))
+            demand.work_ids.append(work_id)
+    for vc in view.tree.clusters.values():
+        if vc.status == "queued" and vc.parent == ROOT and not vc.destroying:
+            key = b"vcluster" + _ENCODE((vc.spec, vc.priority))
+            demand = groups.get(key)
+            if demand is None:
+                spec = CompiledSpec(vc.vc_id, vc.spec, rare_resources)
+                demand = groups[key] = QueuedClusterDemand(key, view, vc, spec, rare_resources)
+            demand.work_ids.append(vc.vc_id)
+    for demand in groups.values():
+        demand.work_ids.sort()
+    return list(groups.values())

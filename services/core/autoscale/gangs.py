@@ -1,0 +1,214 @@
+"""Gang demand: placement groups and queued virtual clusters, placed all or nothing (pure).
+
+A gang has options (a placement group's primary bundles, then each fallback); an option is a list of parts (a
+placement group has one; a queued virtual cluster one per fixed-size group plus one for its flexible minimum),
+each with a strategy and pieces (bundles) judged by the registry's bundle rules, exactly as `decide.group` builds
+its plans: STRICT_PACK puts the summed bundles on one node, STRICT_SPREAD every bundle on a node of its own.
+"""
+
+from __future__ import annotations
+
+from schemas import PlacementGroupRequest, SelectorSpec
+from services.core.autoscale.bins import Bin, Bins, FreeRoom, FreeRooms
+from services.core.autoscale.demand import Demand, Verdicts, type_reason
+from services.core.autoscale.plan_types import DemandKind
+from services.core.framework.pipeline import Plan
+from services.core.framework.registry import prepare, registered
+from services.core.request import CompiledGroup, GroupOption
+from services.core.selectors import LabelSelector
+from services.core.state import ClusterView, NodeState, Resources
+from services.core.state.view import VClusterState
+from services.core.vclusters.spec import CompiledSpec
+
+_BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
+
+
+class Piece:
+    """One bundle (or a STRICT_PACK group's summed bundles) and the scheduler's plan for it."""
+
+    __slots__ = ("need", "plan", "types")
+
+    def __init__(self, view: ClusterView, group: CompiledGroup, need: Resources, selector: LabelSelector) -> None:
+        self.need = need
+        filters, scorers = prepare(_BUNDLE_RULES, view, group, need, selector)
+        self.plan = Plan(need, filters, scorers)
+        self.types: tuple[str, ...] = ()
+        """The node types whose empty node passes every rule of the piece, cheapest first (set by `judge`)."""
+
+
+class Part:
+    """Pieces placed under one strategy: STRICT_SPREAD keeps them on distinct nodes."""
+
+    __slots__ = ("distinct", "pieces")
+
+    def __init__(self, view: ClusterView, group: CompiledGroup, option: GroupOption) -> None:
+        self.distinct = group.strategy == "STRICT_SPREAD"
+        if group.strategy == "STRICT_PACK":
+            need: Resources = {}
+            for bundle in option.bundles:
+                for name, amount in bundle.items():
+                    need[name] = need.get(name, 0.0) + amount
+            selector = LabelSelector(tuple(term for s in option.selectors for term in s.terms))
+            self.pieces = [Piece(view, group, need, selector)]
+        else:
+            pieces = [Piece(view, group, b, s) for b, s in zip(option.bundles, option.selectors, strict=True)]
+            self.pieces = sorted(pieces, key=lambda piece: -sum(piece.need.values()))  # hardest first
+
+
+class GangDemand(Demand):
+    """Identical pending gangs: each unit (a placement group or a virtual cluster) is placed whole or not at all."""
+
+    def __init__(self, key: bytes, scope: ClusterView, priority: int, options: list[list[Part]]) -> None:
+        super().__init__(key, scope, priority)
+        self.options = options
+
+    def take_free(self, rooms: FreeRooms) -> list[str]:
+        room = rooms.of(self.scope)
+        for index in range(len(self.work_ids)):
+            if not any(_fits_existing(room, option) for option in self.options):
+                if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
+                    self.capped = (
+                        f"placement groups in virtual cluster {self.scope.scope_id} reserve only its nodes "
+                        "(it grows for actors, not for placement groups)"
+                    )
+                    return []
+                return self.work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
+        return []
+
+    def judge(self, bins: Bins) -> Verdicts:
+        tiers: list[tuple[str, ...]] = []
+        reasons: dict[str, str] = {}
+        for index, option in enumerate(self.options):
+            for part in option:
+                for piece in part.pieces:
+                    passing = []
+                    for name, template in bins.templates.items():
+                        reason = piece.plan.rejects(template)
+                        if reason is None:
+                            passing.append(name)
+                        elif index == 0:
+                            reasons.setdefault(name, type_reason(template, reason))
+                    piece.types = tuple(sorted(passing, key=lambda name: (bins.cost(name), name)))
+            servable = all(piece.types for part in option for piece in part.pieces)
+            tiers.append(tuple(dict.fromkeys(n for p in option for c in p.pieces for n in c.types)) if servable else ())
+        verdicts = Verdicts(tiers)
+        served = set(verdicts.served)
+        verdicts.reasons = {name: why for name, why in reasons.items() if name not in served}
+        if not served and not verdicts.reasons:
+            verdicts.reasons = {"every type": "can host some bundles, but no type can host the others"}
+        return verdicts
+
+    def place(self, bins: Bins, verdicts: Verdicts, left: list[str]) -> tuple[list[str], str]:
+        for index, work_id in enumerate(left):
+            placed = False
+            for option, tier in zip(self.options, verdicts.tiers, strict=True):
+                if tier and _place_on_bins(bins, option, work_id):
+                    placed = True
+                    break
+            if not placed:
+                return left[index:], _why_full(bins, verdicts.served)
+        return [], ""
+
+
+def _fits_existing(room: FreeRoom, option: list[Part]) -> bool:
+    """Whether the whole option fits on existing nodes' free room now (taken there when it does)."""
+    taken: list[tuple[NodeState, Resources]] = []
+    for part in option:
+        used: set[str] = set()
+        for piece in part.pieces:
+            node = next(
+                (
+                    node
+                    for node in room.candidates(piece.need)
+                    if not (part.distinct and node.node_id in used) and piece.plan.rejects(node) is None
+                ),
+                None,
+            )
+            if node is None:
+                for held, amount in taken:
+                    room.take(held, amount, -1)
+                return False
+            room.take(node, piece.need)
+            taken.append((node, piece.need))
+            used.add(node.node_id)
+    return True
+
+
+def _place_on_bins(bins: Bins, option: list[Part], work_id: str) -> bool:
+    """Put every piece of the option on launching or new nodes (all or nothing)."""
+    done: list[tuple[Bin, Resources]] = []
+    launched: list[Bin] = []
+    for part in option:
+        used: set[str] = set()
+        for piece in part.pieces:
+            target = _open_bin(bins, piece, used if part.distinct else set())
+            if target is None:
+                chosen = bins.cheapest(piece.types, piece.need, 1)
+                if chosen is None:
+                    for held, amount in reversed(done):
+                        held.unload(work_id, amount)
+                    for added in reversed(launched):
+                        bins.undo(added)
+                    return False
+                target = bins.launch(chosen)
+                launched.append(target)
+            target.load(work_id, piece.need)
+            done.append((target, piece.need))
+            used.add(target.node.node_id)
+    return True
+
+
+def _open_bin(bins: Bins, piece: Piece, used: set[str]) -> Bin | None:
+    return next((target for target in bins.fitting(piece.types, piece.need) if target.node.node_id not in used), None)
+
+
+def _why_full(bins: Bins, served: tuple[str, ...]) -> str:
+    return "; ".join(dict.fromkeys(bins.why_full(name) for name in served)) or "no node type can host every bundle"
+
+
+class GroupDemand(GangDemand):
+    """Identical pending placement groups."""
+
+    kind: DemandKind = "placement_group"
+
+    def __init__(self, key: bytes, scope: ClusterView, work: CompiledGroup) -> None:
+        options = [[Part(scope, work, option)] for option in work.options]
+        super().__init__(key, scope, work.request.priority, options)
+        self.work = work
+        request = work.request
+        self.shape = tuple(dict(bundle) for bundle in work.options[0].bundles)
+        self.selectors = tuple(_bundle_selectors(request, index) for index in range(len(work.options)))
+        self.tolerations = request.tolerations
+        self.strategy = request.strategy
+
+
+def _bundle_selectors(request: PlacementGroupRequest, index: int) -> tuple[SelectorSpec, ...]:
+    if index == 0:
+        bundles, selectors = request.bundles, request.bundle_label_selector
+    else:
+        option = request.fallback_strategy[index - 1]
+        bundles = option.get("bundles", request.bundles)
+        selectors = option.get("bundle_label_selector", [])
+    return tuple(selectors) if selectors else tuple({} for _ in bundles)
+
+
+class QueuedClusterDemand(GangDemand):
+    """A top-level virtual cluster waiting for its minimum: its fixed-size nodes (each group under its policy) and
+    its flexible minimum, as one gang. The minimum is planned as one piece on one node (admission may carve it from
+    several); a cluster queued under another virtual cluster waits on that cluster's growth, not on new nodes."""
+
+    kind: DemandKind = "virtual_cluster"
+
+    def __init__(self, key: bytes, root: ClusterView, vc: VClusterState, spec: CompiledSpec, rare: tuple[str, ...]):
+        parts = [Part(root, group, group.options[0]) for _, group in spec.groups]
+        if spec.minimum:
+            request = PlacementGroupRequest(
+                pg_id=f"{vc.vc_id}-minimum", bundles=[spec.minimum], tolerations=vc.spec.tolerations
+            )
+            minimum = CompiledGroup(request, rare)
+            parts.append(Part(root, minimum, minimum.options[0]))
+        super().__init__(key, root, vc.priority, [parts] if parts else [])
+        self.shape = (*(dict(node.resources) for node in spec.fixed), *([dict(spec.minimum)] if spec.minimum else []))
+        self.selectors = (tuple({} for _ in self.shape),)
+        self.tolerations = vc.spec.tolerations
+        self.strategy = "gang"

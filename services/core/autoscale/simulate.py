@@ -1,0 +1,165 @@
+"""Check a round's bin packing with the scheduler's own decisions, and correct it (pure).
+
+The planner packs demand first-fit decreasing; the scheduler places one piece of work at a time with its own
+policy (DEFAULT fills a node to half, then spreads), so the two can disagree. Once the bins are chosen, the work
+put on them is placed again by `place_actor` and `decide_group`, on every bin at once (as the nodes will be when
+they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
+unplaced gets more nodes of the type the packing chose for it (doubling), else planned nodes it leaves empty are
+dropped and it replays again (fewer nodes change its choices), three replays at most. What it cannot foresee is
+how the scheduler breaks a tie between equally good nodes (its PRNG is its own): then work can be stranded, and
+the next round counts it again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from services.core.autoscale.bins import Bin, Bins
+from services.core.autoscale.demand import ActorDemand, Demand
+from services.core.autoscale.gangs import GroupDemand
+from services.core.cluster import DEFAULT_SAMPLE
+from services.core.decide.actor import place_actor
+from services.core.decide.group import decide_group
+from services.core.prng import SplitMix64
+from services.core.state import ClusterView, Resources
+from services.core.state.indexes import DomainIndex
+
+CORRECTIONS = 3
+"""Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
+already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
+REPLAYED_AT_MOST = 128
+"""Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
+packing's places, and a later round corrects what that got wrong."""
+
+
+@dataclass
+class Put:
+    """Work the packing put on bins: its demand, its id, and the bins (with the amount on each)."""
+
+    demand: Demand
+    work_id: str
+    on: list[tuple[Bin, Resources]]
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the scheduler's decision can be replayed here: root-scope work, not a DataFlow operation (its
+        footprint moves with placements) nor a virtual cluster's admission."""
+        demand = self.demand
+        if isinstance(demand, GroupDemand):
+            return not demand.scope.scope_id
+        if isinstance(demand, ActorDemand):
+            return demand.chain is None and demand.work.run_after is None
+        return False
+
+
+def puts_of(bins: Bins, served: list[Demand]) -> list[Put]:
+    """What the packing put where, in the order the scheduler re-tries pending work: priority, then arrival."""
+    where: dict[str, list[tuple[Bin, Resources]]] = {}
+    for targets in bins.open.values():
+        for target in targets:
+            for work_id, amount in target.loads:
+                where.setdefault(work_id, []).append((target, amount))
+    puts = [Put(demand, one, where[one]) for demand in served for one in demand.work_ids if one in where]
+    return sorted(puts, key=_queue_key)
+
+
+def _queue_key(put: Put) -> tuple[int, int]:
+    scope = put.demand.scope
+    work = scope.actors.get(put.work_id) or scope.groups.get(put.work_id)
+    return -put.demand.priority, work.arrival if work is not None else -1
+
+
+def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
+    """Replace the packing of the simulated work by the scheduler's own placements (see the module's doc)."""
+    if not any(put.simulated for put in puts):
+        return
+    bins.stop_shelving()
+    for _ in range(CORRECTIONS):
+        unplaced = _replay(view, bins, puts)
+        short = Counter(put.on[0][0].type_name for put in unplaced)
+        extra = {name: min(bins.room_left(name), max(count, bins.planned_count(name))) for name, count in short.items()}
+        if any(extra.values()):
+            for name, count in extra.items():
+                for _ in range(count):
+                    bins.launch(name)
+            continue
+        empty = [target for targets in bins.open.values() for target in targets if _unused(target)]
+        if not empty:
+            return
+        for target in empty:  # fewer nodes change the scheduler's choices: the next round replays again
+            bins.drop(target)
+
+
+def _unused(target: Bin) -> bool:
+    return target.planned and not target.for_minimum and not target.loads
+
+
+def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
+    """Empty every bin, put back the work that is not simulated, place the first `REPLAYED_AT_MOST` of the rest
+    with the scheduler's decisions, then put back what is left where the packing chose; the puts the scheduler
+    could not place (they stay on the bins the packing chose, so their launch is kept)."""
+    every = [target for targets in bins.open.values() for target in targets]
+    for target in every:
+        target.empty()
+    simulated = [put for put in puts if put.simulated]
+    replayed, later = simulated[:REPLAYED_AT_MOST], simulated[REPLAYED_AT_MOST:]
+    _load([put for put in puts if not put.simulated])
+    labelled = any(isinstance(put.demand, ActorDemand) and put.demand.work.request.labels for put in replayed)
+    only_bins = _bins_view(view, every, own_indexes=labelled)
+    by_node = {target.node.node_id: target for target in every}
+    prng = SplitMix64(view.seed)
+    unplaced = [put for put in replayed if not _place(only_bins, by_node, put, prng)]
+    _load(unplaced + later)
+    return unplaced
+
+
+def _load(puts: list[Put]) -> None:
+    """Put work back where the packing chose."""
+    for put in puts:
+        for target, amount in put.on:
+            target.load(put.work_id, amount)
+
+
+def _bins_view(view: ClusterView, every: list[Bin], *, own_indexes: bool) -> ClusterView:
+    """A view whose nodes are the bins only (existing nodes' free room is spent already), with the placed actors'
+    domains and footprints of `view` (so affinity rules judge the new nodes as they will be judged); with
+    `own_indexes`, copies of the domain indexes, which the replay's placements are counted in."""
+    only_bins = ClusterView(view.seed)
+    only_bins.actor_index = _copied(view.actor_index) if own_indexes else view.actor_index
+    only_bins.anti_index = _copied(view.anti_index) if own_indexes else view.anti_index
+    only_bins.footprints = view.footprints
+    for target in every:
+        only_bins.add_live_node(target.node)
+        only_bins.set_taints(target.node, list(target.node.taints))
+    return only_bins
+
+
+def _copied(index: DomainIndex) -> DomainIndex:
+    copy = DomainIndex()
+    copy.counts = {
+        entry: {topology: dict(domains) for topology, domains in by_topology.items()}
+        for entry, by_topology in index.counts.items()
+    }
+    return copy
+
+
+def _place(only_bins: ClusterView, by_node: dict[str, Bin], put: Put, prng: SplitMix64) -> bool:
+    """Place one piece of work on the bins as the scheduler would."""
+    demand = put.demand
+    if isinstance(demand, ActorDemand):
+        placed = place_actor(only_bins, demand.work, prng, DEFAULT_SAMPLE)
+        if placed is None:
+            return False
+        by_node[placed[0].node_id].load(put.work_id, demand.work.resources)
+        if demand.work.request.labels:
+            only_bins.index_actor(demand.work.request, placed[0], 1)
+        return True
+    assert isinstance(demand, GroupDemand)
+    decision = decide_group(only_bins, demand.work, prng, DEFAULT_SAMPLE)
+    if not isinstance(decision, tuple):
+        return False
+    option, nodes = decision
+    for bundle, node_id in zip(demand.work.options[option].bundles, nodes, strict=True):
+        by_node[node_id].load(put.work_id, bundle)
+    return True

@@ -1,0 +1,102 @@
+"""Folding the autoscaler's events (elected, launches, failures, drains, terminations) into a root view (pure).
+
+A node that registers with the system label `corral.io/launch-id` of a known launch becomes that launch's node;
+its death ends the launch.
+"""
+
+from __future__ import annotations
+
+from schemas import (
+    AutoscalerElected,
+    NodeDrainCancelled,
+    NodeDrainStarted,
+    NodeLaunchFailed,
+    NodesLaunchRequested,
+    NodeTerminationRequested,
+)
+from services.core.labels import LAUNCH_ID
+from services.core.state.folds import fold_of
+from services.core.state.model import ENDED_LAUNCH_STATES, Launch, LaunchState
+from services.core.state.view import ClusterView
+
+LAUNCHES_KEPT = 1_000
+"""Ended launches (failed, terminated, gone) a view keeps, the newest; live ones are always kept."""
+
+
+@fold_of(AutoscalerElected)
+def on_autoscaler_elected(view: ClusterView, event: AutoscalerElected) -> None:
+    """An autoscaler instance leads from here."""
+    view.autoscaler_epoch = max(view.autoscaler_epoch, event.epoch)
+
+
+@fold_of(NodesLaunchRequested)
+def on_nodes_launch_requested(view: ClusterView, event: NodesLaunchRequested) -> None:
+    """New launches (an id already known is left as it is)."""
+    for launch_id in event.launch_ids:
+        if launch_id not in view.launches:
+            view.launches[launch_id] = Launch(
+                launch_id, event.node_type, event.requested_at, event.reason, tuple(event.work)
+            )
+            view.launch_count += 1
+
+
+@fold_of(NodeLaunchFailed)
+def on_node_launch_failed(view: ClusterView, event: NodeLaunchFailed) -> None:
+    """A launch that never registered is over (a launch whose node registered meanwhile stays)."""
+    launch = view.launches.get(event.launch_id)
+    if launch is not None and launch.state == "launching":
+        _move(view, launch, "failed", event.reason, event.failed_at)
+
+
+@fold_of(NodeDrainStarted)
+def on_node_drain_started(view: ClusterView, event: NodeDrainStarted) -> None:
+    """A launched node is being drained for scale-down."""
+    launch = view.launches.get(event.launch_id)
+    if launch is not None and launch.state == "registered" and launch.node_id == event.node_id:
+        _move(view, launch, "draining", event.reason, event.at)
+
+
+@fold_of(NodeDrainCancelled)
+def on_node_drain_cancelled(view: ClusterView, event: NodeDrainCancelled) -> None:
+    """A draining node stays."""
+    launch = view.launches.get(event.launch_id)
+    if launch is not None and launch.state == "draining" and launch.node_id == event.node_id:
+        _move(view, launch, "registered", event.reason, event.at)
+
+
+@fold_of(NodeTerminationRequested)
+def on_node_termination_requested(view: ClusterView, event: NodeTerminationRequested) -> None:
+    """A launched node is terminated and removed."""
+    launch = view.launches.get(event.launch_id)
+    if launch is not None and launch.state not in ENDED_LAUNCH_STATES and launch.node_id == event.node_id:
+        _move(view, launch, "terminated", event.reason, event.requested_at)
+
+
+def note_registered(view: ClusterView, node_id: str, labels: dict[str, str]) -> None:
+    """A node registered: the launch its `corral.io/launch-id` names (one still launching, or failed in the
+    meantime: a late node is still the autoscaler's) now has it."""
+    launch = view.launches.get(labels.get(LAUNCH_ID, ""))
+    if launch is not None and launch.state in ("launching", "failed") and not launch.node_id:
+        if launch.state == "failed":
+            view.ended_launches.pop(launch.launch_id, None)
+        launch.state, launch.node_id = "registered", node_id
+        view.launched_nodes[node_id] = launch.launch_id
+
+
+def note_died(view: ClusterView, node_id: str) -> None:
+    """A node died: the launch it belonged to is over (unless it was terminated already)."""
+    launch_id = view.launched_nodes.get(node_id)
+    launch = view.launches.get(launch_id) if launch_id is not None else None
+    if launch is not None and launch.state not in ENDED_LAUNCH_STATES:
+        _move(view, launch, "gone", "the node died", launch.changed_at)
+
+
+def _move(view: ClusterView, launch: Launch, state: LaunchState, note: str, at: float) -> None:
+    launch.state, launch.note, launch.changed_at = state, note, at
+    if state in ENDED_LAUNCH_STATES:
+        view.launched_nodes.pop(launch.node_id, None)
+        view.ended_launches[launch.launch_id] = None
+        while len(view.ended_launches) > LAUNCHES_KEPT:
+            oldest = next(iter(view.ended_launches))
+            del view.ended_launches[oldest]
+            view.launches.pop(oldest, None)

@@ -1,0 +1,93 @@
+"""The `command` provider: the launch and terminate command lines run with the launch's facts in the environment
+(here two small scripts that start and stop `corral node start`); a failing launch command fails the launch."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from schemas import NodeLaunchFailed, ScheduleRequest
+from services.client import Client
+from services.core.labels import LAUNCH_ID, NODE_TYPE
+from services.testing.servers import ServerPath
+from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
+from tests.integration.conftest import holds_within
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def command_provider(launch: str, terminate: str) -> str:
+    """The provider line of the config file."""
+    return f"{{type: command, launch: '{launch}', terminate: '{terminate}'}}"
+
+
+async def test_the_command_provider_launches_and_terminates_through_its_command_lines(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    nodes_dir = tmp_path / "nodes"
+    nodes_dir.mkdir()
+    provider = command_provider(
+        f"{sys.executable} {SCRIPTS / 'launch_node.py'}", f"{sys.executable} {SCRIPTS / 'terminate_node.py'}"
+    )
+    config = write_config(tmp_path, provider=provider, idle=0.5)
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config, {"NODES_DIR": str(nodes_dir)}) as (_, client):
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+        placed = await client.wait_placed("job", timeout=15.0)
+        node = next(n for n in await client.nodes() if n.node_id == placed.node_id)
+        launch_id = node.labels[LAUNCH_ID]
+        assert (node.node_id, node.labels[NODE_TYPE], node.labels["zone"]) == (f"cpu-4-{launch_id}", "cpu-4", "usa-1")
+        await client.remove_actor("job")
+
+        async def terminated() -> bool:
+            return (nodes_dir / f"{launch_id}.terminated").exists() and not await live(client, node.node_id)
+
+        assert await holds_within(terminated, timeout=10.0)
+        assert (nodes_dir / f"{launch_id}.terminated").read_text() == node.node_id
+
+
+async def live(client: Client, node_id: str) -> bool:
+    """Whether the node is live."""
+    return node_id in {node.node_id for node in await client.nodes()}
+
+
+async def test_a_failing_launch_command_fails_the_launch_and_backs_its_type_off(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    config = write_config(tmp_path, provider=command_provider("echo no capacity; exit 3", "true"), launch_timeout=30)
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+
+        async def failed() -> bool:
+            return any(isinstance(event, NodeLaunchFailed) for event in await events_of(mesh))
+
+        assert await holds_within(failed, timeout=10.0)
+        events = await events_of(mesh)
+        failure = next(event for event in events if isinstance(event, NodeLaunchFailed))
+        assert failure.reason == "the launch command exited with code 3: no capacity"
+
+        async def backed_off() -> bool:
+            cpu = next(t for t in (await client.autoscaler_status()).node_types if t.name == "cpu-4")
+            return cpu.launching == 0 and cpu.backed_off_until > failure.failed_at
+
+        assert await holds_within(backed_off, timeout=10.0)
+        launched = [request.node_type for request in launch_requests(await events_of(mesh))]
+        assert launched.count("cpu-4") == 1  # backed off: the next try is another type that can host the work
+
+
+async def test_a_launch_that_never_registers_fails_after_the_launch_timeout(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    config = write_config(tmp_path, provider=command_provider("true", "true"), launch_timeout=1)
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+
+        async def failed() -> bool:
+            return any(isinstance(event, NodeLaunchFailed) for event in await events_of(mesh))
+
+        assert await holds_within(failed, timeout=10.0)
+        failure = next(event for event in await events_of(mesh) if isinstance(event, NodeLaunchFailed))
+        assert (failure.launch_id, failure.reason) == ("L1", "not registered within launch_timeout_s (1s)")

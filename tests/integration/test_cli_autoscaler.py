@@ -1,0 +1,91 @@
+"""`corral up --autoscaler CONFIG.yaml` runs the fifth service; `corral autoscaler status` and `corral why` show
+what it does."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas import ScheduleRequest
+from services.cli.servers import free_port
+from services.client import SyncClient
+from tests.integration.autoscaling import write_config
+from tests.test_cli_commands import Lines, corral, stop
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[str]]]:
+    """The processes a test starts; any still running at the end is killed."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def output(*argv: str) -> str:
+    """What `corral argv` prints (it must succeed)."""
+    process = corral(*argv)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    return out
+
+
+def test_corral_up_runs_the_autoscaler_that_status_and_why_report(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    config = write_config(tmp_path)
+    up = corral("up", "--nats-port", str(port), "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config))
+    started.append(up)
+    Lines(up).wait_for("Corral is up", timeout=40)
+    with SyncClient(url, timeout=10.0) as client:
+        client.submit(ScheduleRequest("odd", {"CPU": 1}, label_selector={"rack": "r9"}))
+        deadline = time.monotonic() + 10
+        while "no node type" not in client.autoscaler_why("odd").message and time.monotonic() < deadline:
+            time.sleep(0.05)  # the round after the actor's pending event
+    status = output("autoscaler", "status", "--nats-url", url)
+    assert "NODE TYPES (3):" in status and "gpu-a100" in status
+    assert "1 x actor {CPU: 1}" in status
+    why = output("why", "odd", "--nats-url", url)
+    assert "Actor odd is pending." in why and "autoscaler: no node type can host it" in why
+    code, _ = stop(up, signal.SIGTERM)
+    assert code == 0
+
+
+def test_corral_up_refuses_a_bad_autoscaler_file_before_starting_anything(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("node_types:\n  cpu:\n    resources: {CPU: 4}\n    min_workers: two\n")
+    up = corral(
+        "up", "--nats-port", str(free_port()), "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config)
+    )
+    _, err = up.communicate(timeout=30)
+    assert up.returncode == 1 and "min_workers" in err and "two" in err, err
+    assert not (tmp_path / "corral" / "nats").exists()
+
+
+def test_the_demos_autoscaler_act_scales_up_explains_and_scales_down() -> None:
+    """`make run`'s last act, on a mesh of its own."""
+    process = subprocess.run(
+        [sys.executable, "-m", "services.cli.demo.autoscaling"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    out = process.stdout
+    assert "trainer placed on gpu-a100-L1" in out
+    assert "autoscaler: no node type can host it: cpu-4 doesn't match the label selector" in out
+    assert "gpu-a100-L1 tainted corral.io/scale-down=true:NoSchedule, terminated and removed" in out
