@@ -96,11 +96,11 @@ async def main(settings: Settings) -> None:
                 group.start_soon(_hold, lease, autoscaler.epochs.put_nowait)
                 await autoscaler.start(epoch)
                 group.start_soon(autoscaler.elect_again)
-                reports = autoscaler.reports
+                reports, before = autoscaler.reports, shell.caught_up
                 await shell.serve(
                     {
-                        s.AUTOSCALER_STATUS_QUERY: query_handler(AutoscalerStatusQuery, reports.status),
-                        s.AUTOSCALER_WHY_QUERY: query_handler(AutoscalerWhyQuery, reports.why),
+                        s.AUTOSCALER_STATUS_QUERY: query_handler(AutoscalerStatusQuery, reports.status, before=before),
+                        s.AUTOSCALER_WHY_QUERY: query_handler(AutoscalerWhyQuery, reports.why, before=before),
                     }
                 )
                 await autoscaler.run()

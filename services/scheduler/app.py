@@ -175,8 +175,8 @@ async def _hold(lease: Lease, rewon: Callable[[int], None]) -> None:
 async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
     await shell.serve(
         {
-            s.STATUS_QUERY: query_handler(StatusQuery, view.status, pager=shell.pager),
-            s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, pager=shell.pager),
+            s.STATUS_QUERY: query_handler(StatusQuery, view.status, before=shell.caught_up, pager=shell.pager),
+            s.DECISION_QUERY: query_handler(DecisionQuery, view.decision, before=shell.caught_up, pager=shell.pager),
         }
     )
 
