@@ -23,6 +23,7 @@ from schemas import (
 )
 from services.core import Cluster
 from services.core.autoscale import Fleet, ScalePlan
+from services.core.labels import NODE_TYPE
 from tests.core.autoscale_builders import TYPES, cluster, config, launched, plan_for
 from tests.core.builders import affinity
 
@@ -159,7 +160,7 @@ CASES = [
     ),
     Case(
         "a selector on the system label corral.io/node-type picks that type",
-        actors(1, label_selector={"corral.io/node-type": "cpu-16"}),
+        actors(1, label_selector={NODE_TYPE: "cpu-16"}),
         {"cpu-16": 1},
     ),
     Case(
