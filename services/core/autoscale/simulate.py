@@ -44,10 +44,11 @@ class Put:
     @property
     def simulated(self) -> bool:
         """Whether the scheduler's decision can be replayed here: root-scope work, not a DataFlow operation (its
-        footprint moves with placements) nor a virtual cluster's admission."""
+        footprint moves with placements), a virtual cluster's admission, nor a placement group placed partly on
+        existing nodes' free room (the replay holds the bins only)."""
         demand = self.demand
         if isinstance(demand, GroupDemand):
-            return not demand.scope.scope_id
+            return not demand.scope.scope_id and self.work_id not in demand.mixed
         if isinstance(demand, ActorDemand):
             return demand.chain is None and demand.work.run_after is None
         return False
