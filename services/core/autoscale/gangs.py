@@ -67,8 +67,9 @@ class GangDemand(Demand):
         self.options = options
         self.room: FreeRoom | None = None
         """The free room of the existing nodes of its scope (set by `take_free`)."""
-        self.mixed: set[str] = set()
-        """The units placed partly on existing nodes' free room and partly on launching or new nodes."""
+        self.on_existing: dict[str, list[tuple[NodeState, Resources]]] = {}
+        """Of the units placed partly on existing nodes' free room and partly on launching or new nodes: the existing
+        nodes and the room taken on each (the replay places them again, on these nodes and the bins)."""
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
         room = self.room = rooms.of(self.scope)
@@ -111,14 +112,20 @@ class GangDemand(Demand):
         assert room is not None, "take_free comes first"
         for index, work_id in enumerate(left):
             tried = (option for option, tier in zip(self.options, verdicts.tiers, strict=True) if tier)
-            if not any(_place(option, work_id, room, bins, self.mixed) for option in tried):
+            if not any(_place(option, work_id, room, bins, self.on_existing) for option in tried):
                 return left[index:], _why_full(bins, verdicts.served)
         return [], ""
 
 
-def _place(option: list[Part], work_id: str, room: FreeRoom, bins: Bins | None, mixed: set[str] | None = None) -> bool:
+def _place(
+    option: list[Part],
+    work_id: str,
+    room: FreeRoom,
+    bins: Bins | None,
+    mixed: dict[str, list[tuple[NodeState, Resources]]] | None = None,
+) -> bool:
     """Put every piece of the option (all or nothing) on existing nodes' free room first, then (given `bins`) on
-    launching or planned nodes, then on new nodes; a unit using both existing and other nodes is added to `mixed`."""
+    launching or planned nodes, then on new nodes; a unit using both existing and other nodes goes in `mixed`."""
     unit = _Unit(work_id, room, bins)
     for part in option:
         used: set[str] = set()
@@ -129,7 +136,7 @@ def _place(option: list[Part], work_id: str, room: FreeRoom, bins: Bins | None, 
                 return False
             used.add(node_id)
     if unit.taken and unit.loaded and mixed is not None:
-        mixed.add(work_id)
+        mixed[work_id] = unit.taken
     return True
 
 
