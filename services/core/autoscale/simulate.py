@@ -35,7 +35,8 @@ packing's places, and a later round corrects what that got wrong."""
 
 @dataclass
 class Put:
-    """Work the packing put on bins: its demand, its id, and the bins (with the amount on each)."""
+    """Work the packing put on bins: its demand, its id, and the bins (with the amount on each; a placement group
+    mixing existing free room in also names stand-ins of those existing nodes)."""
 
     demand: Demand
     work_id: str
