@@ -17,6 +17,9 @@ from schemas import (
     NodeRegistered,
     NodesLaunchRequested,
     NodeTerminationRequested,
+    PlacementGroupPending,
+    PlacementGroupRequest,
+    PlacementGroupSubmitted,
     ScheduleRequest,
     Taint,
     TaintsChanged,
@@ -91,6 +94,22 @@ def test_launch_ids_go_on_from_the_logs_count() -> None:
     view.fold(ActorPlaced(actor_id="b", node_id="n-L2", request=ScheduleRequest("b", {"CPU": 1})))
     (requested,) = decider().decide(view, 200.0, {}).events
     assert isinstance(requested, NodesLaunchRequested) and requested.launch_ids == ["L4"]
+
+
+def test_a_strict_spread_group_whose_first_nodes_registered_while_the_last_launches_gets_no_second_launch() -> None:
+    group = PlacementGroupRequest("pg", [{"CPU": 2}] * 3, "STRICT_SPREAD")
+    log: list[AnyEvent] = [
+        PlacementGroupSubmitted(request=group),
+        PlacementGroupPending(pg_id="pg", explanation=Explanation(0, "waits")),
+        NodesLaunchRequested(
+            node_type="cpu-4", launch_ids=["L1", "L2", "L3"], reason="x", work=["pg"], requested_at=100.0
+        ),
+        launched("n-L1", "L1"),
+        launched("n-L2", "L2"),
+    ]
+    round_ = decider().decide(replay(log), 105.0, {})
+    assert round_.events == []
+    assert round_.plan is not None and round_.plan.about("pg") == "autoscaler: waiting for launch L3 to register"
 
 
 @pytest.mark.parametrize(

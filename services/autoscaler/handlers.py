@@ -151,18 +151,10 @@ class Decider:
         return found
 
     def launches(self, view: ClusterView, planned: ScalePlan, now: float) -> list[AnyEvent]:
-        """The plan's launches, with fresh launch ids numbered from the view's count.
-
-        A launch for work that launches of earlier rounds are still starting nodes for is left out: the planner
-        puts a gang (a placement group) whole either on existing nodes or on launching and new ones, so once some of
-        its nodes registered (and the rest still launch) it would launch the registered ones again.
-        """
+        """The plan's launches, with fresh launch ids numbered from the view's count."""
         found: list[AnyEvent] = []
         number = view.launch_count
-        under_way = {work_id for one in view.launches.values() if one.state == "launching" for work_id in one.work}
         for launch in planned.launches:
-            if launch.work_ids and under_way.issuperset(launch.work_ids):
-                continue  # see `launches`: nodes for all of this work are on their way
             ids = [f"L{number + k + 1}" for k in range(launch.count)]
             number += launch.count
             found.append(

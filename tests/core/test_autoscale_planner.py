@@ -22,8 +22,9 @@ from schemas import (
     VirtualCluster,
 )
 from services.core import Cluster
-from services.core.autoscale import Fleet, ScalePlan
-from tests.core.autoscale_builders import TYPES, cluster, config, launched, plan_for
+from services.core.autoscale import Fleet, ScalePlan, launched_node
+from services.core.labels import NODE_TYPE
+from tests.core.autoscale_builders import RARE, TYPES, cluster, config, launched, plan_for
 from tests.core.builders import affinity
 
 ONE_TYPE = """
@@ -75,6 +76,25 @@ def quiet_node(node_id: str, cpu: float, labels: dict[str, str] | None = None) -
 
     def register(target: Cluster) -> None:
         target.view.fold(NodeRegistered(node_id=node_id, resources={"CPU": cpu}, labels=labels or {}))
+
+    return register
+
+
+def node(node_id: str, cpu: float, labels: dict[str, str] | None = None) -> Callable[[Cluster], object]:
+    """An existing node with `cpu` CPUs free (the scheduler places what it can there at once)."""
+
+    def add(target: Cluster) -> None:
+        target.add_node(node_id, {"CPU": cpu}, labels or {})
+
+    return add
+
+
+def registered(launch_id: str) -> Callable[[Cluster], object]:
+    """The cpu-4 node of launch `launch_id` registered (node id `cpu-4-<launch id>`), empty."""
+
+    def register(target: Cluster) -> None:
+        node_type = config().node_types["cpu-4"]
+        target.fold(launched_node(node_type, f"cpu-4-{launch_id}", launch_id, RARE))
 
     return register
 
@@ -159,7 +179,7 @@ CASES = [
     ),
     Case(
         "a selector on the system label corral.io/node-type picks that type",
-        actors(1, label_selector={"corral.io/node-type": "cpu-16"}),
+        actors(1, label_selector={NODE_TYPE: "cpu-16"}),
         {"cpu-16": 1},
     ),
     Case(
@@ -252,6 +272,51 @@ CASES = [
         ),
         {"cpu-16": 1},
         work="pg",
+    ),
+    Case(
+        "a STRICT_SPREAD group of 3 with 1 existing free node launches 2",
+        both(node("n1", 4), group("STRICT_SPREAD", [{"CPU": 1}] * 3)),
+        {"cpu-4": 2},
+        work="pg",
+        says="launching 2 cpu-4 for this",
+    ),
+    Case(
+        "a STRICT_SPREAD of 3 whose first 2 launched nodes registered and the 3rd still launches launches nothing",
+        both(registered("L1"), registered("L2"), group("STRICT_SPREAD", [{"CPU": 1}] * 3)),
+        {},
+        fleet=Fleet(running={"cpu-4": ("cpu-4-L1", "cpu-4-L2")}, launching={"cpu-4": ("L3",)}),
+        work="pg",
+        says="autoscaler: waiting for launch L3 to register | launching nodes hold 1 of 1",
+    ),
+    Case(
+        "a SPREAD group's bundles use existing free room and new nodes together",
+        both(node("n1", 2), group("SPREAD", [{"CPU": 2}] * 3)),
+        {"cpu-4": 1},
+        work="pg",
+    ),
+    Case(
+        "a bundle whose selector an existing node matches goes there, the other bundle's type is launched",
+        both(
+            node("n1", 4, {"type": "4c8g"}),
+            group("STRICT_SPREAD", [{"CPU": 1}] * 2, bundle_label_selector=[{"type": "4c8g"}, {"type": "16c32g"}]),
+        ),
+        {"cpu-16": 1},
+        work="pg",
+    ),
+    Case(
+        "a STRICT_PACK group never splits between existing free room and a new node",
+        both(node("n1", 2), group("STRICT_PACK", [{"CPU": 2}] * 2)),
+        {"cpu-4": 1},
+        work="pg",
+        says="launching 1 cpu-4 for this",
+    ),
+    Case(
+        "a STRICT_PACK group never splits between a launching node and a new one",
+        both(group("STRICT_PACK", [{"CPU": 2}] * 2), lambda c: c.submit(ScheduleRequest("big", {"CPU": 2}))),
+        {"cpu-4": 1},
+        fleet=Fleet(launching={"cpu-4": ("L1",)}),
+        work="pg",
+        says="launching 1 cpu-4 for this",
     ),
     Case(
         "a group that cannot be launched whole launches nothing (all or nothing)",

@@ -30,8 +30,7 @@ from schemas import (
 from services.cli.args import positive_int
 from services.cli.registry import Subcommands
 from services.core.autoscale import Fleet, NodeType, ProviderConfig, ScalePlan, ScalingConfig, plan
-from services.core.autoscale.config import NODE_TYPE_LABEL
-from services.core.labels import NODE_ID
+from services.core.labels import NODE_ID, NODE_TYPE
 from services.core.state import ClusterView, replay
 
 TARGET_MS = 200.0
@@ -69,7 +68,7 @@ def existing_nodes(count: int, types: dict[str, NodeType]) -> tuple[list[AnyEven
         labels = {"pool": f"p{index % POOLS}", "zone": f"z{index % ZONES}", NODE_ID: node_id}
         if index >= count * 4 // 5:
             name = names[index % len(names)]
-            labels[NODE_TYPE_LABEL] = name
+            labels[NODE_TYPE] = name
             running.setdefault(name, []).append(node_id)
         taints = [GPU_TAINT, Taint("rare-resource.corral.io/gpu", "true")] if gpu else []
         events.append(NodeRegistered(node_id=node_id, resources=resources, labels=labels, taints=taints))

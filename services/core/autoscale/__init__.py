@@ -1,8 +1,6 @@
 """The autoscaler's pure part: its configuration, the demand of pending work, and the planner of launches."""
 
 from services.core.autoscale.config import (
-    LAUNCH_ID_LABEL,
-    NODE_TYPE_LABEL,
     NodeType,
     ProviderConfig,
     ScalingConfig,
@@ -13,8 +11,6 @@ from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, Scale
 from services.core.autoscale.planner import plan, round_budget
 
 __all__ = [
-    "LAUNCH_ID_LABEL",
-    "NODE_TYPE_LABEL",
     "DemandGroup",
     "Fleet",
     "Launch",

@@ -93,12 +93,23 @@ def signature(free: Resources) -> Signature:
 class Bin:
     """A node the plan can put demand on: launching (asked for earlier) or planned in this round."""
 
-    __slots__ = ("for_minimum", "launch_id", "loads", "node", "planned", "shelf", "type_name")
+    __slots__ = ("for_minimum", "launch_id", "loads", "node", "planned", "room", "shelf", "type_name")
 
     def __init__(
-        self, type_name: str, node: NodeState, *, planned: bool, for_minimum: bool = False, launch_id: str = ""
+        self,
+        type_name: str,
+        node: NodeState,
+        *,
+        planned: bool,
+        for_minimum: bool = False,
+        launch_id: str = "",
+        room: Resources | None = None,
     ) -> None:
         self.type_name = type_name
+        """The node type ("" for an existing node's stand-in in the replay)."""
+        self.room = node.total if room is None else room
+        """What is free with nothing put here: the node's total, or on an existing node's stand-in the room that
+        placement groups mixing it with new nodes took there."""
         self.launch_id = launch_id
         """For a node launched in an earlier round: its launch id."""
         self.node = node
@@ -131,10 +142,19 @@ class Bin:
         self._change(lambda: take(self.node.free, total))
         self.loads += [(work_id, need) for work_id in work_ids]
 
+    @property
+    def existing(self) -> bool:
+        """Whether this is an existing node's stand-in (not a node to launch)."""
+        return not self.type_name
+
     def empty(self) -> None:
         """Take everything off."""
-        self._change(lambda: self.node.free.update(self.node.total))
+        self._change(self._refill)
         self.loads = []
+
+    def _refill(self) -> None:
+        self.node.free.clear()
+        self.node.free.update(self.room)
 
     def _change(self, change: Callable[[], None]) -> None:
         shelf = self.shelf

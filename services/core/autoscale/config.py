@@ -15,14 +15,9 @@ import yaml
 
 from schemas import Taint
 from services.core.errors import LabelError, RejectedError, rule_error
-from services.core.labels import SYSTEM_PREFIX, validate_label_value, validate_labels
+from services.core.labels import NODE_TYPE, SYSTEM_PREFIX, validate_label_value, validate_labels
 from services.core.request import TAINT_EFFECTS, check_resources, check_taints
 from services.core.state import Resources
-
-NODE_TYPE_LABEL = "corral.io/node-type"
-"""The system label a launched node registers with: the name of its node type."""
-LAUNCH_ID_LABEL = "corral.io/launch-id"
-"""The system label a launched node registers with: the id of the launch that asked for it."""
 
 ProviderType = Literal["local", "command"]
 PROVIDER_TYPES: tuple[ProviderType, ...] = ("local", "command")
@@ -152,9 +147,9 @@ def _provider(value: object) -> ProviderConfig:
 def _node_type(name: str, value: object) -> NodeType:
     where = f"node_types.{name}"
     try:
-        validate_label_value(NODE_TYPE_LABEL, name)
+        validate_label_value(NODE_TYPE, name)
     except LabelError as error:
-        raise rule_error(where, name, f"a node type's name is its nodes' {NODE_TYPE_LABEL} label: {error}") from None
+        raise rule_error(where, name, f"a node type's name is its nodes' {NODE_TYPE} label: {error}") from None
     spec = _mapping(where, value, NODE_TYPE_KEYS)
     resources = check_resources(f"{where}.resources", spec.get("resources", {}))
     if not resources:

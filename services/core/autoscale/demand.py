@@ -2,7 +2,8 @@
 
 A group first takes free capacity on existing nodes (`take_free`), is then judged against each node type's
 imagined empty node with the very plans the scheduler builds (`judge`), and what is left is put on launching
-and new nodes (`place`). Each kind of work (actor, placement group, virtual cluster) is one class here.
+and new nodes (`place`; a gang's pieces there may mix in existing free room). Each kind of work (actor,
+placement group, virtual cluster) is one class here.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ A gang has options (a placement group's primary bundles, then each fallback); an
 placement group has one; a queued virtual cluster one per fixed-size group plus one for its flexible minimum),
 each with a strategy and pieces (bundles) judged by the registry's bundle rules, exactly as `decide.group` builds
 its plans: STRICT_PACK puts the summed bundles on one node, STRICT_SPREAD every bundle on a node of its own.
+A unit that does not fit wholly on existing nodes' free room is placed piece by piece on existing free room,
+launching or planned nodes and new nodes together (so once some of a group's launched nodes registered, the rest
+still launching, nothing is launched again), all or nothing.
 """
 
 from __future__ import annotations
@@ -56,16 +59,22 @@ class Part:
 
 
 class GangDemand(Demand):
-    """Identical pending gangs: each unit (a placement group or a virtual cluster) is placed whole or not at all."""
+    """Identical pending gangs: each unit (a placement group or a virtual cluster) is placed whole or not at all,
+    its pieces on existing nodes' free room, launching or planned nodes and new nodes together."""
 
     def __init__(self, key: bytes, scope: ClusterView, priority: int, options: list[list[Part]]) -> None:
         super().__init__(key, scope, priority)
         self.options = options
+        self.room: FreeRoom | None = None
+        """The free room of the existing nodes of its scope (set by `take_free`)."""
+        self.on_existing: dict[str, list[tuple[NodeState, Resources]]] = {}
+        """Of the units placed partly on existing nodes' free room and partly on launching or new nodes: the existing
+        nodes and the room taken on each (the replay places them again, on these nodes and the bins)."""
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
-        room = rooms.of(self.scope)
-        for index in range(len(self.work_ids)):
-            if not any(_fits_existing(room, option) for option in self.options):
+        room = self.room = rooms.of(self.scope)
+        for index, work_id in enumerate(self.work_ids):
+            if not any(_place(option, work_id, room, None) for option in self.options):
                 if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
                     self.capped = (
                         f"placement groups in virtual cluster {self.scope.scope_id} reserve only its nodes "
@@ -99,67 +108,80 @@ class GangDemand(Demand):
         return verdicts
 
     def place(self, bins: Bins, verdicts: Verdicts, left: list[str]) -> tuple[list[str], str]:
+        room = self.room
+        assert room is not None, "take_free comes first"
         for index, work_id in enumerate(left):
-            placed = False
-            for option, tier in zip(self.options, verdicts.tiers, strict=True):
-                if tier and _place_on_bins(bins, option, work_id):
-                    placed = True
-                    break
-            if not placed:
+            tried = (option for option, tier in zip(self.options, verdicts.tiers, strict=True) if tier)
+            if not any(_place(option, work_id, room, bins, self.on_existing) for option in tried):
                 return left[index:], _why_full(bins, verdicts.served)
         return [], ""
 
 
-def _fits_existing(room: FreeRoom, option: list[Part]) -> bool:
-    """Whether the whole option fits on existing nodes' free room now (taken there when it does)."""
-    taken: list[tuple[NodeState, Resources]] = []
+def _place(
+    option: list[Part],
+    work_id: str,
+    room: FreeRoom,
+    bins: Bins | None,
+    mixed: dict[str, list[tuple[NodeState, Resources]]] | None = None,
+) -> bool:
+    """Put every piece of the option (all or nothing) on existing nodes' free room first, then (given `bins`) on
+    launching or planned nodes, then on new nodes; a unit using both existing and other nodes goes in `mixed`."""
+    unit = _Unit(work_id, room, bins)
     for part in option:
         used: set[str] = set()
         for piece in part.pieces:
-            node = next(
-                (
-                    node
-                    for node in room.candidates(piece.need)
-                    if not (part.distinct and node.node_id in used) and piece.plan.rejects(node) is None
-                ),
-                None,
-            )
-            if node is None:
-                for held, amount in taken:
-                    room.take(held, amount, -1)
+            node_id = unit.put(piece, used if part.distinct else set())
+            if node_id is None:
+                unit.undo()
                 return False
-            room.take(node, piece.need)
-            taken.append((node, piece.need))
-            used.add(node.node_id)
+            used.add(node_id)
+    if unit.taken and unit.loaded and mixed is not None:
+        mixed[work_id] = unit.taken
     return True
 
 
-def _place_on_bins(bins: Bins, option: list[Part], work_id: str) -> bool:
-    """Put every piece of the option on launching or new nodes (all or nothing)."""
-    done: list[tuple[Bin, Resources]] = []
-    launched: list[Bin] = []
-    for part in option:
-        used: set[str] = set()
-        for piece in part.pieces:
-            target = _open_bin(bins, piece, used if part.distinct else set())
-            if target is None:
-                chosen = bins.cheapest(piece.types, piece.need, 1)
-                if chosen is None:
-                    for held, amount in reversed(done):
-                        held.unload(work_id, amount)
-                    for added in reversed(launched):
-                        bins.undo(added)
-                    return False
-                target = bins.launch(chosen)
-                launched.append(target)
-            target.load(work_id, piece.need)
-            done.append((target, piece.need))
-            used.add(target.node.node_id)
-    return True
+class _Unit:
+    """One gang being placed: where its pieces went so far, so that it can be taken back whole."""
 
+    def __init__(self, work_id: str, room: FreeRoom, bins: Bins | None) -> None:
+        self.work_id, self.room, self.bins = work_id, room, bins
+        self.taken: list[tuple[NodeState, Resources]] = []
+        self.loaded: list[tuple[Bin, Resources]] = []
+        self.launched: list[Bin] = []
 
-def _open_bin(bins: Bins, piece: Piece, used: set[str]) -> Bin | None:
-    return next((target for target in bins.fitting(piece.types, piece.need) if target.node.node_id not in used), None)
+    def put(self, piece: Piece, avoid: set[str]) -> str | None:
+        """Put the piece on a node not in `avoid`: existing free room, else a launching or planned node, else a new
+        node of its cheapest type that may launch; the node's id (None: no node takes it)."""
+        need = piece.need
+        node = next(
+            (n for n in self.room.candidates(need) if n.node_id not in avoid and piece.plan.rejects(n) is None), None
+        )
+        if node is not None:
+            self.room.take(node, need)
+            self.taken.append((node, need))
+            return node.node_id
+        if self.bins is None:
+            return None
+        target = next((t for t in self.bins.fitting(piece.types, need) if t.node.node_id not in avoid), None)
+        if target is None:
+            chosen = self.bins.cheapest(piece.types, need, 1)
+            if chosen is None:
+                return None
+            target = self.bins.launch(chosen)
+            self.launched.append(target)
+        target.load(self.work_id, need)
+        self.loaded.append((target, need))
+        return target.node.node_id
+
+    def undo(self) -> None:
+        """Take back every piece put so far."""
+        for node, amount in reversed(self.taken):
+            self.room.take(node, amount, -1)
+        for target, amount in reversed(self.loaded):
+            target.unload(self.work_id, amount)
+        for added in reversed(self.launched):
+            assert self.bins is not None
+            self.bins.undo(added)
 
 
 def _why_full(bins: Bins, served: tuple[str, ...]) -> str:

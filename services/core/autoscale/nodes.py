@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from schemas import NodeRegistered, Taint
-from services.core.autoscale.config import LAUNCH_ID_LABEL, NODE_TYPE_LABEL, NodeType
-from services.core.labels import NODE_ID
+from services.core.autoscale.config import NodeType
+from services.core.labels import LAUNCH_ID, NODE_ID, NODE_TYPE
 from services.core.prng import stable_hash
 from services.core.request import rare_taint_key
 from services.core.state import NodeState
@@ -12,7 +12,7 @@ from services.core.state import NodeState
 
 def launched_labels(node_type: NodeType, node_id: str, launch_id: str) -> dict[str, str]:
     """The labels a node of `node_type` registers with: the type's, its id, its type and its launch."""
-    return {**node_type.labels, NODE_ID: node_id, NODE_TYPE_LABEL: node_type.name, LAUNCH_ID_LABEL: launch_id}
+    return {**node_type.labels, NODE_ID: node_id, NODE_TYPE: node_type.name, LAUNCH_ID: launch_id}
 
 
 def launched_taints(node_type: NodeType, rare_resources: tuple[str, ...]) -> list[Taint]:

@@ -6,7 +6,9 @@ grouped before any per-node work. Each group first takes the free capacity of ex
 plugins the scheduler runs: what fits there is not demand), then room on nodes already launching or planned in
 this round, then new nodes of the cheapest type that passes every node-level rule (options in order: the primary
 selector, then each fallback), within each type's `max_workers`, the round's upscaling budget and without the
-backed-off types. Last, `simulate` replays the packing with the scheduler's own decisions and corrects it.
+backed-off types. A gang (a placement group, a queued virtual cluster) that does not fit wholly on free capacity
+mixes the three, piece by piece, all or nothing. Last, `simulate` replays the packing with the scheduler's own
+decisions and corrects it.
 """
 
 from __future__ import annotations

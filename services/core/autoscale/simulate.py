@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from services.core.autoscale.bins import Bin, Bins
 from services.core.autoscale.demand import ActorDemand, Demand
-from services.core.autoscale.gangs import GroupDemand
+from services.core.autoscale.gangs import GangDemand, GroupDemand
 from services.core.cluster import DEFAULT_SAMPLE
 from services.core.decide.actor import place_actor
 from services.core.decide.group import decide_group
 from services.core.prng import SplitMix64
-from services.core.state import ClusterView, Resources
+from services.core.state import ClusterView, NodeState, Resources, give
 from services.core.state.indexes import DomainIndex
 
 CORRECTIONS = 3
@@ -35,7 +35,8 @@ packing's places, and a later round corrects what that got wrong."""
 
 @dataclass
 class Put:
-    """Work the packing put on bins: its demand, its id, and the bins (with the amount on each)."""
+    """Work the packing put on bins: its demand, its id, and the bins (with the amount on each; a placement group
+    mixing existing free room in also names stand-ins of those existing nodes)."""
 
     demand: Demand
     work_id: str
@@ -60,8 +61,25 @@ def puts_of(bins: Bins, served: list[Demand]) -> list[Put]:
         for target in targets:
             for work_id, amount in target.loads:
                 where.setdefault(work_id, []).append((target, amount))
+    stand_ins: dict[str, Bin] = {}
+    for demand in served:
+        if isinstance(demand, GangDemand):
+            for work_id, pieces in demand.on_existing.items():
+                where[work_id] += [(_stand_in(stand_ins, node, amount), amount) for node, amount in pieces]
     puts = [Put(demand, one, where[one]) for demand in served for one in demand.work_ids if one in where]
     return sorted(puts, key=_queue_key)
+
+
+def _stand_in(stand_ins: dict[str, Bin], node: NodeState, amount: Resources) -> Bin:
+    """The replay's copy of an existing node, whose room is what placement groups mixing it with new nodes took
+    there (the rest of its free room went to work that is not demand)."""
+    target = stand_ins.get(node.node_id)
+    if target is None:
+        copy = NodeState(node.node_id, node.hash_key, node.total, node.labels)
+        copy.set_taints(list(node.taints))
+        target = stand_ins[node.node_id] = Bin("", copy, planned=False, room={})
+    give(target.room, amount)
+    return target
 
 
 def _queue_key(put: Put) -> tuple[int, int]:
@@ -77,7 +95,7 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
     bins.stop_shelving()
     for _ in range(CORRECTIONS):
         unplaced = _replay(view, bins, puts)
-        short = Counter(put.on[0][0].type_name for put in unplaced)
+        short = Counter(next(target.type_name for target, _ in put.on if not target.existing) for put in unplaced)
         extra = {name: min(bins.room_left(name), max(count, bins.planned_count(name))) for name, count in short.items()}
         if any(extra.values()):
             for name, count in extra.items():
@@ -100,6 +118,7 @@ def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
     with the scheduler's decisions, then put back what is left where the packing chose; the puts the scheduler
     could not place (they stay on the bins the packing chose, so their launch is kept)."""
     every = [target for targets in bins.open.values() for target in targets]
+    every += dict.fromkeys(target for put in puts for target, _ in put.on if target.existing)
     for target in every:
         target.empty()
     simulated = [put for put in puts if put.simulated]
