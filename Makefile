@@ -56,6 +56,12 @@ BENCH_REPLAY_ARGS ?=
 bench-replay: venv redis nats
 	$(BIN)/python -m loadtest.replay $(BENCH_REPLAY_ARGS)
 
+# The autoscaler: one planning round (core only), then pending-to-launch-request latency on an embedded mesh.
+.PHONY: bench-autoscaler
+bench-autoscaler: venv redis nats
+	$(BIN)/python -m services.cli bench autoscaler
+	$(BIN)/python -m loadtest.autoscaler_latency
+
 # Load test of the running mesh (an embedded one unless LOADTEST_ARGS has --nats-url): prints figures, exits 0.
 LOADTEST_ARGS ?=
 .PHONY: loadtest
