@@ -164,6 +164,18 @@ def test_the_scheduler_places_the_demand_each_launch_was_for(asks: list[Ask], bu
     assert {work_id for work_id in counted if not placed(cluster, work_id)} == set()
 
 
+@SETTINGS
+@given(asks=WORK, busy=st.integers(0, 3), roomy=st.integers(0, 3))
+def test_every_node_the_planner_launches_is_used_by_the_scheduler(asks: list[Ask], busy: int, roomy: int) -> None:
+    """No launch is wasted: once the planned nodes register, the scheduler puts work on every one of them."""
+    cluster = submitted(requests(asks), busy, roomy)
+    register_launches(cluster, plan(cluster.view, SCALING, ROOMY, RARE))
+    nodes = cluster.view.nodes
+    assert [
+        node_id for node_id, node in nodes.items() if node_id.startswith("new-") and not node.actors | node.bundles
+    ] == []
+
+
 TIE = [
     Ask(1, 0, 0, 0, 0, 1, None, 1),
     Ask(2, 0, 0, 0, 0, 2, None, 1),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from schemas import NodeLaunchFailed, ScheduleRequest
+from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
 from services.testing.servers import ServerPath
@@ -54,6 +55,16 @@ async def live(client: Client, node_id: str) -> bool:
     return node_id in {node.node_id for node in await client.nodes()}
 
 
+async def first_launch_failure(mesh: Mesh) -> NodeLaunchFailed:
+    """The log's first `NodeLaunchFailed`, once there is one (within 10 s)."""
+
+    async def failed() -> bool:
+        return any(isinstance(event, NodeLaunchFailed) for event in await events_of(mesh))
+
+    assert await holds_within(failed, timeout=10.0), "no launch failed"
+    return next(event for event in await events_of(mesh) if isinstance(event, NodeLaunchFailed))
+
+
 async def test_a_failing_launch_command_fails_the_launch_and_backs_its_type_off(
     tmp_path: Path, server_path: ServerPath
 ) -> None:
@@ -61,12 +72,7 @@ async def test_a_failing_launch_command_fails_the_launch_and_backs_its_type_off(
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
         await client.submit(ScheduleRequest("job", {"CPU": 1}))
 
-        async def failed() -> bool:
-            return any(isinstance(event, NodeLaunchFailed) for event in await events_of(mesh))
-
-        assert await holds_within(failed, timeout=10.0)
-        events = await events_of(mesh)
-        failure = next(event for event in events if isinstance(event, NodeLaunchFailed))
+        failure = await first_launch_failure(mesh)
         assert failure.reason == "the launch command exited with code 3: no capacity"
 
         async def backed_off() -> bool:
@@ -85,9 +91,5 @@ async def test_a_launch_that_never_registers_fails_after_the_launch_timeout(
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
         await client.submit(ScheduleRequest("job", {"CPU": 1}))
 
-        async def failed() -> bool:
-            return any(isinstance(event, NodeLaunchFailed) for event in await events_of(mesh))
-
-        assert await holds_within(failed, timeout=10.0)
-        failure = next(event for event in await events_of(mesh) if isinstance(event, NodeLaunchFailed))
+        failure = await first_launch_failure(mesh)
         assert (failure.launch_id, failure.reason) == ("L1", "not registered within launch_timeout_s (1s)")
