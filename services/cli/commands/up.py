@@ -145,7 +145,7 @@ def autoscaler_settings(config: str | None) -> dict[str, str]:
 
 def run_up(args: argparse.Namespace) -> int:
     """`corral up`: one per data directory (a second one on the same directory is refused at once)."""
-    Settings.from_env()  # a bad CORRAL_* variable stops it here, before any server starts
+    args.metrics_from = Settings.from_env().metrics_port or None  # a bad CORRAL_* variable stops it here
     args.autoscaler_settings = autoscaler_settings(args.autoscaler)
     data_dir = Path(args.data_dir)
     with data_dir_lock(data_dir):
@@ -171,6 +171,7 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
                 services=(*SERVICES, AUTOSCALER) if settings else SERVICES,
                 settings=settings,
                 durable=True,
+                metrics_from=args.metrics_from,
             )
         except (ServerError, OSError) as error:
             raise CliError(f"the mesh did not start: {error}") from None
@@ -179,6 +180,8 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
                 return
             say(f"Corral is up: NATS at {mesh.nats_url}")
             say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
+            for key, port in mesh.metrics_ports.items():
+                say(f"  metrics of {key}: http://127.0.0.1:{port}/metrics")
             print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
             await watch(mesh, stop)
         finally:
