@@ -77,7 +77,9 @@ def _serve_prometheus(host: str, port: int) -> MetricReader:
     try:
         start_http_server(port, addr=host)
     except OSError as error:
-        raise SettingsError(f"CORRAL_METRICS_PORT {port}: cannot serve /metrics on {host}:{port} ({error})") from None
+        raise SettingsError(
+            f"CORRAL_METRICS_PORT {port}: cannot serve /metrics on {host}:{port} (CORRAL_METRICS_HOST): {error}"
+        ) from None
     return PrometheusMetricReader()
 
 
