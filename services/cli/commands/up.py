@@ -35,7 +35,8 @@ def add_parsers(commands: Subcommands) -> None:
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
-        "lease) or 4 (the event log was replaced) is started again.",
+        "lease) or 4 (the event log was replaced) is started again. With CORRAL_METRICS_PORT=N each service serves "
+        "/metrics on its own port from N on (printed).",
     )
     up.add_argument(
         "--nats-port",
