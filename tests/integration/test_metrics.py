@@ -4,6 +4,10 @@ stand-in receiving spans and metrics."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -17,10 +21,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import FixedSizeNode, FixedSizeNodes, Queued, ScheduleRequest, VirtualCluster
+from services.cli.commands.up import port_in_use
 from services.cli.mesh import SERVICES, Mesh
+from services.cli.servers import free_port
 from services.client import Client
 from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh, wait_ready
+from tests.test_cli_commands import Lines, stop
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -214,3 +221,36 @@ def _decisions_exported(collector: Collector) -> bool:
                     ):
                         return True
     return False
+
+
+def _free_run(length: int) -> int:
+    """The first of `length` consecutive ports nothing listens on now."""
+    while True:
+        first = free_port()
+        if first + length <= 65535 and not any(port_in_use(first + step) for step in range(length)):
+            return first
+
+
+def test_corral_up_gives_each_service_its_own_metrics_port_and_prints_it(tmp_path: Path) -> None:
+    """CORRAL_METRICS_PORT=N: the four services on N, N+1, ...; each line printed serves that service's metrics."""
+    first = _free_run(len(SERVICES))
+    command = [sys.executable, "-m", "services.cli", "up", "--nats-port", str(free_port())]
+    up = subprocess.Popen(
+        [*command, "--data-dir", str(tmp_path / "corral")],
+        env={**os.environ, "CORRAL_METRICS_PORT": str(first), "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = Lines(up)
+        lines.wait_for("Corral is up", timeout=30)
+        for step, service in enumerate(SERVICES):
+            url = f"http://127.0.0.1:{first + step}/metrics"
+            assert lines.wait_for(f"metrics of {service}:").split()[-1] == url
+            assert value(scrape(first + step), "corral_events_folded_total") >= 0, service
+        assert stop(up, signal.SIGTERM)[0] == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
