@@ -244,7 +244,7 @@ def test_corral_up_gives_each_service_its_own_metrics_port_and_prints_it(tmp_pat
     )
     try:
         lines = Lines(up)
-        lines.wait_for("Corral is up", timeout=30)
+        lines.wait_for("Corral is up", timeout=60)
         for step, service in enumerate(SERVICES):
             url = f"http://127.0.0.1:{first + step}/metrics"
             assert lines.wait_for(f"metrics of {service}:").split()[-1] == url
