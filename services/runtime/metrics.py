@@ -21,9 +21,6 @@ Readings = Callable[[], Iterable[tuple[float, Attributes]]]
 SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Histogram buckets for durations: 100 µs to 10 s."""
 
-DECISIONS = _meter.create_counter(
-    "corral.scheduler.decisions", unit="{decision}", description="Scheduler decisions by outcome and kind of request"
-)
 DECISION_SECONDS = _meter.create_histogram(
     "corral.scheduler.decision.duration",
     unit="s",
