@@ -26,6 +26,7 @@ from services.cli.mesh import SERVICES, Mesh
 from services.cli.servers import free_port
 from services.client import Client
 from services.testing.servers import ServerPath
+from tests.integration.autoscaling import autoscaled_mesh, write_config
 from tests.integration.conftest import start_test_mesh, wait_ready
 from tests.test_cli_commands import Lines, stop
 
@@ -126,6 +127,24 @@ async def test_every_service_serves_its_metrics_with_plausible_values_after_a_wo
         assert value(found, "corral_follower_lag") >= 0 and value(found, "corral_events_skipped_total") == 0, name
         assert 0 <= value(found, "corral_snapshot_age_seconds") < 60, name
         assert value(found, "corral_snapshot_build_duration_seconds_count") >= 1, name
+
+
+async def test_the_autoscaler_counts_its_election_launches_and_terminations(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    """An actor no node fits: one cpu-4 launched; once the actor is removed and the node idle, it is terminated."""
+    config = write_config(tmp_path, idle=0.5)
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config, metrics_from=0) as (mesh, client):
+        await client.submit(ScheduleRequest("job", {"CPU": 1}))
+        await client.wait_placed("job", timeout=10.0)
+        await client.remove_actor("job")
+        found = await scraped_until(
+            mesh.metrics_ports["autoscaler"],
+            "one launch and one termination",
+            lambda found: value(found, "corral_autoscaler_terminations_total", node_type="cpu-4") == 1,
+        )
+        assert value(found, "corral_autoscaler_launches_total", node_type="cpu-4") == 1
+        assert value(found, "corral_leader_elections_total") == 1
 
 
 class Collector(ThreadingHTTPServer):
