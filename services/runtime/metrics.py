@@ -49,6 +49,24 @@ TERMINATIONS = _meter.create_counter(
     "corral.autoscaler.terminations", unit="{node}", description="Nodes the autoscaler terminated"
 )
 
+GATEWAY_REQUESTS = _meter.create_counter(
+    "corral.gateway.requests", unit="{request}", description="HTTP requests answered, by route, method and status"
+)
+GATEWAY_SECONDS = _meter.create_histogram(
+    "corral.gateway.request.duration",
+    unit="s",
+    description="Time to answer an HTTP request",
+    explicit_bucket_boundaries_advisory=SECONDS,
+)
+
+
+def gateway_request(route: str, method: str, status: int, seconds: float) -> None:
+    """Count and time one HTTP request of the gateway; `route` is its template (`/api/v1/actors/{id}/why`), never
+    the raw path, so the label has a bounded set of values."""
+    attributes = {"route": route, "method": method, "status": str(status)}
+    GATEWAY_REQUESTS.add(1, attributes)
+    GATEWAY_SECONDS.record(seconds, attributes)
+
 
 def gauge(name: str, unit: str, description: str, readings: Readings) -> None:
     """An observable gauge that reports `readings()` at each collection (one per process and name)."""
