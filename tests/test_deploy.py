@@ -159,6 +159,7 @@ DASHBOARD_METRICS = (
     "corral_leader_epoch",
     "corral_leader_elections_total",
     "corral_vclusters_queued",
+    "corral_gateway_requests_total",
 )
 """What the issue asks the dashboard to show (the metric names README's Metrics section lists)."""
 
