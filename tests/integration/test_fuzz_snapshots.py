@@ -107,7 +107,9 @@ class Restarts:
 
 
 async def _placements(mesh: Mesh) -> dict[str, str]:
+    """The placements, once every service serves (a restarted scheduler answers its digest before its queries)."""
     async with Client(mesh.nats_url, timeout=10.0) as client:
+        await client.wait_ready()
         return await client.placements()
 
 
