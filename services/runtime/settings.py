@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -23,9 +24,12 @@ COUNTS = {
     "snapshot_every": (1, 2**63),
     "max_message_bytes": (1024, 64 * 1024 * 1024),
     "seed": (0, 2**64 - 1),
+    "http_port": (1, 65_535),
+    "http_max_body_bytes": (1024, 64 * 1024 * 1024),
 }
 """Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
-limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits."""
+limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits; a TCP port is 1 to
+65535, and the gateway's body limit is bounded like a message."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 Tracing = Literal["none", "console", "memory"]
@@ -54,6 +58,14 @@ class Settings:
     """How often the autoscaler decides (seconds), besides deciding when demand changes."""
     autoscaler_config: str = ""
     """The autoscaler's node types: the path of its YAML file."""
+    http_host: str = "127.0.0.1"
+    """Where the gateway listens (0.0.0.0 in a container)."""
+    http_port: int = 8265
+    """The gateway's HTTP port."""
+    http_token: str = dataclasses.field(default="", repr=False)
+    """When set, the gateway's mutating endpoints require `Authorization: Bearer <token>`."""
+    http_max_body_bytes: int = 1_048_576
+    """The largest request body the gateway reads (413 above it)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

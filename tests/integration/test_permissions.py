@@ -23,7 +23,7 @@ from tests.integration.conftest import FAST, log_of
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats.conf"
-USERS = (*SERVICES, "autoscaler", "agent", "client")
+USERS = (*SERVICES, "autoscaler", "agent", "client", "gateway")
 SCHEDULER_SUBJECTS = (
     "corral.evt.actor.a1",
     "corral.evt.pg.g1",

@@ -1,0 +1,82 @@
+"""Errors as HTTP answers: the one exception tree mapped to status codes, and the guards of mutating routes."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.connection import ASGIConnection
+from litestar.exceptions import HTTPException, NotAuthorizedException
+from litestar.handlers import BaseRouteHandler
+
+from services.core.errors import ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
+
+log = logging.getLogger("corral.gateway")
+
+JSON_TYPES = ("application/json",)
+
+
+class ApiError(msgspec.Struct, frozen=True):
+    """What every failed call answers: the message (the field, the value and the rule for a refusal), its kind, the
+    status code, and any details the request's checks gave."""
+
+    error: str
+    kind: str
+    status: int
+    details: list[Any] = []
+
+
+def status_of(error: CorralError) -> int:
+    """A Corral error's status code: 404 unknown id, 409 conflict, 413 too large, 400 refused, 503 unavailable."""
+    for kind, status in ((NotFoundError, 404), (ConflictError, 409), (TooLargeError, 413), (RejectedError, 400)):
+        if isinstance(error, kind):
+            return status
+    return 503
+
+
+def corral_error(_request: Request[Any, Any, Any], error: CorralError) -> Response[ApiError]:
+    """A refusal (4xx) or a service that did not answer (503), with the service's message."""
+    status = status_of(error)
+    return Response(ApiError(str(error), error.kind, status), status_code=status)
+
+
+def http_error(_request: Request[Any, Any, Any], error: HTTPException) -> Response[ApiError]:
+    """Litestar's own refusals (malformed JSON, wrong types, unknown fields, oversized bodies, unknown routes) in
+    the same shape; the details name where the body is wrong."""
+    extra = error.extra if isinstance(error.extra, list) else [error.extra] if error.extra else []
+    wrong = "; ".join(str(item.get("message", item)) if isinstance(item, dict) else str(item) for item in extra)
+    message = f"{error.detail}: {wrong}" if wrong else error.detail
+    kind = "unauthorized" if error.status_code == 401 else "invalid"
+    return Response(
+        ApiError(message, kind, error.status_code, extra), status_code=error.status_code, headers=error.headers
+    )
+
+
+def require_token(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
+    """A guard: `Authorization: Bearer <token>` when the gateway has a token (401 otherwise); open without one."""
+    token: str = connection.app.state.token
+    if not token:
+        return
+    scheme, _, given = connection.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
+        raise NotAuthorizedException(
+            "this call changes the cluster: send Authorization: Bearer <token> (the gateway's CORRAL_HTTP_TOKEN)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+def json_body(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
+    """A guard: a body must be JSON (`Content-Type: application/json`), else 415 before it is read."""
+    media = connection.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media not in JSON_TYPES and not media.endswith("+json"):
+        shown = media or "(none)"
+        raise HTTPException(status_code=415, detail=f"Content-Type {shown!r}: the body must be application/json")
+
+
+CHANGES = [require_token]
+"""The guards of a mutating route without a body."""
+CHANGES_WITH_BODY = [require_token, json_body]
+"""The guards of a mutating route with a JSON body: the token first, then the content type."""
