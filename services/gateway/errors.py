@@ -10,9 +10,10 @@ import msgspec
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
 from litestar.exceptions import HTTPException, NotAuthorizedException
-from litestar.handlers import BaseRouteHandler
+from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 
 from services.core.errors import ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
+from services.runtime.codec import decode
 
 log = logging.getLogger("corral.gateway")
 
@@ -68,12 +69,19 @@ def require_token(connection: ASGIConnection[Any, Any, Any, Any], _handler: Base
         )
 
 
-def json_body(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
-    """A guard: a body must be JSON (`Content-Type: application/json`), else 415 before it is read."""
+async def json_body(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """A guard: the body must be JSON (`Content-Type: application/json`, else 415) that the bus's codec reads as
+    the route's type (else 400 naming the type, where and why), before Litestar decodes it.
+
+    The codec bounds the nesting depth and checks amounts as every service does: Litestar's own decoding
+    recurses on deeply nested arrays (a 500), and would let a NaN through to the service."""
     media = connection.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in JSON_TYPES and not media.endswith("+json"):
         shown = media or "(none)"
         raise HTTPException(status_code=415, detail=f"Content-Type {shown!r}: the body must be application/json")
+    assert isinstance(connection, Request) and isinstance(handler, HTTPRouteHandler)
+    body = await connection.body()
+    decode(body, handler.parsed_fn_signature.parameters["data"].annotation, max_bytes=len(body))
 
 
 CHANGES = [require_token]
