@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import re
 import secrets
 from typing import Any
 
@@ -15,19 +15,30 @@ from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 from services.core.errors import ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
 from services.runtime.codec import decode
 
-log = logging.getLogger("corral.gateway")
-
 JSON_TYPES = ("application/json",)
 
 
-class ApiError(msgspec.Struct, frozen=True):
+class ApiError(msgspec.Struct, frozen=True, omit_defaults=True):
     """What every failed call answers: the message (the field, the value and the rule for a refusal), its kind, the
-    status code, and any details the request's checks gave."""
+    status code, any details the request's checks gave, and the service that did not answer (a 503)."""
 
     error: str
     kind: str
     status: int
     details: list[Any] = []
+    service: str = ""
+
+
+SUBJECT = re.compile(r"\bcorral\.(cmd|q|req)\.([a-z]+)")
+"""A bus subject in an error's text: a command or query names its service; every request goes to the scheduler."""
+
+
+def service_in(message: str) -> str:
+    """The service an unavailable error's subject names ("" when it names none)."""
+    found = SUBJECT.search(message)
+    if found is None:
+        return ""
+    return "scheduler" if found.group(1) == "req" else found.group(2)
 
 
 def status_of(error: CorralError) -> int:
@@ -41,7 +52,8 @@ def status_of(error: CorralError) -> int:
 def corral_error(_request: Request[Any, Any, Any], error: CorralError) -> Response[ApiError]:
     """A refusal (4xx) or a service that did not answer (503), with the service's message."""
     status = status_of(error)
-    return Response(ApiError(str(error), error.kind, status), status_code=status)
+    service = service_in(str(error)) if status == 503 else ""
+    return Response(ApiError(str(error), error.kind, status, service=service), status_code=status)
 
 
 def http_error(_request: Request[Any, Any, Any], error: HTTPException) -> Response[ApiError]:

@@ -230,10 +230,16 @@ def test_errors_are_4xx_with_the_services_message_and_change_nothing(http: httpx
 
 
 def test_a_service_that_does_not_answer_is_503_naming_it(tmp_path: Path, server_path: ServerPath) -> None:
-    with gateway_mesh(tmp_path / "mesh", server_path) as running, httpx.Client(base_url=http_base(running)) as http:
+    with (
+        gateway_mesh(tmp_path / "mesh", server_path) as running,
+        httpx.Client(base_url=http_base(running), timeout=30.0) as http,
+    ):
         running.stop_service("taints")
         ready = http.get("/readyz")
         assert ready.status_code == 503 and ready.json()["services"]["taints"] != "ok"
         assert ready.json()["error"] == "not answering: taints"
         taints = http.get("/api/v1/taints")
-        assert taints.status_code == 503 and "taints" in taints.json()["error"]
+        assert (taints.status_code, taints.json()["service"]) == (503, "taints")
+        running.stop_service("scheduler")
+        submitted = http.post("/api/v1/actors", json={"actor_id": "late", "resources": {"CPU": 1}}, headers=AUTH)
+        assert (submitted.status_code, submitted.json()["service"]) == (503, "scheduler")
