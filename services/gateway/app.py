@@ -20,7 +20,7 @@ from litestar.response import Redirect
 from services.client import Client
 from services.core.errors import CorralError
 from services.gateway.cluster import cluster_router
-from services.gateway.errors import corral_error, http_error
+from services.gateway.errors import bug, corral_error, http_error
 from services.gateway.events import events
 from services.gateway.health import healthz, readyz
 from services.gateway.taints import taint_routers
@@ -31,6 +31,8 @@ from services.runtime.settings import Settings, SettingsError
 
 log = logging.getLogger("corral.gateway")
 
+GRACE_SECONDS = 3
+"""How long a stopping gateway lets open calls (event streams) finish before it closes them."""
 SCHEMA_PATH = "/schema"
 """Where Litestar serves the OpenAPI document and its docs page."""
 
@@ -86,7 +88,7 @@ def create_app(settings: Settings) -> Litestar:
             *taint_routers(),
         ],
         dependencies={"client": Provide(client_of, sync_to_thread=False)},
-        exception_handlers={CorralError: corral_error, HTTPException: http_error},
+        exception_handlers={CorralError: corral_error, HTTPException: http_error, Exception: bug},
         lifespan=[connected],
         state=State({"token": settings.http_token}),
         request_max_body_size=settings.http_max_body_bytes,
@@ -116,5 +118,6 @@ def main() -> int:
         port=settings.http_port,
         log_level=settings.log_level.lower(),
         access_log=False,
+        timeout_graceful_shutdown=GRACE_SECONDS,
     )
     return 0

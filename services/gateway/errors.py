@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from typing import Any
@@ -15,7 +16,11 @@ from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 from services.core.errors import ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
 from services.runtime.codec import decode
 
+log = logging.getLogger("corral.gateway")
+
 JSON_TYPES = ("application/json",)
+HTTP_KINDS = {401: "unauthorized", 404: "not_found", 405: "not_allowed", 409: "conflict"}
+"""The `kind` of Litestar's own refusals ("invalid" for the others)."""
 
 
 class ApiError(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -56,16 +61,25 @@ def corral_error(_request: Request[Any, Any, Any], error: CorralError) -> Respon
     return Response(ApiError(str(error), error.kind, status, service=service), status_code=status)
 
 
-def http_error(_request: Request[Any, Any, Any], error: HTTPException) -> Response[ApiError]:
+def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[ApiError]:
     """Litestar's own refusals (malformed JSON, wrong types, unknown fields, oversized bodies, unknown routes) in
-    the same shape; the details name where the body is wrong."""
+    the same shape; the details name where the body is wrong. A 500 among them is a bug (see `bug`)."""
+    if error.status_code >= 500:
+        return bug(request, error)
     extra = error.extra if isinstance(error.extra, list) else [error.extra] if error.extra else []
     wrong = "; ".join(str(item.get("message", item)) if isinstance(item, dict) else str(item) for item in extra)
     message = f"{error.detail}: {wrong}" if wrong else error.detail
-    kind = "unauthorized" if error.status_code == 401 else "invalid"
+    kind = HTTP_KINDS.get(error.status_code, "invalid")
     return Response(
         ApiError(message, kind, error.status_code, extra), status_code=error.status_code, headers=error.headers
     )
+
+
+def bug(request: Request[Any, Any, Any], error: Exception) -> Response[ApiError]:
+    """Any other exception is a bug of the gateway: logged with its trace, answered 500 (never a refusal)."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    message = f"the gateway failed on this call ({type(error).__name__}); its log has the trace"
+    return Response(ApiError(message, "failed", 500), status_code=500)
 
 
 def require_token(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
