@@ -40,6 +40,7 @@ from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, parse_confi
 from services.core.errors import CorralError, NotFoundError, RejectedError
 from services.core.labels import SCALE_DOWN_TAINT
 from services.core.state.model import Launch
+from services.runtime import metrics
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
@@ -195,6 +196,7 @@ class Autoscaler:
             elected = AutoscalerElected(event_id=event_id(), instance=self.settings.instance, epoch=epoch)
             if await self.decisions.append([elected], self.shell.follower.sequence):
                 self.epoch = epoch
+                metrics.ELECTIONS.add(1)
                 log.info("autoscaler %s leads (epoch %d)", self.settings.instance, epoch)
                 return
 
@@ -280,6 +282,7 @@ class Autoscaler:
             log.info("launching %d %s: %s", len(event.launch_ids), event.node_type, event.reason)
             for launch_id in event.launch_ids:
                 await self.provider.launch(launch_id, types[event.node_type])
+            metrics.LAUNCHES.add(len(event.launch_ids), {"node_type": event.node_type})
         elif isinstance(event, NodeLaunchFailed) and event.launch_id in launches:
             launch = launches[event.launch_id]
             log.warning("launch %s (%s) failed: %s", launch.launch_id, launch.node_type, event.reason)
@@ -300,6 +303,7 @@ class Autoscaler:
         node_type = self.config.node_types.get(launch.node_type)
         if node_type is not None:
             await self.provider.terminate(launch.launch_id, node_type, launch.node_id)
+        metrics.TERMINATIONS.add(1, {"node_type": launch.node_type})
         await self._command(self.commands.remove_node(launch.node_id))
 
     async def _command(self, sent: Awaitable[object]) -> None:

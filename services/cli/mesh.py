@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.cli.servers import LocalServer, nats_server, redis_server
+from services.cli.servers import LocalServer, free_port, nats_server, redis_server
 from services.runtime.runner import RESTART_EXIT_CODES
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
@@ -34,6 +34,10 @@ class Mesh:
     """Which service each process runs (a standby scheduler's key is its instance name)."""
     revived: list[str] = field(default_factory=list)
     """A line per service process started again by `revive`."""
+    metrics_from: int | None = None
+    """Where services serve `/metrics`: None nowhere, 0 on free ports, else on consecutive ports from this one."""
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    """Each service process's `/metrics` port (kept when it is started again)."""
 
     @property
     def nats_url(self) -> str:
@@ -53,7 +57,7 @@ class Mesh:
     def start_service(self, name: str, instance: str = "") -> subprocess.Popen[bytes]:
         """Start one service process (a second scheduler is a standby); its log goes to the data folder."""
         key = instance or name
-        env = {**self.env, "CORRAL_INSTANCE": key}
+        env = {**self.env, "CORRAL_INSTANCE": key, "CORRAL_METRICS_PORT": str(self.metrics_port(key))}
         with (self.data_dir / f"{key}.log").open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
@@ -61,6 +65,15 @@ class Mesh:
         self.processes[key] = process
         self.kinds[key] = name
         return process
+
+    def metrics_port(self, key: str) -> int:
+        """The `/metrics` port of service process `key` (0: none), chosen the first time it starts."""
+        if self.metrics_from is None:
+            return 0
+        if key not in self.metrics_ports:
+            taken = len(self.metrics_ports)
+            self.metrics_ports[key] = self.metrics_from + taken if self.metrics_from else free_port()
+        return self.metrics_ports[key]
 
     def revive(self) -> list[str]:
         """Start again every service that exited with a code asking for it (`RESTART_EXIT_CODES`: lease lost, event
@@ -113,12 +126,13 @@ def start_mesh(
     settings: dict[str, str] | None = None,
     servers: Callable[[Path], tuple[LocalServer, LocalServer]] | None = None,
     durable: bool = False,
+    metrics_from: int | None = None,
 ) -> Mesh:
     """Start nats-server and redis-server on free (or given) ports, then the services.
 
     Redis is throwaway unless `durable` (then its append-only file in the data folder keeps the snapshots across
     restarts, as `corral up` wants). `servers` makes the NATS and Redis servers from the data folder instead
-    (containers, in tests).
+    (containers, in tests). `metrics_from` gives each service its own `/metrics` port (see `Mesh.metrics_from`).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     if servers is None:
@@ -126,7 +140,7 @@ def start_mesh(
         redis = redis_server(data_dir / "redis", redis_port, durable=durable)
     else:
         nats, redis = servers(data_dir)
-    mesh = Mesh(data_dir, nats, redis)
+    mesh = Mesh(data_dir, nats, redis, metrics_from=metrics_from)
     mesh.settings = dict(settings or {})
     try:
         mesh.nats.start()

@@ -106,11 +106,11 @@ def main() -> int:
     """Serve the API on `CORRAL_HTTP_HOST:CORRAL_HTTP_PORT` until SIGINT or SIGTERM."""
     try:
         settings = Settings.from_env()
+        setup_logging(settings.log_level)
+        telemetry.configure(settings, "gateway")
     except SettingsError as error:
         print(f"corral gateway: {error}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level)
-    telemetry.configure(settings.tracing, "gateway")
     log.info("gateway listening on http://%s:%d/", settings.http_host, settings.http_port)
     uvicorn.run(
         create_app(settings),

@@ -105,10 +105,11 @@ class LogEntry:
     """One message of the event log: its stream sequence, subject and decoded event (None when unreadable).
 
     `consumer` and `delivered` say which consumer delivered it and as its how-manieth message: a reader that
-    skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on.
+    skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on; `pending`
+    is how many messages the consumer had left to deliver after it (the reader's lag).
     """
 
-    __slots__ = ("consumer", "delivered", "error", "event", "raw", "sequence", "subject")
+    __slots__ = ("consumer", "delivered", "error", "event", "pending", "raw", "sequence", "subject")
 
     def __init__(
         self,
@@ -120,9 +121,10 @@ class LogEntry:
         consumer: str = "",
         delivered: int = 0,
         subject: str = "",
+        pending: int = 0,
     ) -> None:
         self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
-        self.consumer, self.delivered, self.subject = consumer, delivered, subject
+        self.consumer, self.delivered, self.subject, self.pending = consumer, delivered, subject, pending
 
 
 OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
@@ -415,9 +417,18 @@ class Bus:
             await sub.unsubscribe()
 
     def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
-        consumer, sequence, delivered = _delivery(msg)
+        consumer, sequence, delivered, pending = _delivery(msg)
         event, error = self._event_of(msg, max_bytes)
-        return LogEntry(sequence, event, msg.data, error, consumer=consumer, delivered=delivered, subject=msg.subject)
+        return LogEntry(
+            sequence,
+            event,
+            msg.data,
+            error,
+            consumer=consumer,
+            delivered=delivered,
+            subject=msg.subject,
+            pending=pending,
+        )
 
     async def _check_election(self, entry: LogEntry) -> None:
         """Make an election no lease produced unreadable, so every reader skips it alike."""
@@ -563,12 +574,13 @@ class PullConsumer:
         await self.sub.unsubscribe()
 
 
-def _delivery(msg: Msg) -> tuple[str, int, int]:
-    """(consumer, stream sequence, consumer sequence) from a JetStream message's reply subject, read without
-    building `msg.metadata`."""
+def _delivery(msg: Msg) -> tuple[str, int, int, int]:
+    """(consumer, stream sequence, consumer sequence, messages pending) from a JetStream message's reply subject,
+    read without building `msg.metadata`."""
     # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
     tokens = msg.reply.split(".")
     if len(tokens) == 9 and tokens[1] == "ACK":
-        return tokens[3], int(tokens[5]), int(tokens[6])
+        return tokens[3], int(tokens[5]), int(tokens[6]), int(tokens[8])
     metadata = msg.metadata  # the longer form, with a domain and an account hash
-    return metadata.consumer or "", int(metadata.sequence.stream), int(metadata.sequence.consumer)
+    sequence = metadata.sequence
+    return metadata.consumer or "", int(sequence.stream), int(sequence.consumer), int(metadata.num_pending or 0)

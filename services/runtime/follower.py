@@ -15,7 +15,7 @@ import nats.js.errors
 from schemas import AnyEvent
 from schemas.subjects import EVENTS_STREAM
 from services.core.errors import UnfoldableEventError
-from services.runtime import collector
+from services.runtime import collector, metrics
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit
 from services.runtime.snapshots import SnapshotStore, StoredSnapshot
@@ -63,6 +63,13 @@ class LogFollower:
         self.sequence = 0
         self.skipped = 0
         """Events this process skipped (unreadable, or failed to fold), replays included."""
+        self.folded = 0
+        """Events this process folded, replays included."""
+        self.lag = 0
+        """Events the log reader had still to deliver after the last one folded."""
+        self.snapshot_bytes = 0
+        self.snapshot_at: float | None = None
+        """When (time.monotonic) the view was last saved or loaded as a snapshot."""
         self._dead_lettered_to = 0
         self._snapshot_sequence = 0
         self.log_id = ""
@@ -83,6 +90,8 @@ class LogFollower:
         found = await self.store.load(self.name)
         if found is not None:
             self.sequence = self._snapshot_sequence = await self._restore(found, log_end)
+            if self.sequence:
+                self.snapshot_bytes, self.snapshot_at = len(found.blob), time.monotonic()
         replayed = await self._fold_to(await self.log_end(), progress)
         seconds = time.perf_counter() - began
         rate = replayed / seconds if seconds > 0 else 0.0
@@ -241,7 +250,9 @@ class LogFollower:
                 await self._skip(entry, f"could not be folded: {error}")
             except Exception as error:
                 await self._skip(entry, f"could not be folded ({type(error).__name__}: {error})", error)
-        self.sequence = entry.sequence
+            else:
+                self.folded += 1
+        self.sequence, self.lag = entry.sequence, entry.pending
         if self._waiters:  # no lock and no wake-up per event while nobody waits (the common case)
             async with self._advanced:
                 self._advanced.notify_all()
@@ -289,6 +300,7 @@ class LogFollower:
         with collector.paused():
             blob = self._dump(sequence)
         built = time.perf_counter() - began
+        metrics.SNAPSHOT_BUILD_SECONDS.record(built)
         saved = await self.store.save(self.name, sequence, blob, self.log_id)
         if not saved:
             log.info(
@@ -296,6 +308,7 @@ class LogFollower:
             )
         else:
             self._snapshot_sequence = sequence
+            self.snapshot_bytes, self.snapshot_at = len(blob), time.monotonic()
             log.info(
                 "%s: snapshot saved at sequence %d (%.1f MB, built in %.0f ms)",
                 self.name,

@@ -1,4 +1,4 @@
-"""Run a service: settings, logging and tracing set up, anyio on asyncio, SIGINT/SIGTERM for a graceful stop."""
+"""Run a service: settings, logging and telemetry set up, anyio on asyncio, SIGINT/SIGTERM for a graceful stop."""
 
 from __future__ import annotations
 
@@ -55,11 +55,11 @@ def run_service(name: str, main: Callable[[Settings], Awaitable[None]]) -> int:
     """Run `main(settings)` until it returns, fails, or a signal stops it; returns the process exit code."""
     try:
         settings = Settings.from_env()
+        setup_logging(settings.log_level)
+        telemetry.configure(settings, name)
     except SettingsError as error:
         print(f"corral {name}: {error}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level)
-    telemetry.configure(settings.tracing, name)
 
     async def supervised() -> None:
         async with anyio.create_task_group() as group:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,6 +16,7 @@ import nats.errors
 from schemas import AnyEvent
 from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
+from services.runtime import metrics
 from services.runtime.bus import Bus
 from services.runtime.commands import Responder
 from services.runtime.follower import LogFollower
@@ -93,6 +95,7 @@ async def service_shell(
         subjects=subjects,
     )
     shell = Shell(name, bus, store, follower, Pager(lambda: follower.sequence, lambda: bus.nc.max_payload))
+    _observe(follower)
     try:
         await bus.ensure_streams()
         await follower.start()
@@ -130,3 +133,51 @@ async def _quietly(step: Awaitable[object], what: str) -> None:
         await step
     except Exception as error:
         log.warning("%s failed: %s", what, error or type(error).__name__)
+
+
+def _observe(follower: LogFollower) -> None:
+    """The log follower's gauges: events folded and skipped, lag, the last snapshot's age and size."""
+    metrics.total(
+        "corral.events.folded",
+        "{event}",
+        "Events of the log folded into the view",
+        metrics.one(lambda: follower.folded),
+    )
+    metrics.total(
+        "corral.events.skipped",
+        "{event}",
+        "Events not folded (sent to dead letters)",
+        metrics.one(lambda: follower.skipped),
+    )
+    metrics.gauge(
+        "corral.follower.sequence",
+        "{event}",
+        "The log sequence the view has folded up to",
+        metrics.one(lambda: follower.sequence),
+    )
+    metrics.gauge(
+        "corral.follower.lag",
+        "{event}",
+        "Events appended but not yet folded into the view",
+        metrics.one(lambda: follower.lag),
+    )
+    metrics.gauge(
+        "corral.snapshot.size",
+        "By",
+        "Size of the view's last snapshot saved or loaded",
+        metrics.one(lambda: follower.snapshot_bytes),
+    )
+    metrics.gauge(
+        "corral.snapshot.age",
+        "s",
+        "Seconds since the view was last saved or loaded as a snapshot",
+        _snapshot_age(follower),
+    )
+
+
+def _snapshot_age(follower: LogFollower) -> metrics.Readings:
+    def read() -> Iterable[tuple[float, metrics.Attributes]]:
+        at = follower.snapshot_at
+        return [] if at is None else [(time.monotonic() - at, {})]
+
+    return read

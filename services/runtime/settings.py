@@ -24,13 +24,16 @@ COUNTS = {
     "snapshot_every": (1, 2**63),
     "max_message_bytes": (1024, 64 * 1024 * 1024),
     "seed": (0, 2**64 - 1),
+    "metrics_port": (0, 65535),
     "http_port": (1, 65_535),
     "http_max_body_bytes": (1024, 64 * 1024 * 1024),
 }
 """Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
-limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits; a TCP port is 1 to
-65535, and the gateway's body limit is bounded like a message."""
+limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits, a port is 16 bits
+(0: no metrics served; the gateway's HTTP port from 1), and the gateway's body limit is bounded like a message."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
+OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+"""The standard OpenTelemetry variable: where spans and metrics go over OTLP/HTTP (checked here, read by the SDK)."""
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 Tracing = Literal["none", "console", "memory"]
 """Where spans go: nowhere, printed, or kept in memory (for tests)."""
@@ -58,6 +61,10 @@ class Settings:
     """How often the autoscaler decides (seconds), besides deciding when demand changes."""
     autoscaler_config: str = ""
     """The autoscaler's node types: the path of its YAML file."""
+    metrics_port: int = 0
+    """Where `/metrics` is served for Prometheus (0: not served)."""
+    metrics_host: str = "127.0.0.1"
+    """The address `/metrics` listens on (0.0.0.0 in a container)."""
     http_host: str = "127.0.0.1"
     """Where the gateway listens (0.0.0.0 in a container)."""
     http_port: int = 8265
@@ -79,6 +86,11 @@ class Settings:
                 continue
             values[field.name] = _parse(name, raw, getattr(cls, field.name))
             _check(field.name, name, raw, values[field.name])
+        endpoint = env.get(OTLP_ENDPOINT, "")
+        rule = "must be one URL like http://host:4318" if "," in endpoint else ""
+        rule = rule or (_url_rule(endpoint, ("http", "https")) if endpoint else "")
+        if rule:
+            raise SettingsError(f"{OTLP_ENDPOINT} {endpoint!r}: {rule}")
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
         return settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import anyio
@@ -21,10 +22,12 @@ from services.runtime.bus import answerable
 from services.runtime.codec import decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
+from services.runtime.metrics import ELECTIONS
 from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
+from services.scheduler import measure
 from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 
@@ -83,6 +86,7 @@ async def main(settings: Settings) -> None:
     async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
         writer = Writer(shell, view)
+        measure.observe(view)
         _freeze_heap()
         lease = Lease(
             await shell.bus.lease_bucket(),
@@ -142,6 +146,7 @@ class Leader:
             view.on_decided = writer.dirty.set
             await writer.flush()
             self.elected_at = sequence
+        ELECTIONS.add(1)
         log.info("scheduler %s leads from sequence %d (epoch %d)", self.instance, sequence, epoch)
 
     async def _settle(self) -> None:
@@ -233,18 +238,26 @@ Decided = tuple[RequestReply, bool]
 
 
 async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
+    began = time.perf_counter()
+    decided = await _decide_one(shell, view, msg)
+    measure.decided(decided[2], decided[0], time.perf_counter() - began, measure.stored_at(msg.reply))
+    return decided[:2]
+
+
+async def _decide_one(shell: Shell, view: SchedulerView, msg: Msg) -> tuple[RequestReply, bool, object]:
     try:
         request = decode(msg.data, SchedulerRequest, max_bytes=shell.bus.settings.max_message_bytes)
     except CodecError as error:
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
-        return Rejected(str(error)), True
+        return Rejected(str(error)), True, measure.UNREADABLE
     try:
-        return handle(view, request), False
+        return handle(view, request), False, request
     except Exception as error:  # a bug must not stop the scheduler for everyone: put the request aside, go on
         log.exception("request on %s failed", msg.subject)
         await shell.bus.dead_letter("scheduler", msg.data, f"{type(error).__name__}: {error}", msg.subject)
-        return Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable"), True
+        failed = Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
+        return failed, True, request
 
 
 async def _answer(shell: Shell, batch: Sequence[Msg], decided: Sequence[Decided]) -> None:

@@ -9,6 +9,7 @@ import anyio
 from schemas import subjects as s
 from schemas.commands import CreateVirtualCluster, DestroyVirtualCluster
 from schemas.queries import ScopedNodesQuery, ScopedWorkQuery, VirtualClusterQuery, VirtualClustersQuery
+from services.runtime import metrics
 from services.runtime.commands import CommandDesk
 from services.runtime.queries import query_handler
 from services.runtime.service import service_shell
@@ -24,6 +25,7 @@ async def main(settings: Settings) -> None:
     facts, so a destroy right after a placement sees it, and a query reflects every decision already replied.
     """
     view = VClustersView(settings.seed, settings.rare_resources)
+    metrics.gauge("corral.vclusters.queued", "{vcluster}", "Virtual clusters waiting in admission queues", view.queued)
     async with service_shell(settings, "vclusters", view) as shell:
         handlers = VClustersHandlers(view, settings.rare_resources)
         desk = CommandDesk(shell.bus, shell.follower, "vclusters", before=shell.caught_up)

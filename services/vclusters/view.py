@@ -32,6 +32,14 @@ class VClustersView(FoldedCluster):
             raise NotFoundError(f"vc_id {vc_id!r}: no such virtual cluster")
         return vc
 
+    def queued(self) -> list[tuple[float, dict[str, str]]]:
+        """How many virtual clusters wait for admission, by the cluster whose queue they wait in."""
+        counts: dict[str, int] = {}
+        for vc in self.cluster.view.tree.clusters.values():
+            if vc.status == "queued":
+                counts[vc.parent or "root"] = counts.get(vc.parent or "root", 0) + 1
+        return [(count, {"parent": parent}) for parent, count in counts.items()] or [(0, {"parent": "root"})]
+
     def subtree(self, vc_id: str) -> list[str]:
         """The cluster and every cluster under it, children before their parents."""
         self.known(vc_id)

@@ -54,11 +54,15 @@ def write_config(
 
 @asynccontextmanager
 async def autoscaled_mesh(
-    data_dir: Path, server_path: ServerPath, config: Path, settings: dict[str, str] | None = None
+    data_dir: Path,
+    server_path: ServerPath,
+    config: Path,
+    settings: dict[str, str] | None = None,
+    metrics_from: int | None = None,
 ) -> AsyncIterator[tuple[Mesh, Client]]:
     """The four services and the autoscaler (reading `config`), and a client once they answer."""
     env = {**FAST_AUTOSCALER, "CORRAL_AUTOSCALER_CONFIG": str(config), **(settings or {})}
-    mesh = start_test_mesh(data_dir, server_path, (*SERVICES, "autoscaler"), env)
+    mesh = start_test_mesh(data_dir, server_path, (*SERVICES, "autoscaler"), env, metrics_from)
     try:
         async with Client(mesh.nats_url, timeout=10.0) as client:
             await wait_ready(client)

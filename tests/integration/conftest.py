@@ -61,12 +61,18 @@ def containers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
 
 
 def start_test_mesh(
-    data_dir: Path, path: ServerPath, services: tuple[str, ...] = SERVICES, settings: dict[str, str] | None = None
+    data_dir: Path,
+    path: ServerPath,
+    services: tuple[str, ...] = SERVICES,
+    settings: dict[str, str] | None = None,
+    metrics_from: int | None = None,
 ) -> Mesh:
     """start_mesh with FAST settings (and `settings` over them), its servers on the chosen path (with no
     `services`: the servers alone)."""
     servers = None if path == "local" else containers
-    return start_mesh(data_dir, services=services, settings={**FAST, **(settings or {})}, servers=servers)
+    return start_mesh(
+        data_dir, services=services, settings={**FAST, **(settings or {})}, servers=servers, metrics_from=metrics_from
+    )
 
 
 @pytest.fixture

@@ -37,7 +37,8 @@ def add_parsers(commands: Subcommands) -> None:
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
-        "lease) or 4 (the event log was replaced) is started again.",
+        "lease) or 4 (the event log was replaced) is started again. With CORRAL_METRICS_PORT=N each service serves "
+        "/metrics on its own port from N on (printed).",
     )
     up.add_argument(
         "--nats-port",
@@ -161,7 +162,7 @@ def autoscaler_settings(config: str | None) -> dict[str, str]:
 
 def run_up(args: argparse.Namespace) -> int:
     """`corral up`: one per data directory (a second one on the same directory is refused at once)."""
-    Settings.from_env()  # a bad CORRAL_* variable stops it here, before any server starts
+    args.metrics_from = Settings.from_env().metrics_port or None  # a bad CORRAL_* variable stops it here
     args.autoscaler_settings = autoscaler_settings(args.autoscaler)
     data_dir = Path(args.data_dir)
     with data_dir_lock(data_dir):
@@ -188,6 +189,7 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
                 services=(*SERVICES, *([AUTOSCALER] if autoscaler else []), GATEWAY),
                 settings={**autoscaler, "CORRAL_HTTP_PORT": str(args.http_port)},
                 durable=True,
+                metrics_from=args.metrics_from,
             )
         except (ServerError, OSError) as error:
             raise CliError(f"the mesh did not start: {error}") from None
@@ -197,6 +199,8 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
             say(f"Corral is up: NATS at {mesh.nats_url}")
             say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
             say(f"HTTP API at http://127.0.0.1:{args.http_port}/ (docs at /docs)")
+            for key, port in mesh.metrics_ports.items():
+                say(f"  metrics of {key}: http://127.0.0.1:{port}/metrics")
             print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
             await watch(mesh, stop)
         finally:
