@@ -23,6 +23,7 @@ from services.gateway.cluster import cluster_router
 from services.gateway.errors import bug, corral_error, http_error
 from services.gateway.events import events
 from services.gateway.health import healthz, readyz
+from services.gateway.measure import measured
 from services.gateway.taints import taint_routers
 from services.gateway.vclusters import vclusters_router
 from services.runtime import telemetry
@@ -113,7 +114,7 @@ def main() -> int:
         return 2
     log.info("gateway listening on http://%s:%d/", settings.http_host, settings.http_port)
     uvicorn.run(
-        create_app(settings),
+        measured(create_app(settings)),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

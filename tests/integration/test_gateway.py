@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import Taint
 from services.cli.mesh import Mesh
@@ -179,6 +180,32 @@ def test_health_readiness_index_and_openapi(http: httpx.Client) -> None:
     assert {"/nodes/taints/{node_id}", "/api/v1/nodes", "/api/v1/events", "/api/v1/vclusters"} <= set(paths)
     docs = http.get("/docs", follow_redirects=True)
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+def gateway_requests(mesh: Mesh) -> dict[tuple[str, str, str], float]:
+    """corral_gateway_requests_total by (route, method, status), scraped from the gateway's /metrics."""
+    text = httpx.get(f"http://127.0.0.1:{mesh.metrics_ports['gateway']}/metrics", timeout=5.0).text
+    return {
+        (sample.labels["route"], sample.labels["method"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "corral_gateway_requests_total"
+    }
+
+
+def test_the_gateway_counts_its_requests_by_route_template_method_and_status(http: httpx.Client, mesh: Mesh) -> None:
+    before = gateway_requests(mesh)
+    http.get("/api/v1/actors/someone/why")
+    http.post("/nodes/taints/n9", content=PROPOSAL_BODY, headers={"Content-Type": "application/json"})
+    http.get("/no/such/page")
+
+    counted = gateway_requests(mesh)
+    for key in [
+        ("/api/v1/actors/{actor_id}/why", "GET", "404"),
+        ("/nodes/taints/{node_id}", "POST", "401"),
+        ("(unmatched)", "GET", "404"),
+    ]:
+        assert counted.get(key, 0) == before.get(key, 0) + 1, key
 
 
 def test_errors_are_4xx_with_the_services_message_and_change_nothing(http: httpx.Client, corral: SyncClient) -> None:
