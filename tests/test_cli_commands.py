@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+import httpx
 import pytest
 
 from schemas import ActorFailed, ActorPlaced, ActorRemoved, Exists, Pending, Placed, Taint
@@ -410,12 +411,16 @@ def stop(process: subprocess.Popen[str], signum: signal.Signals) -> tuple[int, s
 @pytest.mark.integration
 def test_corral_up_serves_node_agents_until_a_signal_stops_it(tmp_path: Path) -> None:
     port = free_port()
-    up = corral("up", "--nats-port", str(port), "--data-dir", str(tmp_path / "corral"))
+    http_port = free_port()
+    up = corral("up", "--nats-port", str(port), "--http-port", str(http_port), "--data-dir", str(tmp_path / "corral"))
     agent: subprocess.Popen[str] | None = None
     try:
         up_lines = Lines(up)
         assert up_lines.wait_for("Corral is up") == f"Corral is up: NATS at nats://127.0.0.1:{port}\n"
         assert up_lines.wait_for("export") == f"  export CORRAL_NATS_URL=nats://127.0.0.1:{port}\n"
+        web = f"http://127.0.0.1:{http_port}/"
+        assert up_lines.wait_for("HTTP API") == f"HTTP API at {web} (docs at /docs)\n"
+        assert httpx.get(f"{web}readyz", timeout=10.0).json()["ready"] is True
         url = f"nats://127.0.0.1:{port}"
 
         agent = corral("node", "start", "n1", "--resources", "CPU=2", "--zone", "z1", "--nats-url", url)

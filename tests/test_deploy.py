@@ -19,8 +19,8 @@ COMPOSE = DEPLOY / "compose.yaml"
 NATS_CONF = DEPLOY / "nats.conf"
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 
-NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "agent", "client")
-SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler", "autoscaler")
+NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "agent", "client", "gateway")
+SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "gateway")
 
 
 def validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
@@ -71,10 +71,23 @@ def test_a_broken_compose_file_is_rejected(tmp_path: Path, service: str, key: st
     assert result.returncode != 0, result.stdout + result.stderr
 
 
-def test_the_compose_file_runs_nats_redis_the_five_services_the_simulator_and_metrics() -> None:
-    """nats, redis, labels, taints, vclusters, scheduler, autoscaler, the load simulator, prometheus and grafana."""
+def test_the_compose_file_runs_nats_redis_the_services_the_gateway_the_simulator_and_metrics() -> None:
+    """nats, redis, labels, taints, vclusters, scheduler, autoscaler, the gateway, the load simulator, prometheus and
+    grafana."""
     services = {"nats", "redis", *SERVICES_WITH_OWN_USER, "sim", "prometheus", "grafana"}
     assert set(load_compose()["services"]) == services
+
+
+def test_the_gateway_is_published_on_8265_and_guards_its_changes_with_a_token() -> None:
+    """It listens on every interface of its container, port 8265 is published, and CORRAL_HTTP_TOKEN is set."""
+    gateway = load_compose()["services"]["gateway"]
+    environment = gateway["environment"]
+    assert (environment["CORRAL_HTTP_HOST"], environment["CORRAL_HTTP_PORT"], gateway["ports"]) == (
+        "0.0.0.0",
+        "8265",
+        ["8265:8265"],
+    )
+    assert environment["CORRAL_HTTP_TOKEN"]
 
 
 def test_the_autoscaler_reads_the_node_types_mounted_beside_the_compose_file() -> None:
@@ -104,7 +117,7 @@ def test_the_simulator_connects_as_an_agent() -> None:
 
 
 def test_the_nats_config_names_a_user_for_each_service_agents_and_clients() -> None:
-    """deploy/nats.conf has exactly one user per service plus `agent` and `client`."""
+    """deploy/nats.conf has exactly one user per service (the gateway too) plus `agent` and `client`."""
     users = re.findall(r"^\s*user:\s*(\w+)\s*$", NATS_CONF.read_text(), flags=re.MULTILINE)
     assert sorted(users) == sorted(NATS_USERS)
 

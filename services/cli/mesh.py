@@ -15,6 +15,8 @@ from services.runtime.runner import RESTART_EXIT_CODES
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
 """The service processes `corral up` runs."""
+GATEWAY = "gateway"
+"""The HTTP API `corral up` runs beside the services (on `CORRAL_HTTP_PORT`)."""
 AUTOSCALER = "autoscaler"
 """The fifth service, run when node types are given (`corral up --autoscaler CONFIG.yaml`)."""
 

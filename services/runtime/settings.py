@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -24,10 +25,12 @@ COUNTS = {
     "max_message_bytes": (1024, 64 * 1024 * 1024),
     "seed": (0, 2**64 - 1),
     "metrics_port": (0, 65535),
+    "http_port": (1, 65_535),
+    "http_max_body_bytes": (1024, 64 * 1024 * 1024),
 }
 """Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
 limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits, a port is 16 bits
-(0: no metrics served)."""
+(0: no metrics served; the gateway's HTTP port from 1), and the gateway's body limit is bounded like a message."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 """The standard OpenTelemetry variable: where spans and metrics go over OTLP/HTTP (checked here, read by the SDK)."""
@@ -62,6 +65,14 @@ class Settings:
     """Where `/metrics` is served for Prometheus (0: not served)."""
     metrics_host: str = "127.0.0.1"
     """The address `/metrics` listens on (0.0.0.0 in a container)."""
+    http_host: str = "127.0.0.1"
+    """Where the gateway listens (0.0.0.0 in a container)."""
+    http_port: int = 8265
+    """The gateway's HTTP port."""
+    http_token: str = dataclasses.field(default="", repr=False)
+    """When set, the gateway's mutating endpoints require `Authorization: Bearer <token>`."""
+    http_max_body_bytes: int = 1_048_576
+    """The largest request body the gateway reads (413 above it)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -46,7 +46,8 @@ def test_corral_up_runs_the_autoscaler_that_status_and_why_report(
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
     config = write_config(tmp_path)
-    up = corral("up", "--nats-port", str(port), "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config))
+    ports = ("--nats-port", str(port), "--http-port", str(free_port()))
+    up = corral("up", *ports, "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config))
     started.append(up)
     Lines(up).wait_for("Corral is up", timeout=40)
     with SyncClient(url, timeout=10.0) as client:

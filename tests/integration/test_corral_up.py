@@ -38,8 +38,9 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
 
 def _up(data_dir: Path, port: int, started: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
     """`corral up` on `data_dir`, once it says it is up (nodes live a minute without heartbeats)."""
+    ports = ["--nats-port", str(port), "--http-port", str(free_port())]
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up", "--nats-port", str(port), "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "services.cli", "up", *ports, "--data-dir", str(data_dir)],
         cwd=Path(__file__).resolve().parents[2],
         env={**os.environ, "CORRAL_HEARTBEAT_TIMEOUT": "60", "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,

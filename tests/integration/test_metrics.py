@@ -252,8 +252,9 @@ def _free_run(length: int) -> int:
 
 def test_corral_up_gives_each_service_its_own_metrics_port_and_prints_it(tmp_path: Path) -> None:
     """CORRAL_METRICS_PORT=N: the four services on N, N+1, ...; each line printed serves that service's metrics."""
-    first = _free_run(len(SERVICES))
+    first = _free_run(len(SERVICES) + 1)  # and the gateway's after them
     command = [sys.executable, "-m", "services.cli", "up", "--nats-port", str(free_port())]
+    command += ["--http-port", str(free_port())]
     up = subprocess.Popen(
         [*command, "--data-dir", str(tmp_path / "corral")],
         env={**os.environ, "CORRAL_METRICS_PORT": str(first), "PYTHONUNBUFFERED": "1"},

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
 
@@ -18,12 +20,12 @@ from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.cli.servers import LocalServer, find_binary, free_port, redis_server
 from services.client import Client
 from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
-from tests.integration.conftest import FAST, log_of
+from tests.integration.conftest import FAST, holds_within, log_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats.conf"
-USERS = (*SERVICES, "autoscaler", "agent", "client")
+USERS = (*SERVICES, "autoscaler", "agent", "client", "gateway")
 SCHEDULER_SUBJECTS = (
     "corral.evt.actor.a1",
     "corral.evt.pg.g1",
@@ -213,3 +215,46 @@ async def test_the_autoscaler_works_with_only_its_own_permissions_and_alone_publ
         assert placed.node_id is not None and placed.node_id.startswith("gpu-a100-")
         assert (await client.autoscaler_status()).launches[0].state == "registered"
     assert "Permissions Violation" not in log_of(secured_mesh, "autoscaler")
+
+
+async def test_the_gateway_works_with_the_permissions_of_a_client(secured_mesh: Mesh) -> None:
+    """The HTTP API as user `gateway`: readiness, proposal 002's taint call, a submit and the event stream."""
+    port, http_port = secured_mesh.nats.port, free_port()
+    env = {**secured_mesh.env, "CORRAL_NATS_URL": url(port, "gateway"), "CORRAL_HTTP_PORT": str(http_port)}
+    with (secured_mesh.data_dir / "gateway.log").open("ab") as log:
+        secured_mesh.processes["gateway"] = subprocess.Popen(
+            [sys.executable, "-m", "services.gateway"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    async with (
+        Client(url(port, "agent")) as agent,
+        Client(url(port, "client")) as client,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}") as http,
+    ):
+        await client.wait_ready()
+        await agent.register_node("g1", {"CPU": 2})
+
+        async def ready() -> bool:
+            with contextlib.suppress(httpx.TransportError):
+                return (await http.get("/readyz")).status_code == 200
+            return False
+
+        assert await holds_within(ready, timeout=20.0)
+        tainted = await http.post("/nodes/taints/g1", json={"gpu_node": "true"})
+        assert tainted.status_code == 200, tainted.text
+        placed = await http.post("/api/v1/actors", json={"actor_id": "ga", "resources": {"CPU": 1}})
+        assert placed.json()["type"] == "pending"
+        async with http.stream("GET", "/api/v1/events") as events:
+            lines = [line async for line in islice_lines(events.aiter_lines(), 3)]
+        assert all(line.startswith("id: ") for line in lines)
+    assert "Permissions Violation" not in log_of(secured_mesh, "gateway")
+
+
+async def islice_lines(lines: AsyncIterator[str], count: int) -> AsyncIterator[str]:
+    """The first `count` `id:` lines of an event stream."""
+    found = 0
+    async for line in lines:
+        if line.startswith("id: "):
+            yield line
+            found += 1
+            if found == count:
+                return

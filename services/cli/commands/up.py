@@ -12,7 +12,7 @@ from pathlib import Path
 from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
-from services.cli.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
+from services.cli.mesh import AUTOSCALER, GATEWAY, SERVICES, Mesh, start_mesh
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
 from services.client import Client, CorralError
@@ -21,6 +21,7 @@ from services.core.errors import RejectedError
 from services.runtime.settings import Settings
 
 DEFAULT_NATS_PORT = 4222
+DEFAULT_HTTP_PORT = Settings().http_port
 DEFAULT_DATA_DIR = ".corral"
 
 
@@ -30,8 +31,9 @@ def add_parsers(commands: Subcommands) -> None:
         "up",
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
-        "services (and the autoscaler, with --autoscaler) on this machine, wait until every service answers (dots "
-        "on stderr), print where NATS listens, then run until SIGINT or SIGTERM and stop everything. The event log, "
+        "services (and the autoscaler, with --autoscaler) and the gateway (the HTTP API) on this machine, wait until "
+        "every service answers (dots on stderr), print where NATS and the HTTP API listen, then run until SIGINT or "
+        "SIGTERM and stop everything. The event log, "
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
@@ -44,6 +46,13 @@ def add_parsers(commands: Subcommands) -> None:
         default=DEFAULT_NATS_PORT,
         metavar="N",
         help="NATS client port (default: %(default)s)",
+    )
+    up.add_argument(
+        "--http-port",
+        type=types.port,
+        default=DEFAULT_HTTP_PORT,
+        metavar="N",
+        help="the HTTP API's port on 127.0.0.1 (default: %(default)s; CORRAL_HTTP_TOKEN, when set, guards its changes)",
     )
     up.add_argument("--redis-port", type=types.port, metavar="N", help="Redis port (default: a free port)")
     up.add_argument(
@@ -82,9 +91,14 @@ def exited_service(mesh: Mesh) -> str | None:
     return None
 
 
+def gateway_listens(mesh: Mesh) -> bool:
+    """Whether the gateway (when it runs) accepts connections on its port."""
+    return GATEWAY not in mesh.processes or port_in_use(int(mesh.settings["CORRAL_HTTP_PORT"]))
+
+
 async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> bool:
-    """Poll every service (scheduler, labels, taints, vclusters, the autoscaler when it runs) until all answer;
-    False if stopped meanwhile."""
+    """Poll every service (scheduler, labels, taints, vclusters, the autoscaler when it runs) until all answer,
+    and the gateway until it listens; False if stopped meanwhile."""
     deadline = time.monotonic() + timeout
     progress("starting Corral")
     async with Client(mesh.nats_url, name="corral-up", timeout=1.0) as client:
@@ -96,8 +110,10 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
             except CorralError:
                 progress(".")
             else:
-                progress(" ready\n")
-                return True
+                if gateway_listens(mesh):
+                    progress(" ready\n")
+                    return True
+                progress(".")
             if (failed := exited_service(mesh)) is not None:
                 raise CliError(failed)
             if time.monotonic() > deadline:
@@ -150,7 +166,8 @@ def run_up(args: argparse.Namespace) -> int:
     args.autoscaler_settings = autoscaler_settings(args.autoscaler)
     data_dir = Path(args.data_dir)
     with data_dir_lock(data_dir):
-        for flag, port in (("--nats-port", args.nats_port), ("--redis-port", args.redis_port)):
+        ports = (("--nats-port", args.nats_port), ("--redis-port", args.redis_port), ("--http-port", args.http_port))
+        for flag, port in ports:
             if port is not None and port_in_use(port):
                 raise CliError(
                     f"{flag} {port}: something already listens there (another `corral up`?); pick another port"
@@ -164,13 +181,13 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
 
     with stop_signals() as stop:
         try:
-            settings = args.autoscaler_settings
+            autoscaler = args.autoscaler_settings
             mesh = start_mesh(
                 data_dir,
                 nats_port=args.nats_port,
                 redis_port=args.redis_port,
-                services=(*SERVICES, AUTOSCALER) if settings else SERVICES,
-                settings=settings,
+                services=(*SERVICES, *([AUTOSCALER] if autoscaler else []), GATEWAY),
+                settings={**autoscaler, "CORRAL_HTTP_PORT": str(args.http_port)},
                 durable=True,
                 metrics_from=args.metrics_from,
             )
@@ -181,6 +198,7 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
                 return
             say(f"Corral is up: NATS at {mesh.nats_url}")
             say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
+            say(f"HTTP API at http://127.0.0.1:{args.http_port}/ (docs at /docs)")
             for key, port in mesh.metrics_ports.items():
                 say(f"  metrics of {key}: http://127.0.0.1:{port}/metrics")
             print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)

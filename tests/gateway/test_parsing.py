@@ -1,0 +1,42 @@
+"""The gateway's request pieces: proposal 002's taint bodies and the `?selector=` grammar."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import Taint
+from services.core.errors import RejectedError
+from services.gateway.parsing import selector_of, taints_of
+
+
+def test_a_taint_value_defaults_to_noschedule_and_a_suffix_picks_the_effect() -> None:
+    assert taints_of({"gpu_node": "true", "drain": "soon:NoExecute", "bare": ":PreferNoSchedule"}) == [
+        Taint("gpu_node", "true", "NoSchedule"),
+        Taint("drain", "soon", "NoExecute"),
+        Taint("bare", "", "PreferNoSchedule"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [({}, "at least one taint"), ({"gpu": "true:Sometimes"}, "'true:Sometimes'")],
+    ids=["empty", "unknown effect"],
+)
+def test_a_taint_body_that_names_no_taint_or_an_unknown_effect_is_refused(body: dict[str, str], named: str) -> None:
+    with pytest.raises(RejectedError, match=named):
+        taints_of(body)
+
+
+def test_a_selector_splits_on_the_commas_outside_parentheses() -> None:
+    assert selector_of("disk=in(ssd,nvme), gpu=exists(),zone=!z1") == {
+        "disk": "in(ssd,nvme)",
+        "gpu": "exists()",
+        "zone": "!z1",
+    }
+    assert selector_of("") == {}
+
+
+@pytest.mark.parametrize("text", ["disk", "disk=in(", "disk=a,disk=b", "Bad Key=1"])
+def test_a_selector_entry_that_breaks_the_grammar_is_refused_naming_it(text: str) -> None:
+    with pytest.raises(RejectedError):
+        selector_of(text)

@@ -1,0 +1,272 @@
+"""The HTTP API against a running mesh: proposal 002's taint calls byte for byte, every endpoint, the event stream
+resumed with Last-Event-ID, and every error a user can provoke (4xx naming the problem, 503 naming the service)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from schemas import Taint
+from services.cli.mesh import Mesh
+from services.client import SyncClient
+from services.testing.servers import ServerPath
+from tests.integration.gateway import AUTH, JSON, cluster_state, gateway_mesh, http_base
+
+pytestmark = [pytest.mark.integration]
+
+PROPOSAL_BODY = b'{\n  "gpu_node":"true"\n}'
+"""Proposal 002's body, as it is written there."""
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
+    """One mesh with the gateway for this module's tests (each uses its own ids)."""
+    with gateway_mesh(tmp_path_factory.mktemp("gateway") / "mesh", server_path) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def corral(mesh: Mesh) -> Iterator[SyncClient]:
+    """A Python client of the same mesh, to register nodes and to check what the HTTP calls did."""
+    with SyncClient(mesh.nats_url, timeout=10.0) as client:
+        yield client
+
+
+@pytest.fixture
+def http(mesh: Mesh) -> Iterator[httpx.Client]:
+    """An HTTP client of the gateway."""
+    with httpx.Client(base_url=http_base(mesh), timeout=15.0) as client:
+        yield client
+
+
+def test_proposal_002_taint_calls_append_and_delete_byte_for_byte(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("p1", {"CPU": 4}, heartbeat=False)
+
+    added = http.post("/nodes/taints/p1", content=PROPOSAL_BODY, headers=JSON)
+    assert added.status_code == 200, added.text
+    assert http.get("/api/v1/taints", params={"node_id": "p1"}).json() == {
+        "p1": [{"key": "gpu_node", "value": "true", "effect": "NoSchedule"}]
+    }
+    waiting = http.post("/api/v1/actors", json={"actor_id": "p-cpu", "resources": {"CPU": 1}}, headers=AUTH).json()
+    assert waiting["type"] == "pending" and "untolerated taint {gpu_node: true}" in waiting["message"]
+
+    removed = http.request("DELETE", "/nodes/taints/p1", content=PROPOSAL_BODY, headers=JSON)
+    assert removed.status_code == 200, removed.text
+    assert http.get("/api/v1/taints", params={"node_id": "p1"}).json() in ({}, {"p1": []})
+    assert corral.wait_placed("p-cpu").node_id == "p1"
+
+
+def test_a_taint_value_picks_its_effect_and_taints_go_by_node_address(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("p2", {"CPU": 1}, address="10.0.0.2:7000", heartbeat=False)
+
+    added = http.post("/api/v1/taints/by-address/10.0.0.2:7000", json={"drain": "soon:NoExecute"}, headers=AUTH)
+    assert added.status_code == 200, added.text
+    assert corral.taints("p2") == {"p2": [Taint("drain", "soon", "NoExecute")]}
+    removed = http.request("DELETE", "/api/v1/taints/by-address/10.0.0.2:7000", json={"drain": "soon"}, headers=AUTH)
+    assert removed.status_code == 200, removed.text
+    assert corral.taints("p2") in ({}, {"p2": []})
+
+
+def test_nodes_labels_actors_groups_pending_and_why(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("l1", {"CPU": 2}, labels={"disk": "ssd"}, heartbeat=False)
+    corral.register_node("l2", {"CPU": 2}, labels={"disk": "hdd"}, heartbeat=False)
+
+    relabelled = http.put("/api/v1/nodes/l2/labels", json={"disk": "nvme", "rack": "r2"}, headers=AUTH)
+    assert relabelled.status_code == 200, relabelled.text
+    nodes = http.get("/api/v1/nodes", params={"selector": "disk=in(ssd,nvme),rack=exists()"}).json()
+    assert [(node["node_id"], node["labels"]["disk"], node["resources"]) for node in nodes] == [
+        ("l2", "nvme", {"CPU": 2.0})
+    ]
+
+    request = {"actor_id": "l-a", "resources": {"CPU": 2}, "labels": {"app": "web"}, "label_selector": {"disk": "ssd"}}
+    placed = http.post("/api/v1/actors", json=request, headers=AUTH)
+    assert (placed.status_code, placed.json()) == (
+        200,
+        {"type": "placed", "id": "l-a", "node_id": "l1", "bundle_nodes": [], "bundle_index": -1},
+    )
+    assert [node["available"] for node in http.get("/api/v1/nodes", params={"selector": "disk=ssd"}).json()] == [
+        {"CPU": 0.0}
+    ]
+    assert [actor["actor_id"] for actor in http.get("/api/v1/actors", params={"labels": "app=web"}).json()] == ["l-a"]
+    assert http.get("/api/v1/actors", params={"labels": "app=db"}).json() == []
+
+    big = http.post("/api/v1/actors", json={"actor_id": "l-big", "resources": {"CPU": 64}}, headers=AUTH).json()
+    assert big["type"] == "pending"
+    why = http.get("/api/v1/actors/l-big/why").json()
+    assert why["type"] == "pending" and why["message"] == big["message"]
+    assert set(why["nodes_by_reason"]["Insufficient CPU"]) >= {"l1", "l2"}
+    pending = {item["id"]: item for item in http.get("/api/v1/pending").json()}
+    assert (
+        pending["l-big"]["reasons"] == why["reasons"] and pending["l-big"]["nodes_by_reason"] == why["nodes_by_reason"]
+    )
+
+    group = {"pg_id": "l-g", "bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "PACK"}
+    made = http.post("/api/v1/placement-groups", json=group, headers=AUTH).json()
+    assert made["type"] == "placed" and len(made["bundle_nodes"]) == 2
+    assert http.get("/api/v1/placement-groups").json()["l-g"] == made["bundle_nodes"]
+    assert http.delete("/api/v1/placement-groups/l-g", headers=AUTH).status_code == 200
+    assert "l-g" not in http.get("/api/v1/placement-groups").json()
+
+    assert http.delete("/api/v1/actors/l-a", headers=AUTH).status_code == 200
+    assert http.delete("/api/v1/actors/l-big", headers=AUTH).status_code == 200
+    assert http.get("/api/v1/actors", params={"labels": "app=web"}).json() == []
+
+
+def test_virtual_clusters_create_list_as_a_tree_show_and_destroy(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("v1", {"CPU": 8}, heartbeat=False)
+    parent = {"vc_id": "team", "spec": {"flexible_resource_min": {"CPU": 2}, "flexible_resource_max": {"CPU": 4}}}
+    assert http.post("/api/v1/vclusters", json=parent, headers=AUTH).json()["type"] == "admitted"
+    child = {"vc_id": "team-job", "parent": "team", "spec": {"flexible_resource_min": {"CPU": 1}}}
+    assert http.post("/api/v1/vclusters", json=child, headers=AUTH).json()["type"] == "admitted"
+
+    tree = [(entry["depth"], entry["cluster"]["cluster_id"]) for entry in http.get("/api/v1/vclusters").json()]
+    ids = [cluster_id for _, cluster_id in tree]
+    depth = {cluster_id: level for level, cluster_id in tree}
+    assert ids.index("team-job") == ids.index("team") + 1 and depth["team-job"] == depth["team"] + 1
+    shown = http.get("/api/v1/vclusters/team").json()
+    assert (
+        shown["cluster_id"] == "team" and shown["children"] == ["team-job"] and shown["max_resources"] == {"CPU": 4.0}
+    )
+
+    destroyed = http.delete("/api/v1/vclusters/team", headers=AUTH)
+    assert destroyed.status_code == 200, destroyed.text
+    assert set(destroyed.json()["destroyed"]) == {"team", "team-job"}
+    assert http.get("/api/v1/vclusters/team").status_code == 404
+
+
+def read_events(http: httpx.Client, count: int, **headers: str) -> list[tuple[str, str, str]]:
+    """The first `count` events of the stream as (id, event, data)."""
+    found: list[tuple[str, str, str]] = []
+    fields: dict[str, str] = {}
+    with http.stream("GET", "/api/v1/events", headers=headers) as stream:
+        assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        for line in stream.iter_lines():
+            if line:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+                continue
+            if "id" in fields:
+                found.append((fields["id"], fields["event"], fields["data"]))
+                if len(found) == count:
+                    return found
+            fields = {}
+    return found
+
+
+def test_the_event_log_as_server_sent_events_resumes_after_last_event_id(
+    http: httpx.Client, corral: SyncClient
+) -> None:
+    corral.register_node("e1", {"CPU": 1}, heartbeat=False)
+    first = read_events(http, 4)
+    assert [int(event_id) for event_id, _, _ in first] == sorted(int(event_id) for event_id, _, _ in first)
+    assert all(data.startswith("{") for _, _, data in first)
+
+    resumed = read_events(http, 2, **{"Last-Event-ID": first[1][0]})
+    assert resumed == first[2:4]
+    since = http.get("/api/v1/events", params={"since": "0"})
+    assert since.status_code == 400
+
+
+def test_health_readiness_index_and_openapi(http: httpx.Client) -> None:
+    assert http.get("/healthz").json() == {"status": "ok"}
+    ready = http.get("/readyz").json()
+    assert ready["ready"] is True and set(ready["services"]) == {"scheduler", "labels", "taints", "vclusters"}
+    assert "POST /nodes/taints/{node_id:str}" in http.get("/").json()["routes"]
+    paths = http.get("/openapi.json").json()["paths"]
+    assert {"/nodes/taints/{node_id}", "/api/v1/nodes", "/api/v1/events", "/api/v1/vclusters"} <= set(paths)
+    docs = http.get("/docs", follow_redirects=True)
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+def gateway_requests(mesh: Mesh) -> dict[tuple[str, str, str], float]:
+    """corral_gateway_requests_total by (route, method, status), scraped from the gateway's /metrics."""
+    text = httpx.get(f"http://127.0.0.1:{mesh.metrics_ports['gateway']}/metrics", timeout=5.0).text
+    return {
+        (sample.labels["route"], sample.labels["method"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "corral_gateway_requests_total"
+    }
+
+
+def test_the_gateway_counts_its_requests_by_route_template_method_and_status(http: httpx.Client, mesh: Mesh) -> None:
+    before = gateway_requests(mesh)
+    http.get("/api/v1/actors/someone/why")
+    http.post("/nodes/taints/n9", content=PROPOSAL_BODY, headers={"Content-Type": "application/json"})
+    http.get("/no/such/page")
+
+    counted = gateway_requests(mesh)
+    for key in [
+        ("/api/v1/actors/{actor_id}/why", "GET", "404"),
+        ("/nodes/taints/{node_id}", "POST", "401"),
+        ("(unmatched)", "GET", "404"),
+    ]:
+        assert counted.get(key, 0) == before.get(key, 0) + 1, key
+
+
+def test_errors_are_4xx_with_the_services_message_and_change_nothing(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("x1", {"CPU": 1}, heartbeat=False)
+    before = cluster_state(http)
+
+    bad_label = http.put("/api/v1/nodes/x1/labels", json={"disk": "not valid!"}, headers=AUTH)
+    assert bad_label.status_code == 400 and bad_label.json()["kind"] == "invalid"
+    assert "disk" in bad_label.json()["error"] and "not valid!" in bad_label.json()["error"]
+    bad_effect = http.post("/nodes/taints/x1", json={"gpu": "true:Sometimes"}, headers=AUTH).json()
+    assert (
+        bad_effect["status"] == 400
+        and "'true:Sometimes'" in bad_effect["error"]
+        and "NoSchedule" in bad_effect["error"]
+    )
+    assert http.post("/nodes/taints/x1", json={}, headers=AUTH).status_code == 400
+    assert http.get("/api/v1/nodes", params={"selector": "zone=in("}).status_code == 400
+
+    unknown = http.get("/api/v1/actors/nobody/why")
+    assert unknown.status_code == 404 and "nobody" in unknown.json()["error"]
+    assert http.post("/nodes/taints/ghost", json={"gpu": "true"}, headers=AUTH).status_code == 404
+    assert http.get("/api/v1/no-such-route").status_code == 404
+
+    malformed = http.post("/nodes/taints/x1", content=b'{"gpu": ', headers=JSON)
+    wrong_type = http.post("/nodes/taints/x1", json={"gpu": 1}, headers=AUTH)
+    not_object = http.post("/api/v1/actors", json=["x"], headers=AUTH)
+    unknown_field = http.post("/api/v1/actors", json={"actor_id": "x-a", "colour": "red"}, headers=AUTH)
+    assert [answer.status_code for answer in (malformed, wrong_type, not_object, unknown_field)] == [400] * 4
+    assert "colour" in unknown_field.json()["error"]
+
+    too_big = http.post("/nodes/taints/x1", content=b"{" + b" " * (2 * 1024 * 1024) + b"}", headers=JSON)
+    assert too_big.status_code == 413
+    as_text = http.post("/nodes/taints/x1", content=PROPOSAL_BODY, headers={**AUTH, "Content-Type": "text/plain"})
+    assert as_text.status_code == 415 and "text/plain" in as_text.json()["error"]
+
+    no_token = http.post("/nodes/taints/x1", content=PROPOSAL_BODY, headers={"Content-Type": "application/json"})
+    wrong_token = http.delete("/api/v1/actors/x-a", headers={"Authorization": "Bearer nope"})
+    assert [no_token.status_code, wrong_token.status_code] == [401, 401]
+    assert no_token.headers["www-authenticate"] == "Bearer"
+    assert http.get("/api/v1/nodes").status_code == 200  # reading needs no token
+
+    assert cluster_state(http) == before
+
+    first = http.post("/api/v1/actors", json={"actor_id": "x-c", "resources": {"CPU": 1}}, headers=AUTH)
+    assert first.status_code == 200
+    again = http.post("/api/v1/actors", json={"actor_id": "x-c", "resources": {"CPU": 0.5}}, headers=AUTH)
+    assert again.status_code == 409 and "x-c" in again.json()["error"]
+    assert http.delete("/api/v1/actors/x-c", headers=AUTH).status_code == 200
+
+
+def test_a_service_that_does_not_answer_is_503_naming_it(tmp_path: Path, server_path: ServerPath) -> None:
+    with (
+        gateway_mesh(tmp_path / "mesh", server_path) as running,
+        httpx.Client(base_url=http_base(running), timeout=30.0) as http,
+    ):
+        running.stop_service("taints")
+        ready = http.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["services"]["taints"] != "ok"
+        assert ready.json()["error"] == "not answering: taints"
+        taints = http.get("/api/v1/taints")
+        assert (taints.status_code, taints.json()["service"]) == (503, "taints")
+        running.stop_service("scheduler")
+        submitted = http.post("/api/v1/actors", json={"actor_id": "late", "resources": {"CPU": 1}}, headers=AUTH)
+        assert (submitted.status_code, submitted.json()["service"]) == (503, "scheduler")

@@ -1,0 +1,107 @@
+"""Fuzz pass of the HTTP API: malformed bodies on every mutating route get a 4xx, never a 500, and change nothing.
+
+Each example is one request that must be refused: bytes that are not a JSON object, JSON of the wrong type, an
+object with a field no route takes (a number where taints and labels want strings, an unknown field for the
+structs), or a good body without the token or with another content type. CORRAL_FUZZ_EXAMPLES (default 200)
+sets how many; the nodes, taints, labels, actors, groups and clusters are the same after as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.cli.mesh import Mesh
+from services.client import SyncClient
+from services.testing.servers import ServerPath
+from tests.integration.gateway import AUTH, JSON, cluster_state, gateway_mesh, http_base
+
+pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
+
+EXAMPLES = int(os.environ.get("CORRAL_FUZZ_EXAMPLES", "200"))
+
+ROUTES = [
+    ("POST", "/nodes/taints/f1"),
+    ("DELETE", "/nodes/taints/f1"),
+    ("POST", "/api/v1/taints/f1"),
+    ("DELETE", "/api/v1/taints/f1"),
+    ("POST", "/api/v1/taints/by-address/10.9.9.9:1"),
+    ("DELETE", "/api/v1/taints/by-address/10.9.9.9:1"),
+    ("PUT", "/api/v1/nodes/f1/labels"),
+    ("POST", "/api/v1/actors"),
+    ("POST", "/api/v1/placement-groups"),
+    ("POST", "/api/v1/vclusters"),
+]
+"""Every route that takes a body."""
+
+POISON = {"zz_poison": 1}
+"""Refused by every route: not a string (taints, labels), and a field no request struct has."""
+
+GOOD = b'{"gpu_node": "true"}'
+"""A body the taint routes would apply (sent without the token or as another content type)."""
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+
+
+def not_an_object(data: bytes) -> bool:
+    """Whether `data` is anything but a JSON object (an object might be a good body)."""
+    try:
+        return not isinstance(json.loads(data), dict)
+    except ValueError:
+        return True
+
+
+refused_bodies = st.one_of(
+    st.binary(max_size=120).filter(not_an_object),
+    json_values.map(lambda value: json.dumps(value).encode()),
+    st.dictionaries(st.text(max_size=8), json_values, max_size=3).map(
+        lambda value: json.dumps({**value, **POISON}).encode()
+    ),
+).map(lambda body: (body, JSON))
+refused_callers = st.one_of(
+    st.just((GOOD, {"Content-Type": "application/json"})),
+    st.just((GOOD, {"Content-Type": "application/json", "Authorization": "Bearer wrong"})),
+    st.sampled_from(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]).map(
+        lambda media: (GOOD, {**AUTH, "Content-Type": media})
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
+    """A mesh with the gateway and one node (labels and a taint) whose every field a request could change."""
+    with (
+        gateway_mesh(tmp_path_factory.mktemp("gateway-fuzz") / "mesh", server_path) as running,
+        SyncClient(running.nats_url, timeout=10.0) as client,
+    ):
+        client.register_node(
+            "f1", {"CPU": 2}, labels={"disk": "ssd"}, taints={"old": "x"}, address="10.9.9.9:1", heartbeat=False
+        )
+        yield running
+
+
+def test_malformed_bodies_on_every_mutating_route_are_4xx_and_change_nothing(mesh: Mesh) -> None:
+    with httpx.Client(base_url=http_base(mesh), timeout=15.0) as http:
+        before = cluster_state(http)
+        deep = b"[" * 100_000 + b"]" * 100_000
+        for method, path in ROUTES:
+            answer = http.request(method, path, content=deep, headers=JSON)
+            assert 400 <= answer.status_code < 500, (method, path, answer.status_code, answer.text[:300])
+
+        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(route=st.sampled_from(ROUTES), sent=refused_bodies | refused_callers)
+        def refused(route: tuple[str, str], sent: tuple[bytes, dict[str, str]]) -> None:
+            body, headers = sent
+            answer = http.request(route[0], route[1], content=body, headers=headers)
+            assert 400 <= answer.status_code < 500, (route, body[:200], answer.status_code, answer.text[:300])
+            assert answer.json()["status"] == answer.status_code
+
+        refused()
+        assert cluster_state(http) == before
