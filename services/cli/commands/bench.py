@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.cli.bench import autoscaler, core
+from services.cli.bench import autoscaler, core, gateway
 from services.cli.registry import Registers, Subcommands, register
 
-BENCHMARKS: tuple[Registers, ...] = (core, autoscaler)
+BENCHMARKS: tuple[Registers, ...] = (core, autoscaler, gateway)
 """Every benchmark, in the order `corral bench --help` lists them."""
 
 
