@@ -4,7 +4,7 @@ It starts an embedded mesh with the gateway (on free ports, in a throwaway folde
 (heartbeats on, so they stay live), then for `--seconds` each, with `--workers` concurrent callers, measures
 listing the nodes (`GET /api/v1/nodes` against `client.nodes()`) and submitting a small actor
 (`POST /api/v1/actors` against `client.submit()`; every actor asks for 0.01 CPU, so all keep fitting). It prints
-requests/s, p50 and p99 in ms of the four and asserts nothing. The HTTP side uses httpx (a dependency of Litestar).
+requests/s, p50 and p99 in ms of the four and asserts nothing. The HTTP side uses httpx.
 """
 
 from __future__ import annotations
