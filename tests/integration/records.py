@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from schemas.snapshots import SNAPSHOT_VERSION, ViewSnapshot
 
-SERVICES = ("labels", "taints", "vclusters", "scheduler")
+SERVICES = ("labels", "taints", "vclusters", "scheduler", "autoscaler")
 FIELDS = ("sequence", "blob", "log", "service", "version", "seal")
 
 Record = dict[str, bytes]

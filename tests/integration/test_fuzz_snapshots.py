@@ -23,7 +23,8 @@ from hypothesis import example, given
 from loadtest.digests import check_digest, live_digest
 from schemas import ScheduleRequest
 from schemas.vclusters import VirtualCluster
-from services.cli.mesh import Mesh
+from services.cli.mesh import AUTOSCALER, Mesh
+from services.cli.mesh import SERVICES as MESH_SERVICES
 from services.client import Client
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
@@ -38,6 +39,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 EXAMPLES = int(os.environ.get("CORRAL_FUZZ_SNAPSHOTS", "25"))
 PATIENCE_S = 20.0
 """How long a restarted service may take to answer again (a bound: one that never does is the finding)."""
+
+
+KEEPS_ONE_NODE = (
+    "provider: {type: local}\nnode_types: {mem: {resources: {MEMORY: 1}, min_workers: 1, max_workers: 1}}\n"
+)
+"""The autoscaler's node types in this mesh: it keeps one node that holds no CPU, so it changes no decision."""
 
 
 class Restarts:
@@ -134,8 +141,11 @@ async def _build_state(mesh: Mesh) -> dict[str, str]:
 def restarts(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Restarts]:
     """A mesh with some state, its real snapshot records, and a connection to it."""
     # The setup's nodes must outlive its client's heartbeats: a node declared dead would move what was decided.
-    patient = {"CORRAL_HEARTBEAT_TIMEOUT": "3600"}
-    mesh = start_test_mesh(Path(tmp_path_factory.mktemp("fuzz-snapshots")), server_path, settings=patient)
+    folder = Path(tmp_path_factory.mktemp("fuzz-snapshots"))
+    config = folder / "autoscaler.yaml"  # one launched node (min_workers) that no work can use: launches in view
+    config.write_text(KEEPS_ONE_NODE, encoding="utf-8")
+    patient = {"CORRAL_HEARTBEAT_TIMEOUT": "3600", "CORRAL_AUTOSCALER_CONFIG": str(config)}
+    mesh = start_test_mesh(folder / "mesh", server_path, (*MESH_SERVICES, AUTOSCALER), settings=patient)
     try:
         with asyncio.Runner() as runner:
             decided = runner.run(_build_state(mesh))
@@ -162,6 +172,7 @@ def test_a_hostile_snapshot_record_neither_stops_a_service_nor_changes_its_view(
     @example(Recipe("scheduler", redis_type="string"))
     @example(Recipe("vclusters", fields=(("sequence", "٣"),)))
     @example(Recipe("labels", fields=(("sequence", "²"),)))
+    @example(Recipe("autoscaler", blob=("flipped", 0.3, 1)))
     def one_restart(recipe: Recipe) -> None:
         restarts.restart_over(recipe)
         problems = restarts.problems(recipe.service)
