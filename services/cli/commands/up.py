@@ -12,7 +12,16 @@ from pathlib import Path
 from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
-from services.cli.mesh import AUTOSCALER, GATEWAY, SERVICES, Mesh, start_mesh
+from services.cli.mesh import (
+    AUTOSCALER,
+    FIRST_BACK_OFF_S,
+    GATEWAY,
+    LONGEST_BACK_OFF_S,
+    SERVICES,
+    STABLE_S,
+    Mesh,
+    start_mesh,
+)
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
 from services.client import Client, CorralError
@@ -37,7 +46,9 @@ def add_parsers(commands: Subcommands) -> None:
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
-        "lease) or 4 (the event log was replaced) is started again. With CORRAL_METRICS_PORT=N each service serves "
+        "lease) or 4 (the event log was replaced) is started again: at once, then, while it keeps exiting within "
+        f"{STABLE_S:g} s of starting, after {FIRST_BACK_OFF_S:g} s, twice as long each time, up to "
+        f"{LONGEST_BACK_OFF_S:g} s. With CORRAL_METRICS_PORT=N each service serves "
         "/metrics on its own port from N on (printed).",
     )
     up.add_argument(
