@@ -11,7 +11,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
+from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect, VirtualCluster
 from schemas import subjects as s
 from schemas.commands import (
     AddTaints,
@@ -150,9 +150,16 @@ class Client(VirtualClusterCalls):
         command = AddTaints(taints=taint_list, node_id=node_id, node_address=node_address)
         return await self._command(s.ADD_TAINTS, command)
 
-    async def remove_taints(self, node_id: str, keys: list[str], *, node_address: str = "") -> Accepted:
-        """Delete the taints with these keys."""
-        command = RemoveTaints(keys=list(keys), node_id=node_id, node_address=node_address)
+    async def remove_taints(
+        self,
+        node_id: str,
+        keys: list[str],
+        *,
+        effects: dict[str, list[TaintEffect]] | None = None,
+        node_address: str = "",
+    ) -> Accepted:
+        """Delete the taints with these keys, and those whose key and effect `effects` names (key -> effects)."""
+        command = RemoveTaints(keys=list(keys), effects=dict(effects or {}), node_id=node_id, node_address=node_address)
         return await self._command(s.REMOVE_TAINTS, command)
 
     async def remove_node(self, node_id: str) -> Accepted:

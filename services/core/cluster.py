@@ -264,9 +264,9 @@ class Cluster:
         """Add taints (a taint with the same key and effect is replaced); NoExecute evicts untolerating actors."""
         self._command(taints_added(self._view, node_id, taints))
 
-    def remove_taints(self, node_id: str, keys: list[str]) -> None:
-        """Remove every taint with one of these keys."""
-        self._command(taints_removed(self._view, node_id, keys))
+    def remove_taints(self, node_id: str, keys: list[str], effects: dict[str, list[str]] | None = None) -> None:
+        """Remove every taint with one of these keys, and each taint whose key and effect `effects` names."""
+        self._command(taints_removed(self._view, node_id, keys, effects))
 
     def _command(self, event: NodeRegistered | NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
         node = self._view.nodes.get(event.node_id)
