@@ -112,10 +112,11 @@ def node_card(node: NodeView, token_required: bool) -> str:
         taint_chip(node.node_id, taint.key, taint.value, taint.effect, token_required) for taint in node.taints
     )
     parent = f' <span class="muted">on {esc(node.parent_node)}</span>' if node.parent_node else ""
+    actors = f"{node.actors} actor" + ("" if node.actors == 1 else "s")
     return (
         f'<article class="node" id="node-{esc(node.node_id)}" data-node="{esc(node.node_id)}">'
         f'<header><h3>{esc(node.node_id)}</h3><span class="state {esc(node.state)}">{esc(node.state)}</span></header>'
-        f'<p class="muted">{esc(node.address) or "no address"} · {node.actors} actor{"" if node.actors == 1 else "s"}{parent}</p>'
+        f'<p class="muted">{esc(node.address) or "no address"} · {actors}{parent}</p>'
         f"{bars or '<p class=muted>no resources</p>'}"
         f'<div class="chips">{labels}</div><div class="chips taints">{taints}</div>'
         f"{add_taint_form(node.node_id, token_required)}</article>"

@@ -7,12 +7,17 @@ Screenshots go to $CORRAL_TEST_ARTEFACTS (default tests/artefacts/, ignored by g
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as shown
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from services.cli.mesh import Mesh
 from services.client import SyncClient
@@ -51,14 +56,13 @@ def http(mesh: Mesh) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def browser() -> Iterator[object]:
+def browser() -> Iterator[WebDriver]:
     """Headless Chromium, from the system's packages (selenium-manager downloads nothing)."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("chromium and chromedriver are not installed (as root: apt-get install chromium chromium-driver)")
-    os.environ["SE_OFFLINE"] = "true"
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
+        if os.geteuid() == 0:
+            pytest.fail("chromium and chromedriver are missing: `make chromium` installs them (make test does)")
+        pytest.skip("chromium and chromedriver are not installed, and only root can install them (make chromium)")
+    os.environ["SE_OFFLINE"] = "true"  # selenium-manager must not look for a browser or a driver to download
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,860"):
@@ -71,24 +75,15 @@ def browser() -> Iterator[object]:
         driver.quit()
 
 
-def screenshot(driver: object, name: str) -> None:
+def screenshot(driver: WebDriver, name: str) -> None:
     """Keep what the browser shows as a test artefact."""
-    from selenium.webdriver.remote.webdriver import WebDriver
-
-    assert isinstance(driver, WebDriver)
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTEFACTS / f"{name}.png"))
 
 
 def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_live(
-    browser: object, mesh: Mesh, corral: SyncClient, http: httpx.Client
+    browser: WebDriver, mesh: Mesh, corral: SyncClient, http: httpx.Client
 ) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.remote.webdriver import WebDriver
-    from selenium.webdriver.support import expected_conditions as shown
-    from selenium.webdriver.support.ui import Select, WebDriverWait
-
-    assert isinstance(browser, WebDriver)
     driver = browser
     corral.register_node("w1", {"CPU": 4, "slot": 1}, labels={"disk": "ssd"}, heartbeat=False)
     corral.register_node("w2", {"CPU": 8, "memory": 16e9}, labels={"zone": "z2"}, heartbeat=False)
@@ -163,12 +158,8 @@ def test_without_the_script_the_page_lists_the_cluster_and_its_forms_change_it(
 
 
 def test_every_value_on_the_page_is_escaped(
-    browser: object, mesh: Mesh, http: httpx.Client, corral: SyncClient
+    browser: WebDriver, mesh: Mesh, http: httpx.Client, corral: SyncClient
 ) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.remote.webdriver import WebDriver
-
-    assert isinstance(browser, WebDriver)
     hostile_id = "<img/src=x/onerror=window.pwned=2>"
     corral.register_node("x1", {HOSTILE: 1}, address='"><b>bold</b>', heartbeat=False)
     work = {"actor_id": hostile_id, "resources": {"CPU": 1000}}
