@@ -18,6 +18,8 @@ UNREADABLE = "unreadable"
 """The SSE event name of a log entry no reader can decode (its data says why)."""
 KEEP_ALIVE_SECONDS = 15.0
 """A quiet stream sends a comment this often, so proxies and browsers keep it open (and a closed one is noticed)."""
+KEEP_ALIVE = ServerSentEventMessage(data=None, comment="keep-alive")
+"""A comment line alone (no `data:` line, which would dispatch an empty message event)."""
 
 
 def start_of(since: int, last_event_id: str | None) -> int:
@@ -50,7 +52,7 @@ async def kept_alive(
                 following = asyncio.ensure_future(anext(messages))
             done, _ = await asyncio.wait({following}, timeout=interval)
             if not done:
-                yield ServerSentEventMessage(comment="keep-alive")
+                yield KEEP_ALIVE
                 continue
             try:
                 message = following.result()

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator
 
 from litestar.response import ServerSentEventMessage
 
-from services.gateway.events import kept_alive
+from services.gateway.events import KEEP_ALIVE, kept_alive
 
 
 def test_a_quiet_stream_sends_keep_alive_comments_between_its_events() -> None:
@@ -38,5 +38,5 @@ def test_a_quiet_stream_sends_keep_alive_comments_between_its_events() -> None:
     assert closed.is_set()
 
 
-def test_a_keep_alive_comment_is_an_sse_comment_line() -> None:
-    assert ServerSentEventMessage(comment="keep-alive").encode().startswith(b": keep-alive")
+def test_a_keep_alive_is_a_comment_line_alone_which_dispatches_no_event() -> None:
+    assert KEEP_ALIVE.encode() == b": keep-alive\r\n\r\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -81,6 +82,16 @@ def screenshot(driver: WebDriver, name: str) -> None:
     driver.save_screenshot(str(ARTEFACTS / f"{name}.png"))
 
 
+def click(wait: WebDriverWait[WebDriver], selector: str) -> None:
+    """Click what the selector finds, again if a live refresh replaced it between finding and clicking."""
+
+    def clicked(driver: WebDriver) -> bool:
+        driver.find_element(By.CSS_SELECTOR, selector).click()
+        return True
+
+    wait.until(clicked)
+
+
 def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_live(
     browser: WebDriver, mesh: Mesh, corral: SyncClient, http: httpx.Client
 ) -> None:
@@ -88,7 +99,7 @@ def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_li
     corral.register_node("w1", {"CPU": 4, "slot": 1}, labels={"disk": "ssd"}, heartbeat=False)
     corral.register_node("w2", {"CPU": 8, "memory": 16e9}, labels={"zone": "z2"}, heartbeat=False)
     assert http.post("/api/v1/actors", json={"actor_id": "w-busy", "resources": {"CPU": 6}}, headers=AUTH).is_success
-    wait = WebDriverWait(driver, WAIT)
+    wait = WebDriverWait(driver, WAIT, ignored_exceptions=[StaleElementReferenceException])
 
     driver.get(http_base(mesh) + "/")
     wait.until(shown.text_to_be_present_in_element((By.ID, "live"), "live"))
@@ -115,7 +126,7 @@ def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_li
     assert "w1" in [chip.text for chip in pending.find_elements(By.CSS_SELECTOR, ".chip.id")]
     screenshot(driver, "page-taint-added")
 
-    driver.find_element(By.CSS_SELECTOR, "#node-w1 form.taint button").click()
+    click(wait, "#node-w1 form.taint button")
     wait.until(shown.invisibility_of_element_located((By.ID, "pending-w-slot")))
     assert corral.wait_placed("w-slot").node_id == "w1"
     wait.until(shown.text_to_be_present_in_element((By.ID, "node-w1"), "1 / 1"))

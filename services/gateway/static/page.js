@@ -94,11 +94,17 @@
     const adding = form.matches(".add-taint");
     const value = adding ? String(data.get("value")).trim() : "";
     const change = { [key]: `${value}:${data.get("effect")}` };
-    const answer = await fetch("/nodes/taints/" + encodeURIComponent(node), {
-      method: adding ? "POST" : "DELETE",
-      headers: headers(),
-      body: JSON.stringify(change),
-    });
+    let answer;
+    try {
+      answer = await fetch("/nodes/taints/" + encodeURIComponent(node), {
+        method: adding ? "POST" : "DELETE",
+        headers: headers(),
+        body: JSON.stringify(change),
+      });
+    } catch (error) {
+      say(`The gateway did not answer: ${error.message}`, true);
+      return;
+    }
     if (answer.ok) {
       say(`Taint ${key} ${adding ? "added to" : "removed from"} ${node}.`, false);
       if (adding) form.reset();
