@@ -115,5 +115,8 @@
     }
   });
 
+  if (new URLSearchParams(location.search).has("error")) {
+    history.replaceState(null, "", location.pathname + location.hash); // shown once: a reload does not repeat it
+  }
   listen();
 })();
