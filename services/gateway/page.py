@@ -196,6 +196,11 @@ def vclusters_section(tree: list[TreeEntry]) -> str:
     return f"<table>{head}<tbody>{''.join(rows)}</tbody></table>"
 
 
+def unavailable(why: str) -> str:
+    """A section whose service did not answer."""
+    return f'<p class="flash error">Not available now: {esc(why)}</p>'
+
+
 def page(bodies: dict[str, str], *, token_required: bool, since: int, error: str = "") -> str:
     """The whole page around each section's rendered body; the script is told where the event stream starts."""
     blocks = "".join(

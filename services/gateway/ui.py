@@ -18,7 +18,7 @@ from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
 from services.client import Client
-from services.core.errors import CorralError
+from services.core.errors import CorralError, UnavailableError
 from services.gateway import page
 from services.gateway.cluster import nodes_of
 from services.gateway.errors import token_matches
@@ -41,6 +41,14 @@ async def section(client: Client, name: str, token_required: bool) -> str:
     if name == "vclusters":
         return page.vclusters_section(await tree_of(client))
     raise NotFoundException(f"no section {name!r}: one of {', '.join(page.TITLES)}")
+
+
+async def section_or_why_not(client: Client, name: str, token_required: bool) -> str:
+    """One section's body, or which service did not answer for it (the rest of the page still shows)."""
+    try:
+        return await section(client, name, token_required)
+    except UnavailableError as error:
+        return page.unavailable(str(error))
 
 
 def html(text: str) -> Response[str]:
@@ -84,7 +92,7 @@ async def home(request: Request[Any, Any, Any], client: Client, error: str = "")
         return Response(route_index(request))
     required = token_required(request)
     since = await client.bus.last_sequence() + 1  # read first: an event after it and before the sections is sent
-    bodies = await asyncio.gather(*(section(client, name, required) for name in page.TITLES))
+    bodies = await asyncio.gather(*(section_or_why_not(client, name, required) for name in page.TITLES))
     return html(
         page.page(dict(zip(page.TITLES, bodies, strict=True)), token_required=required, since=since, error=error)
     )

@@ -308,3 +308,6 @@ def test_a_service_that_does_not_answer_is_503_naming_it(tmp_path: Path, server_
         running.stop_service("scheduler")
         submitted = http.post("/api/v1/actors", json={"actor_id": "late", "resources": {"CPU": 1}}, headers=AUTH)
         assert (submitted.status_code, submitted.json()["service"]) == (503, "scheduler")
+        page = http.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and 'id="nodes"' in page.text
+        assert page.text.count("Not available now:") == 2  # pending work and placement groups ask the scheduler
