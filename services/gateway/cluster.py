@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
+import msgspec
 from litestar import Router, delete, get, post, put
 from litestar.params import Parameter
 
@@ -11,7 +12,7 @@ from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest
 from schemas.queries import ActorInfo, NodeInfo
 from schemas.replies import Accepted
 from services.client import Client
-from services.core.labels import parse_labels
+from services.core.labels import SCALE_DOWN_TAINT, parse_labels
 from services.gateway.errors import CHANGES, CHANGES_WITH_BODY
 from services.gateway.parsing import selector_of
 
@@ -21,15 +22,39 @@ IdempotencyKey = Annotated[
     Parameter(header="Idempotency-Key", description="sent again with the same key, the request is stored once"),
 ]
 
+NodeState = Literal["alive", "cordoned", "draining"]
+
+
+class NodeView(NodeInfo, frozen=True):
+    """A live node and its state: `draining` when the autoscaler tainted it to scale it down, `cordoned` when a
+    NoSchedule or NoExecute taint keeps new work off it (work that tolerates the taint still goes), else `alive`."""
+
+    state: NodeState = "alive"
+
+
+def state_of(node: NodeInfo) -> NodeState:
+    """A node's state, read from its taints."""
+    if any(taint.key == SCALE_DOWN_TAINT for taint in node.taints):
+        return "draining"
+    if any(taint.effect in ("NoSchedule", "NoExecute") for taint in node.taints):
+        return "cordoned"
+    return "alive"
+
+
+async def nodes_of(client: Client, selector: str = "", vcluster: str = "") -> list[NodeView]:
+    """Live nodes matching the selector, each with its state."""
+    nodes = await client.nodes(selector_of(selector), vcluster_id=vcluster or None)
+    return [NodeView(**msgspec.structs.asdict(node), state=state_of(node)) for node in nodes]
+
 
 @get("/nodes")
 async def list_nodes(
     client: Client,
     selector: Annotated[str, Parameter(description="label selector: zone=z1,gpu=exists(),tier=in(a,b)")] = "",
     vcluster: Vcluster = "",
-) -> list[NodeInfo]:
-    """Live nodes (resources total and available, labels, taints) matching the selector."""
-    return await client.nodes(selector_of(selector), vcluster_id=vcluster or None)
+) -> list[NodeView]:
+    """Live nodes (resources total and available, labels, taints, state) matching the selector."""
+    return await nodes_of(client, selector, vcluster)
 
 
 @put("/nodes/{node_id:str}/labels", status_code=200, guards=CHANGES_WITH_BODY)

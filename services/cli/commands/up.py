@@ -40,9 +40,9 @@ def add_parsers(commands: Subcommands) -> None:
         "up",
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
-        "services (and the autoscaler, with --autoscaler) and the gateway (the HTTP API) on this machine, wait until "
-        "every service answers (dots on stderr), print where NATS and the HTTP API listen, then run until SIGINT or "
-        "SIGTERM and stop everything. The event log, "
+        "services (and the autoscaler, with --autoscaler) and the gateway (the web page and the HTTP API) on this "
+        "machine, wait until every service answers (dots on stderr), print where NATS and the HTTP API listen, then "
+        "run until SIGINT or SIGTERM and stop everything. The event log, "
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
@@ -63,7 +63,9 @@ def add_parsers(commands: Subcommands) -> None:
         type=types.port,
         default=DEFAULT_HTTP_PORT,
         metavar="N",
-        help="the HTTP API's port on 127.0.0.1 (default: %(default)s; CORRAL_HTTP_TOKEN, when set, guards its changes)",
+        help="the port of the web page and the HTTP API on 127.0.0.1 (default: %(default)s: open "
+        "http://127.0.0.1:%(default)s/ in a browser; CORRAL_HTTP_TOKEN, when set, guards its changes: the page asks "
+        "for it)",
     )
     up.add_argument("--redis-port", type=types.port, metavar="N", help="Redis port (default: a free port)")
     up.add_argument(
