@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 from litestar import Router, delete, get, post, put
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter, QueryParameter
 
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest
 from schemas.queries import ActorInfo, NodeInfo
@@ -16,10 +16,10 @@ from services.core.labels import SCALE_DOWN_TAINT, parse_labels
 from services.gateway.errors import CHANGES, CHANGES_WITH_BODY
 from services.gateway.parsing import selector_of
 
-Vcluster = Annotated[str, Parameter(query="vcluster", description="a virtual cluster's id: its own view")]
+Vcluster = Annotated[str, QueryParameter(name="vcluster", description="a virtual cluster's id: its own view")]
 IdempotencyKey = Annotated[
     str,
-    Parameter(header="Idempotency-Key", description="sent again with the same key, the request is stored once"),
+    HeaderParameter(name="Idempotency-Key", description="sent again with the same key, the request is stored once"),
 ]
 
 NodeState = Literal["alive", "cordoned", "draining"]

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated
 
 from litestar import get
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from services.client import Client
@@ -71,7 +71,7 @@ async def kept_alive(
 async def events(
     client: Client,
     since: Annotated[int, Parameter(ge=1, description="the first sequence to send (1: the whole log)")] = 1,
-    last_event_id: Annotated[str | None, Parameter(header="Last-Event-ID")] = None,
+    last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID")] = None,
 ) -> ServerSentEvent:
     """The event log as `text/event-stream`: one message per event (`id` its sequence, `event` its type, `data`
     its JSON), from `since` or after `Last-Event-ID`, then live; a comment every 15 s while it is quiet."""

@@ -28,7 +28,7 @@ def taints_of(body: dict[str, str]) -> list[Taint]:
     return taints
 
 
-def removals_of(body: dict[str, str]) -> dict[str, str | None]:
+def removals_of(body: dict[str, str]) -> dict[str, TaintEffect | None]:
     """A DELETE body (checked like an append's): each key -> the one effect to delete when its value names one
     (`"value:Effect"` or `":Effect"`), or None to delete the key's taints of every effect (`"value"`)."""
     taints = taints_of(body)

@@ -19,25 +19,14 @@ DELETE_BODY = (
 
 
 async def delete_taints_in(client: Client, node_id: str, body: dict[str, str], node_address: str = "") -> Accepted:
-    """Delete the body's taints: by key, or by key and effect. The taint service deletes by key only, so a key
-    whose other effects stay is deleted, then those taints are appended again (two commands)."""
+    """Delete the body's taints, by key or by key and effect, in one command."""
     removals = removals_of(body)
-    kept: list[Taint] = []
-    if any(effect is not None for effect in removals.values()):
-        current = await taints_on(client, node_id, node_address)
-        kept = [taint for taint in current if taint.key in removals and removals[taint.key] not in (None, taint.effect)]
-    accepted = await client.remove_taints(node_id, list(removals), node_address=node_address)
-    if kept:
-        accepted = await client.add_taints(node_id, kept, node_address=node_address)
-    return accepted
-
-
-async def taints_on(client: Client, node_id: str, node_address: str) -> list[Taint]:
-    """The taints of the node with this id, or at this address."""
-    if node_address:
-        found = [node for node in await client.nodes() if node.address == node_address]
-        return found[0].taints if found else []
-    return (await client.taints(node_id)).get(node_id, [])
+    return await client.remove_taints(
+        node_id,
+        [key for key, effect in removals.items() if effect is None],
+        effects={key: [effect] for key, effect in removals.items() if effect is not None},
+        node_address=node_address,
+    )
 
 
 @post("/{node_id:str}", status_code=200, guards=CHANGES_WITH_BODY, description=f"Append taints to a node. {BODY}")
