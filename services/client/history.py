@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from schemas import ActorPlaced, AnyEvent, Pending, Placed
 from schemas import subjects as s
 from services.client.base import Connection
-from services.client.meanings import Touches, meaning
+from services.client.meanings import Touches, cause_phrase, meaning
 from services.client.times import check_at
 from services.core import Cluster
 from services.core.errors import NotFoundError, RejectedError, UnfoldableEventError, rule_error
@@ -31,20 +31,22 @@ SCHEDULER_SNAPSHOT = "scheduler"
 
 @dataclass(frozen=True, slots=True)
 class LoggedEvent:
-    """An event of the log: its sequence, when the log stored it (UTC), its type and what it means."""
+    """An event of the log: its sequence, when the log stored it (UTC), its type and what it means; `cause` says
+    what another event it reacted to did (`n7 was added`), when it reacted to a node's change or to work leaving."""
 
     sequence: int
     time: datetime
     type: str
     meaning: str
     event: AnyEvent
+    cause: str = ""
 
 
-def logged(entry: LogEntry) -> LoggedEvent:
+def logged(entry: LogEntry, cause: str = "") -> LoggedEvent:
     """A readable log entry as history shows it."""
     assert entry.event is not None
     moment = datetime.fromtimestamp(entry.time_ns / 1e9, UTC)
-    return LoggedEvent(entry.sequence, moment, type(entry.event).__name__, meaning(entry.event), entry.event)
+    return LoggedEvent(entry.sequence, moment, type(entry.event).__name__, meaning(entry.event), entry.event, cause)
 
 
 class HistoryCalls(Connection):
@@ -90,9 +92,15 @@ class HistoryCalls(Connection):
     ) -> AsyncIterator[LoggedEvent]:
         """Events from the start of the log (up to `last`; None: on forever) that touch, stored since `since`."""
         from_ns = _since_ns(since)
+        causes: dict[str, str] = {}
         async for entry in self.bus.read_log(1):
-            if entry.event is not None and touches(entry.event) and entry.time_ns >= from_ns:
-                yield logged(entry)
+            event = entry.event
+            if event is not None:
+                if touches(event) and entry.time_ns >= from_ns:
+                    yield logged(entry, causes.get(event.causation_id, ""))
+                phrase = cause_phrase(event)
+                if phrase and event.event_id:
+                    causes[event.event_id] = phrase
             if last is not None and entry.sequence >= last:
                 return
 

@@ -83,6 +83,23 @@ def meaning(event: AnyEvent) -> str:
     return " ".join(MEANINGS[type(event)](event).split())
 
 
+CAUSES: dict[type[Any], Callable[[Any], str]] = {
+    e.NodeRegistered: lambda ev: f"{ev.node_id} was added",
+    e.NodeDied: lambda ev: f"{ev.node_id} died",
+    e.NodeLabelsChanged: lambda ev: f"{ev.node_id} was relabelled",
+    e.TaintsChanged: lambda ev: f"the taints of {ev.node_id} changed",
+    e.ActorRemoved: lambda ev: f"{ev.actor_id} left",
+    e.PlacementGroupRemoved: lambda ev: f"{ev.pg_id} left",
+}
+"""What other work reacts to, as the clause `placed on n4 after <it>` ends with."""
+
+
+def cause_phrase(event: AnyEvent) -> str:
+    """The clause naming what `event` did, when work placed or failed in reaction to it ("" otherwise)."""
+    phrase = CAUSES.get(type(event))
+    return phrase(event) if phrase is not None else ""
+
+
 def work_id(event: AnyEvent) -> str:
     """The actor or placement group an event is about ("" for none)."""
     if isinstance(event, e.ActorSubmitted):

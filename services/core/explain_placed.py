@@ -43,8 +43,8 @@ class OptionTrace(msgspec.Struct, frozen=True):
     """One option (0: the primary selector, then the fallbacks) as the framework ran it.
 
     `narrowed_by` names the rule whose index gave the candidate list (empty: every node was a candidate);
-    `scored` holds the best `top` scored nodes, best first; `ties` how many share the best score (a seeded choice
-    among them picked `chosen`).
+    `scored` holds the best `top` scored nodes, best first (among equals the chosen one first); `ties` how many
+    share the best score (a seeded choice among them picked `chosen`).
     """
 
     option: int
@@ -116,6 +116,7 @@ def _not_reproduced(chosen: str | None, recorded: str) -> str:
 def _option(
     view: ClusterView, plan: Plan, index: int, scored: list[tuple[int, NodeState]], chosen: NodeState | None, top: int
 ) -> OptionTrace:
+    chosen_id = chosen.node_id if chosen is not None else None
     driver = plan.driver(view)
     narrowed_by = next((_name(f) for f in plan.filters if f.candidates is not None and f.candidates is driver), "")
     candidates = [view.nodes[node_id] for node_id in dict.fromkeys(driver) if node_id in view.nodes]
@@ -124,7 +125,7 @@ def _option(
             ScoredNode(node.node_id, weight, _weights(plan.scorers, node), policy_key(plan, node))
             for weight, node in scored
         ),
-        key=lambda entry: (-entry.weight, entry.policy_rank, entry.node_id),
+        key=lambda entry: (-entry.weight, entry.policy_rank, entry.node_id != chosen_id, entry.node_id),
     )
     best = ranked[0] if ranked else None
     ties = sum(1 for entry in ranked if best and (entry.weight, entry.policy_rank) == (best.weight, best.policy_rank))
@@ -137,7 +138,7 @@ def _option(
         sampled=len(scored),
         scored=ranked[:top],
         ties=ties,
-        chosen=chosen.node_id if chosen is not None else None,
+        chosen=chosen_id,
     )
 
 
