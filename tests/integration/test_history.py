@@ -13,10 +13,11 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from schemas import ScheduleRequest, Taint, VirtualCluster
+from schemas import Placed, ScheduleRequest, Taint, VirtualCluster
 from services.cli.history import history_lines
 from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
@@ -116,7 +117,8 @@ async def test_why_placed_re_runs_the_placement_to_the_top_scored_feasible_node(
     decision = await client.submit(ScheduleRequest("x", {"CPU": 1}))
 
     trace = await client.why_placed("x")
-    assert trace.reproduced and trace.node_id == decision.node_id == "n0"  # the most used below half
+    assert isinstance(decision, Placed) and decision.node_id == "n0"  # the most used below half
+    assert trace.reproduced and trace.node_id == "n0"
     (option,) = trace.options
     assert option.chosen == "n0" and option.scored[0].node_id == "n0"
     assert option.scored[0].policy_rank < option.scored[1].policy_rank
@@ -180,6 +182,12 @@ async def test_events_of_a_virtual_cluster_hold_its_work(
     assert found[0].type == "VirtualClusterRequested"
 
 
+def pump(source: IO[str], lines: queue.Queue[str]) -> None:
+    """Hand each line of `source` over, until it ends."""
+    for line in source:
+        lines.put(line)
+
+
 def next_line(lines: queue.Queue[str], timeout: float = 10.0) -> str:
     """The next line the follower printed; fails the test after `timeout` seconds without one."""
     try:
@@ -202,7 +210,7 @@ def test_events_follow_prints_new_events_until_interrupted(snapshotting: Mesh) -
         )
         lines: queue.Queue[str] = queue.Queue()
         assert follow.stdout is not None
-        threading.Thread(target=lambda: [lines.put(line) for line in follow.stdout or ()], daemon=True).start()
+        threading.Thread(target=pump, args=(follow.stdout, lines), daemon=True).start()
         try:
             printed = [next_line(lines) for _ in range(3)]  # the header, n0 joining, first placed
             assert "actor first placed on n0" in printed[2]
