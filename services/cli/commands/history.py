@@ -66,7 +66,8 @@ def add_parsers(commands: Subcommands) -> None:
 
 def event_row(logged: LoggedEvent, now: datetime) -> tuple[object, ...]:
     """One line of `corral events`."""
-    return logged.sequence, clock(logged.time, now), logged.type, logged.meaning
+    after = f", after {logged.cause}" if logged.cause else ""
+    return logged.sequence, clock(logged.time, now), logged.type, logged.meaning + after
 
 
 def event_json(logged: LoggedEvent) -> str:

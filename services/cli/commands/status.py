@@ -195,7 +195,10 @@ def run_why(args: argparse.Namespace) -> int:
     async def main() -> tuple[Placed | Pending, str]:
         async with connected(args) as client:
             if at is not None:
-                return await client.why(args.actor_id, at=at), ""
+                try:
+                    return await client.why(args.actor_id, at=at), ""
+                except RejectedError as error:  # read from the log: no service refused it
+                    raise CliError(str(error)) from None
             try:
                 decision = await client.decision(args.actor_id, kind)
             except RejectedError as error:
