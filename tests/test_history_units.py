@@ -25,7 +25,7 @@ from services.cli.__main__ import main
 from services.cli.history import history_lines
 from services.client.history import LoggedEvent
 from services.client.meanings import MEANINGS, Touches, meaning
-from services.client.times import parse_at, parse_since
+from services.client.times import check_at, parse_at, parse_since
 from services.core.errors import RejectedError
 
 NOON = datetime(2026, 11, 26, 12, 1, 3, tzinfo=UTC)
@@ -86,6 +86,13 @@ def test_at_reads_a_sequence_a_time_of_day_or_an_iso_time() -> None:
     assert parse_at("12:01:03", today=NOON) == NOON
     assert parse_at("2026-11-26T12:01:03Z") == NOON
     assert parse_at("2026-11-26 12:01:03") == NOON
+
+
+def test_the_clients_at_refuses_what_is_no_point_in_the_log() -> None:
+    for bad in (0, -3, True, 2.5):
+        with pytest.raises(RejectedError, match=r"^at "):
+            check_at(bad)  # type: ignore[arg-type]
+    assert check_at(datetime(2026, 11, 26, 12, 1, 3)) == NOON  # a naive time is UTC
 
 
 @given(st.text(max_size=30))
