@@ -18,9 +18,8 @@ from services.client.meanings import Touches, cause_phrase, meaning
 from services.client.times import check_at
 from services.core import Cluster
 from services.core.errors import NotFoundError, RejectedError, UnfoldableEventError, rule_error
-from services.core.explain_placed import PlacementTrace, explain_placed, view_for_decision
+from services.core.explain_placed import PlacementTrace, explain_placed, known_when_deciding, view_for_decision
 from services.core.state import ClusterView
-from services.core.state.view import SCHEDULER_EVENTS
 from services.runtime.bus import LogEntry
 from services.runtime.snapshots import SnapshotStore
 from services.runtime.views import load_view
@@ -118,14 +117,11 @@ class HistoryCalls(Connection):
         """How the actor's latest placement was decided, re-run on the view the scheduler had: the candidates,
         the nodes in and out per filter, the `top` scored nodes with each scorer's weight."""
         placed, sequence = await self._latest_placement(actor_id)
-        folded = placed.folded or sequence - 1
 
         def keep(entry: LogEntry) -> bool:
-            event = entry.event
-            own = isinstance(event, SCHEDULER_EVENTS) and event.epoch == placed.epoch
-            return entry.sequence <= folded or own
+            return entry.event is not None and known_when_deciding(entry.sequence, entry.event, placed, sequence)
 
-        view = await self._view_at(sequence - 1, keep=keep, snapshot_until=folded)
+        view = await self._view_at(sequence - 1, keep=keep, snapshot_until=placed.folded or sequence - 1)
         return explain_placed(view_for_decision(view, placed), placed, self.settings.rare_resources, top=top)
 
     async def _latest_placement(self, actor_id: str) -> tuple[ActorPlaced, int]:

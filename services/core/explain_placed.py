@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas import ActorPlaced, ActorSubmitted
+from schemas import ActorPlaced, ActorSubmitted, AnyEvent
 from services.core.cluster import DEFAULT_SAMPLE
 from services.core.decide.actor import actor_plans
 from services.core.framework.pipeline import Plan, choose, policy_key
@@ -17,6 +17,7 @@ from services.core.framework.plugin import Filter, Scorer
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, fits
+from services.core.state.view import SCHEDULER_EVENTS
 
 FREE_RESOURCES = "FreeResources"
 """The name of the last filter step: the node has the work's resources free now."""
@@ -66,6 +67,14 @@ class PlacementTrace(msgspec.Struct, frozen=True):
     options: list[OptionTrace]
     reproduced: bool
     note: str = ""
+
+
+def known_when_deciding(sequence: int, event: AnyEvent, placed: ActorPlaced, placed_at: int) -> bool:
+    """Whether the scheduler had folded the log's event at `sequence` when it made the placement stored at
+    `placed_at`: every event up to the sequence it had folded, and after that only its own (same epoch) events,
+    which it folded as it wrote them; others' events appended meanwhile it had not seen."""
+    folded = placed.folded or placed_at - 1
+    return sequence <= folded or (isinstance(event, SCHEDULER_EVENTS) and event.epoch == placed.epoch)
 
 
 def view_for_decision(view: ClusterView, placed: ActorPlaced) -> ClusterView:

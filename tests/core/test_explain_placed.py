@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 
 from schemas import ActorPlaced, AnyEvent, NodeLabelSchedulingStrategy
 from services.core import Cluster, replay
-from services.core.explain_placed import FREE_RESOURCES, PlacementTrace, explain_placed, view_for_decision
+from services.core.explain_placed import (
+    FREE_RESOURCES,
+    PlacementTrace,
+    explain_placed,
+    known_when_deciding,
+    view_for_decision,
+)
 from tests.core.builders import make_actor, make_cluster
 
 
@@ -65,6 +71,32 @@ def test_a_placement_logged_without_its_inputs_is_said_not_to_be_re_runnable() -
     old = ActorPlaced(actor_id="a", node_id=placed.node_id, request=placed.request)
     trace = explain_placed(view_for_decision(replay(events[:-1]), old), old)
     assert not trace.reproduced and "cannot be re-run" in trace.note
+
+
+def test_a_node_appended_while_the_scheduler_decided_is_left_out_of_the_view_it_had() -> None:
+    labels, scheduler = Cluster(seed=3), Cluster(seed=3)
+    log: list[AnyEvent] = []
+    labels.add_node("n0", {"CPU": 4})
+    labels.add_node("n1", {"CPU": 4})
+    for event in labels.take_events():
+        log.append(event)
+        scheduler.fold(event)
+    scheduler.folded = len(log)
+    labels.add_node("roomy", {"CPU": 8})  # appended before the placement, but not folded by the scheduler yet
+    log += labels.take_events()
+    scheduler.submit(make_actor("x", cpu=3))
+    log += scheduler.take_events()
+    placed_at = len(log)
+    placed = log[-1]
+    assert isinstance(placed, ActorPlaced) and placed.node_id in ("n0", "n1")
+
+    known = [
+        event for sequence, event in enumerate(log[:-1], 1) if known_when_deciding(sequence, event, placed, placed_at)
+    ]
+    trace = explain_placed(view_for_decision(replay(known, 3), placed), placed)
+    assert trace.reproduced and trace.options[0].nodes == 2
+    everything = explain_placed(view_for_decision(replay(log[:-1], 3), placed), placed)
+    assert not everything.reproduced and everything.options[0].chosen == "roomy"  # the view it did not have
 
 
 @settings(max_examples=30, deadline=None)

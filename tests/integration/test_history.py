@@ -17,11 +17,12 @@ from typing import IO
 
 import pytest
 
-from schemas import Placed, ScheduleRequest, Taint, VirtualCluster
+from schemas import Pending, Placed, ScheduleRequest, Taint, VirtualCluster
+from services.cli.commands.status import render_why
 from services.cli.history import history_lines
 from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
-from services.runtime.codec import encode
+from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
 from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, start_test_mesh, wait_ready
@@ -63,7 +64,9 @@ async def settled_why(client: Client, actor_id: str) -> tuple[int, bytes]:
             return before, answer
 
 
-async def test_why_at_a_past_sequence_answers_as_the_live_scheduler_did(live: Client, snapshotting: Mesh) -> None:
+async def test_why_at_a_past_sequence_answers_as_the_live_scheduler_did(
+    live: Client, snapshotting: Mesh, capsys: pytest.CaptureFixture[str]
+) -> None:
     client = live
     recorded: list[tuple[int, str, bytes]] = []
 
@@ -93,7 +96,9 @@ async def test_why_at_a_past_sequence_answers_as_the_live_scheduler_did(live: Cl
     assert stored is not None and int(stored.sequence) <= recorded[-1][0]  # the later asks start from it
     for sequence, actor_id, answer in recorded:
         assert encode(await client.why(actor_id, at=sequence)) == answer, (sequence, actor_id)
-        assert encode(await client.why(actor_id, at=str(sequence))) == answer
+        shown = await cli(["why", actor_id, "--at", str(sequence)], snapshotting, capsys)
+        then = render_why(decode(answer, Placed | Pending), actor_id, "actor")
+        assert shown == f"{then}\n(as of log sequence {sequence})\n"
 
     with pytest.raises(NotFoundError, match="at sequence 1"):
         await client.why("c", at=1)

@@ -196,7 +196,8 @@ def run_why(args: argparse.Namespace) -> int:
         async with connected(args) as client:
             if at is not None:
                 try:
-                    return await client.why(args.actor_id, at=at), ""
+                    sequence = await client.sequence_at(at)
+                    return await client.why(args.actor_id, at=sequence), f"(as of log sequence {sequence})"
                 except RejectedError as error:  # read from the log: no service refused it
                     raise CliError(str(error)) from None
             try:
@@ -211,6 +212,6 @@ def run_why(args: argparse.Namespace) -> int:
             except CorralError:  # no autoscaler runs (or it cannot say): the scheduler's answer alone
                 return decision, ""
 
-    decision, autoscaling = asyncio.run(main())
-    say(render_why(decision, args.actor_id, kind) + (f"\n{autoscaling}" if autoscaling else ""))
+    decision, footnote = asyncio.run(main())
+    say(render_why(decision, args.actor_id, kind) + (f"\n{footnote}" if footnote else ""))
     return 0
