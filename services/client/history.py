@@ -7,7 +7,7 @@ moment asked about) and folded in this process with the pure core: the past need
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -76,7 +76,7 @@ class HistoryCalls(Connection):
         node_id: str | None = None,
         vcluster_id: str | None = None,
         since: datetime | timedelta | None = None,
-    ) -> AsyncIterator[LoggedEvent]:
+    ) -> AsyncGenerator[LoggedEvent, None]:
         """Every new event that touches the actor, node and virtual cluster given, as it is appended (forever);
         with `since`, first the past ones stored since then (`since=timedelta.max`: the whole history)."""
         check_filter_ids(actor_id=actor_id, node_id=node_id, vcluster_id=vcluster_id)

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -22,6 +23,7 @@ from services.cli.commands.status import render_why
 from services.cli.history import history_lines
 from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
+from services.client.history import LoggedEvent
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
 from services.testing.servers import ServerPath
@@ -229,3 +231,21 @@ def test_events_follow_prints_new_events_until_interrupted(snapshotting: Mesh) -
             if follow.poll() is None:
                 follow.kill()
         assert follow.wait() == 0
+
+
+async def test_watch_yields_the_changes_of_an_actor_as_they_are_appended(live: Client) -> None:
+    await live.register_node("n0", {"CPU": 1})
+    await live.submit(ScheduleRequest("before", {"CPU": 1}))
+    changes = live.watch(actor_id="later", since=datetime.now(UTC))
+
+    async def change() -> LoggedEvent:
+        return await asyncio.wait_for(anext(changes), 10)
+
+    first = asyncio.create_task(change())
+    await live.submit(ScheduleRequest("later", {"CPU": 1}))  # pending: n0 is full
+    await live.remove_actor("before")
+    seen = [await first, await change()]
+    assert [event.type for event in seen] == ["ActorSubmitted", "ActorPending"]
+    placed = await change()
+    assert placed.meaning == "actor later placed on n0" and placed.cause == "before left"
+    await changes.aclose()
