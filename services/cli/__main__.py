@@ -11,13 +11,26 @@ import os
 import sys
 from collections.abc import Sequence
 
-from services.cli.commands import autoscaler, bench, deadletters, demo, node, ops, schema, sim, status, up, vc
+from services.cli.commands import autoscaler, bench, deadletters, demo, history, node, ops, schema, sim, status, up, vc
 from services.cli.common import CliError, UsageError, not_answering
 from services.cli.registry import Registers, register
 from services.client import CorralError, RejectedError, ServiceFailedError, TooLargeError, UnavailableError
 from services.runtime.settings import SettingsError
 
-COMMANDS: tuple[Registers, ...] = (up, node, sim, ops, status, autoscaler, deadletters, vc, schema, demo, bench)
+COMMANDS: tuple[Registers, ...] = (
+    up,
+    node,
+    sim,
+    ops,
+    status,
+    history,
+    autoscaler,
+    deadletters,
+    vc,
+    schema,
+    demo,
+    bench,
+)
 """Every command of `corral`, in the order `corral --help` lists them."""
 
 

@@ -75,6 +75,8 @@ class Cluster:
         self.sample_size = sample_size
         self.epoch = 0
         self.event_prefix = ""
+        self.folded = 0
+        """The log sequence this cluster's view has folded (a service sets it); placements record it."""
         self._prng = SplitMix64(seed)
         self._journal = Journal(keep_history=keep_history)
         self._emitted = 0
@@ -383,6 +385,7 @@ class Cluster:
         actor_id = actor.request.actor_id
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
+        prng = self._prng.state
         placed = place_actor(scope, work, self._prng, self.sample_size)
         vc = self.vclusters.of_scope(scope)
         if placed is None and vc is not None:
@@ -393,7 +396,12 @@ class Cluster:
             group_id = target.placement_group_id if target is not None and bundle_index >= 0 else ""
             self._emit(
                 ActorPlaced(
-                    actor_id=actor_id, node_id=node.node_id, placement_group_id=group_id, bundle_index=bundle_index
+                    actor_id=actor_id,
+                    node_id=node.node_id,
+                    placement_group_id=group_id,
+                    bundle_index=bundle_index,
+                    prng=prng,
+                    folded=self.folded,
                 )
             )
             return True
