@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Corral: a scheduling control plane for actors, tasks and placement groups.",
     )
     parser.add_argument("--version", action="version", version=f"corral {corral_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)
+    commands = parser.add_subparsers(
+        prog="corral", dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS
+    )
     register(commands, COMMANDS)
     parser.epilog = (
         f"{command_groups(commands)}\n\nMesh commands connect to --nats-url (default: $CORRAL_NATS_URL, else "

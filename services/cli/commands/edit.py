@@ -54,14 +54,14 @@ def add_parsers(commands: Subcommands) -> None:
         description="Edit a node's taints: KEY=VALUE:EFFECT (or KEY:EFFECT, KEY=VALUE, KEY; EFFECT one of "
         f"{', '.join(types.TAINT_EFFECTS)}, default NoSchedule) adds one, replacing a taint with the same key and "
         "effect; KEY:EFFECT- removes the taint with that key and effect; KEY- removes every taint with that key. "
-        "Name the node by id (`taint node ID ...`) or by address (`taint node --address ADDR ...`).",
+        "Name the node by id (`taint node ID ...`) or by address (`taint node ADDR ... --by-address`).",
     )
     taint.add_argument(
         "words", nargs="*", metavar="node ID TAINT|KEY:EFFECT-|KEY-", help="`node`, the node's id, the edits"
     )
-    taint.add_argument("--address", metavar="ADDR", help="name the node by its address instead of its id")
+    taint.add_argument("--by-address", action="store_true", help="ID is the node's address (as registered)")
     taint.add_argument("--node-id", help=argparse.SUPPRESS)  # retired: `taint node ID`
-    taint.add_argument("--node-address", help=argparse.SUPPRESS)  # retired: `taint node --address ADDR`
+    taint.add_argument("--node-address", help=argparse.SUPPRESS)  # retired: `taint node ADDR --by-address`
     taint.add_argument("--append", type=types.taint, nargs="+", action="extend", help=argparse.SUPPRESS)
     taint.add_argument("--delete", nargs="+", action="extend", help=argparse.SUPPRESS)
     add_connection_arguments(taint, service="taints service")
@@ -91,13 +91,11 @@ def add_parsers(commands: Subcommands) -> None:
     drain.set_defaults(run=run_drain, parser=drain)
 
 
-def node_target(words: list[str], verb: str, *, address: str = "") -> tuple[str, list[str]]:
-    """`node ID EDIT...` (or `node EDIT...` with an address) as the node id and the edits."""
+def node_target(words: list[str], verb: str) -> tuple[str, list[str]]:
+    """`node ID EDIT...` as the node id (or address) and the edits."""
     if not words or words[0] not in NODE_WORDS:
         raise UsageError(f"expected `corral {verb} node ID ...` (the kind comes first: node)")
     rest = words[1:]
-    if address:
-        return "", rest
     if not rest:
         raise UsageError(f"expected `corral {verb} node ID ...`: the node's id is missing")
     return rest[0], rest[1:]
@@ -160,8 +158,8 @@ def run_taint(args: argparse.Namespace) -> int:
             raise UsageError("name the node once: by id or by address")
         node_id, address, words = args.node_id or "", args.node_address or "", retired_taint(args)
     else:
-        node_id, words = node_target(args.words, "taint", address=args.address or "")
-        address = args.address or ""
+        node_id, words = node_target(args.words, "taint")
+        node_id, address = ("", node_id) if args.by_address else (node_id, "")
     if not words:
         raise UsageError("give at least one taint edit: KEY=VALUE:EFFECT, KEY:EFFECT- or KEY-")
     edit = taint_edit(words)

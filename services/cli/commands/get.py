@@ -27,6 +27,7 @@ from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import Client
 from services.core.errors import LabelError
+from services.core.labels import VCLUSTER_ID
 from services.core.selectors import LabelSelector
 
 WATCHED: dict[str, tuple[str, ...]] = {
@@ -119,15 +120,22 @@ class Listing:
         snapshot = select(snapshot, self.selector)
         wide = self.args.output == "wide"
         table = table_of(self.args.kind, snapshot, wide=wide, times={}, now=datetime.now(UTC))
-        if self.args.kind in RECORD_KIND:
-            unknown = [row[0] for row in table.rows if row[0] not in self.times]
-            self.times.update(await first_times(self.client, RECORD_KIND[self.args.kind], unknown))
+        if self.args.kind == "nodes":  # a virtual node's age is its cluster's
+            await self.learn_times("node", [n.node_id for n in snapshot.nodes if not n.parent_node])
+            clusters = {n.node_id: n.labels.get(VCLUSTER_ID, "") for n in snapshot.nodes if n.parent_node}
+            await self.learn_times("vc", sorted(set(clusters.values())))
+            self.times |= {node: self.times[vc] for node, vc in clusters.items() if vc in self.times}
+        elif self.args.kind in RECORD_KIND:
+            await self.learn_times(RECORD_KIND[self.args.kind], [row[0] for row in table.rows])
         else:  # pending work: an actor's or a group's first event
-            for kind_of in ("actor", "placement_group"):
-                ids = [i.id for i in snapshot.pending if i.kind == kind_of and i.id not in self.times]
-                self.times.update(await first_times(self.client, "actor" if kind_of == "actor" else "pg", ids))
+            await self.learn_times("actor", [item.id for item in snapshot.pending if item.kind == "actor"])
+            await self.learn_times("pg", [item.id for item in snapshot.pending if item.kind != "actor"])
         table = table_of(self.args.kind, snapshot, wide=wide, times=self.times, now=datetime.now(UTC))
         return snapshot, table
+
+    async def learn_times(self, kind: str, ids: list[str]) -> None:
+        """The first-event times of those of `ids` (objects of log aggregate `kind`) not known yet."""
+        self.times.update(await first_times(self.client, kind, [i for i in ids if i not in self.times]))
 
     def print_all(self, snapshot: Snapshot, table: Table) -> None:
         """The whole list, and (for a table) the totals under it."""
@@ -145,10 +153,11 @@ class Listing:
             say("\n" + "\n".join(totals(snapshot)))
 
     def print_changes(self, table: Table) -> None:
-        """The rows that are new or changed since they were last printed, and those that are gone."""
+        """The rows that are new or changed (AGE aside) since they were last printed, and those that are gone."""
         now = {row[0]: (row, item) for row, item in zip(table.rows, table.items, strict=True)}
+        ageless = [column for column, header in enumerate(table.headers) if header != "AGE"]
         for name, (row, item) in now.items():
-            if name not in self.shown or self.shown[name][0] != row:
+            if name not in self.shown or [self.shown[name][0][c] for c in ageless] != [row[c] for c in ageless]:
                 self.print_row(row, item)
         for name, (row, item) in self.shown.items():
             if name not in now:
