@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from services.cli.commands import (
     autoscaler,
@@ -76,18 +76,23 @@ def command_groups(commands: Subcommands) -> str:
     return "\n\n".join(blocks)
 
 
+class GroupedHelp(argparse.RawDescriptionHelpFormatter):
+    """`corral --help`: the commands appear once, in the grouped list of the epilog, not as a positional."""
+
+    def add_arguments(self, actions: Iterable[argparse.Action]) -> None:
+        super().add_arguments([action for action in actions if not isinstance(action, argparse._SubParsersAction)])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `corral` parser: every command of COMMANDS, listed in GROUPS by `--help`."""
     parser = argparse.ArgumentParser(
         prog="corral",
         usage="corral [-h] [--version] COMMAND ...",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=GroupedHelp,
         description="Corral: a scheduling control plane for actors, tasks and placement groups.",
     )
     parser.add_argument("--version", action="version", version=f"corral {corral_version()}")
-    commands = parser.add_subparsers(
-        prog="corral", dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS
-    )
+    commands = parser.add_subparsers(prog="corral", dest="command", metavar="COMMAND", required=True)
     register(commands, COMMANDS)
     parser.epilog = (
         f"{command_groups(commands)}\n\nMesh commands connect to --nats-url (default: $CORRAL_NATS_URL, else "

@@ -3,6 +3,7 @@ taints, turned into the labels or taints a node ends with."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 
 from schemas import Taint
@@ -72,7 +73,7 @@ def taint_edit(words: list[str]) -> TaintEdit:
         if not word.endswith("-"):
             try:
                 edit.add.append(types.taint(word))
-            except ValueError as error:  # argparse.ArgumentTypeError
+            except argparse.ArgumentTypeError as error:
                 raise UsageError(str(error)) from None
             continue
         body = word[:-1]
