@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from schemas import ActorSubmitted, Pending, PlacementGroupSubmitted, ScheduleRequest
+from schemas import ActorPlaced, ActorSubmitted, Pending, PlacementGroupSubmitted, ScheduleRequest
 from schemas.queries import NodeInfo
 from services.cli.args import format_resources
 from services.cli.commands.status import render_why
@@ -92,6 +92,14 @@ def request_lines(request: ScheduleRequest) -> list[str]:
     ]
 
 
+def submitted(record: Record | None) -> ScheduleRequest | None:
+    """The request an actor's first event carries (an `ActorPlaced` placed as submitted stands for both)."""
+    event = None if record is None else record.event
+    if isinstance(event, ActorSubmitted | ActorPlaced):
+        return event.request
+    return None
+
+
 async def describe_actor(client: Client, actor_id: str) -> list[str]:
     """Name, namespace, labels, status, node, restarts, what it asked for, then the explanation of its decision."""
     snapshot = await read_snapshot(client, "actors", None)
@@ -103,8 +111,9 @@ async def describe_actor(client: Client, actor_id: str) -> list[str]:
     lines += mapping_lines("Labels", actor.labels)
     lines += [field("Status", actor.status), field("Node", actor.node_id or NONE), field("Restarts", actor.restarts)]
     lines.append(field("Created", created(record, datetime.now(UTC))))
-    if record is not None and isinstance(record.event, ActorSubmitted):
-        lines += request_lines(record.event.request)
+    request = submitted(record)
+    if request is not None:
+        lines += request_lines(request)
     decision = await client.decision(actor_id)
     lines += ["Explanation:", *("  " + line for line in render_why(decision, actor_id, "actor").splitlines())]
     return lines

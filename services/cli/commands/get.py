@@ -106,6 +106,7 @@ class Listing:
         self.client, self.args, self.selector = client, args, selector
         self.times: dict[str, datetime] = {}
         self.shown: dict[str, tuple[list[str], object]] = {}
+        self.headers: list[str] = []
         self.widths: list[int] = []
 
     async def read(self, after: int = 0) -> tuple[Snapshot, Table]:
@@ -140,15 +141,16 @@ class Listing:
     def print_all(self, snapshot: Snapshot, table: Table) -> None:
         """The whole list, and (for a table) the totals under it."""
         self.shown = {row[0]: (row, item) for row, item in zip(table.rows, table.items, strict=True)}
+        self.headers = table.headers
         if self.args.output in ("json", "yaml"):
             say(structured(table.items, self.args.output))
             return
         if not table.rows:
             print("No resources found.", file=sys.stderr)
-        else:
-            cells = [table.headers, *table.rows]
-            self.widths = [max(len(row[column]) for row in cells) for column in range(len(table.headers))]
-            say(format_table(table.headers, table.rows))
+            return
+        cells = [table.headers, *table.rows]
+        self.widths = [max(len(row[column]) for row in cells) for column in range(len(table.headers))]
+        say(format_table(table.headers, table.rows))
         if self.args.kind != "vcs" and not self.args.watch:
             say("\n" + "\n".join(totals(snapshot)))
 
@@ -168,8 +170,10 @@ class Listing:
         if self.args.output in ("json", "yaml"):
             say(structured(item, self.args.output))
             return
-        widths = self.widths or [len(cell) for cell in row]
-        say("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
+        if not self.widths:  # the first row of a list that was empty: its header first
+            self.widths = [max(len(header), len(cell)) for header, cell in zip(self.headers, row, strict=True)]
+            say("  ".join(h.ljust(width) for h, width in zip(self.headers, self.widths, strict=True)).rstrip())
+        say("  ".join(cell.ljust(width) for cell, width in zip(row, self.widths, strict=True)).rstrip())
 
     async def follow(self, start: int) -> None:
         """Print changes after each batch of events from `start` on, forever."""
