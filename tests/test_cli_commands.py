@@ -58,7 +58,7 @@ def test_help_lists_every_mesh_command(capsys: pytest.CaptureFixture[str]) -> No
     groups = {title: out.index(f"\n{title}:\n") for title in ("Basic commands", "Cluster management", "Mesh")}
     groups |= {title: out.index(f"\n{title}:\n") for title in ("Troubleshooting", "Other")}
     assert list(groups) == sorted(groups, key=groups.__getitem__)  # in kubectl's order: basic commands first
-    listed = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and not line[2] == "-"}
+    listed = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line[2] != "-"}
     for command in ("get", "describe", "submit", "create", "delete", "label", "taint", "cordon", "uncordon"):
         assert command in listed
     for command in ("drain", "up", "node", "sim", "why", "status", "dead-letters", "vc", "version", "completion"):

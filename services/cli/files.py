@@ -47,10 +47,12 @@ def read_file(source: str, kind: type[T], option: str = "-f") -> T:
         decoded: T = decode(data, kind)
         return decoded
     except CodecError as error:
+        if data.lstrip()[:1] in (b"{", b"["):  # JSON: its own error says what is wrong
+            raise CliError(f"{option} {source}: not a {kind.__name__}: {error.reason}") from None
         json_error = error.reason
     try:
         loaded: Any = yaml.safe_load(data)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         loaded = None
     if not isinstance(loaded, dict):
         raise CliError(f"{option} {source}: not a {kind.__name__} in JSON or YAML: {json_error}")

@@ -44,7 +44,7 @@ def fails(argv: list[str], mesh: Mesh, capsys: pytest.CaptureFixture[str], statu
 
 def rows(text: str) -> list[list[str]]:
     """A table's lines split into cells (runs of two or more spaces), up to the first blank line."""
-    table = text.split("\n\n")[0]
+    table = text.split("\n\n", maxsplit=1)[0]
     return [re.split(r"\s{2,}", line.strip()) for line in table.splitlines()]
 
 
@@ -213,7 +213,8 @@ def test_label_and_taint_edit_single_keys_as_kubectl_does(
     assert user_labels() == {"a": "b"}
 
     def taints() -> list[Taint]:
-        return nodes.taints("gpu-1").get("gpu-1", [])
+        found: list[Taint] = nodes.taints("gpu-1").get("gpu-1", [])
+        return found
 
     run(["taint", "node", "gpu-1", "gpu=true:NoSchedule", "gpu=true:PreferNoSchedule"], mesh, capsys)
     assert taints() == [Taint("gpu", "true", "NoSchedule"), Taint("gpu", "true", "PreferNoSchedule")]
