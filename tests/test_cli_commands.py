@@ -375,10 +375,12 @@ def test_refused_commands_exit_1_with_the_services_reason(
 ) -> None:
     err = run(["why", "ghost"], mesh, capsys, status=1)
     assert "corral why: error: unknown actor 'ghost'" in err
-    err = run(["taint", "--node-id", "ghost", "--delete", "gpu"], mesh, capsys, status=1)
-    assert "corral taint: error: the taints service refused it: node_id 'ghost': no such node" in err
-    err = run(["taint", "--node-address", "10.9.9.9", "--append", "gpu=true"], mesh, capsys, status=1)
-    assert "'10.9.9.9'" in err
+    err = run(["taint", "node", "ghost", "gpu-"], mesh, capsys, status=1)
+    assert "corral taint: error: node 'ghost': no such live node" in err
+    err = run(["taint", "node", "10.9.9.9", "gpu=true", "--by-address"], mesh, capsys, status=1)
+    assert "corral taint: error: no live node has address '10.9.9.9'" in err
+    err = run(["cordon", "ghost"], mesh, capsys, status=1)
+    assert "corral cordon: error: node 'ghost': no such live node" in err
     err = run(["node", "remove", "ghost"], mesh, capsys, status=1)
     assert "no such node" in err
 

@@ -106,7 +106,7 @@ async def live_node(client: Client, node_id: str = "", address: str = "") -> Nod
     for node in await client.nodes():
         if (node_id and node.node_id == node_id) or (address and node.address == address):
             return node
-    raise CliError(f"node {node_id or f'at address {address}'!r}: no such live node")
+    raise CliError(f"node {node_id!r}: no such live node" if node_id else f"no live node has address {address!r}")
 
 
 def run_label(args: argparse.Namespace) -> int:
