@@ -220,9 +220,11 @@ def test_totals_sum_resources_per_kind_and_count_pending_by_first_reason() -> No
 
 
 def test_a_selector_keeps_matching_nodes_and_actors_and_their_pending_work() -> None:
-    picked = select(SNAPSHOT, LabelSelector.parse({"tier": "ml"}))
+    picked = select(SNAPSHOT, LabelSelector.parse({"tier": "ml"}), "nodes")
     assert [n.node_id for n in picked.nodes] == ["n2"]
-    assert select(SNAPSHOT, LabelSelector.parse({"team": "x"})).pending == []
+    assert picked.pending == SNAPSHOT.pending  # the pending count under a node list is the cluster's
+    team = select(SNAPSHOT, LabelSelector.parse({"team": "x"}), "actors")
+    assert ([a.actor_id for a in team.actors], team.pending) == (["a1"], [])
 
 
 def test_node_status_reads_cordon_and_drain_taints() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -231,20 +231,17 @@ TABLES: dict[str, Callable[[Snapshot, bool, Callable[[str], str]], Table]] = {
 }
 
 
-def select(snapshot: Snapshot, selector: LabelSelector) -> Snapshot:
-    """Only the nodes and actors (and the pending actors) whose labels match `selector`."""
+def select(snapshot: Snapshot, selector: LabelSelector, kind: str) -> Snapshot:
+    """For `get nodes`, only the nodes whose labels match `selector`; for actors and pending work, only the actors
+    (and the pending actors) whose labels match. The totals under the table follow what is kept."""
     if not selector:
         return snapshot
+    if kind == "nodes":
+        return replace(snapshot, nodes=[node for node in snapshot.nodes if selector.matches(node.labels)])
     actors = [actor for actor in snapshot.actors if selector.matches(actor.labels)]
     kept = {actor.actor_id for actor in actors}
-    return Snapshot(
-        [node for node in snapshot.nodes if selector.matches(node.labels)],
-        actors,
-        snapshot.placement_groups,
-        [item for item in snapshot.pending if item.kind == "actor" and item.id in kept],
-        snapshot.clusters,
-        snapshot.sequence,
-    )
+    pending = [item for item in snapshot.pending if item.kind == "actor" and item.id in kept]
+    return replace(snapshot, actors=actors, pending=pending)
 
 
 def table_of(kind: str, snapshot: Snapshot, *, wide: bool, times: Mapping[str, datetime], now: datetime) -> Table:

@@ -118,7 +118,7 @@ class Listing:
                 break
             await asyncio.sleep(CATCH_UP_STEP)
             snapshot = await read_snapshot(self.client, self.args.kind, self.args.vc)
-        snapshot = select(snapshot, self.selector)
+        snapshot = select(snapshot, self.selector, self.args.kind)
         wide = self.args.output == "wide"
         table = table_of(self.args.kind, snapshot, wide=wide, times={}, now=datetime.now(UTC))
         if self.args.kind == "nodes":  # a virtual node's age is its cluster's
