@@ -267,7 +267,13 @@ def test_create_and_delete_placement_groups_and_actors(
     manifest.write_text("pg_id: gang\nbundles:\n  - {CPU: 1}\n  - {CPU: 1}\nstrategy: STRICT_SPREAD\n")
     assert run(["create", "pg", "-f", str(manifest)], mesh, capsys).startswith("gang placed: bundle 0 on ")
     assert run(["create", "pg", "big", "--bundle", "GPU=4"], mesh, capsys).startswith("big pending: ")
+    waiting = run(["describe", "pg", "big"], mesh, capsys).splitlines()
+    assert ["Status:", "pending"] in [line.split() for line in waiting]
+    assert waiting[waiting.index("Explanation:") + 1].strip() == "Placement group big is pending."
+    err = fails(["create", "pg", "big2", "--bundle", "GPU=4", "--wait", "--timeout", "1"], mesh, capsys, status=1)
+    assert "placement group big2 still waits after 1s: big2 pending: " in err
     assert run(["delete", "pg", "big"], mesh, capsys).startswith("pg/big deleted")
+    run(["delete", "pg", "big2"], mesh, capsys)
     assert list(column(run(["get", "pgs"], mesh, capsys), "AGE")) == ["gang"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("pg_id: x\nbundles: lots\n")
