@@ -59,20 +59,23 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Basic commands", ("get", "describe", "submit", "create", "delete")),
     ("Cluster management", ("label", "taint", "cordon", "uncordon", "drain")),
     ("Mesh", ("up", "node", "sim")),
-    ("Troubleshooting", ("why", "status", "dead-letters")),
+    ("Troubleshooting", ("why", "why-placed", "events", "status", "dead-letters")),  # a name not registered is skipped
     ("Other", ("vc", "autoscaler", "schema", "demo", "bench", "version", "completion")),
 )
 """How `corral --help` groups the commands, as kubectl's help does."""
 
 
 def command_groups(commands: Subcommands) -> str:
-    """The grouped command list of `corral --help`: each command with its one-line help."""
+    """The grouped command list of `corral --help`: each command with its one-line help (a command GROUPS does not
+    name is listed under the last group)."""
     helps = {action.dest: action.help or "" for action in commands._choices_actions}
-    listed = [name for _, names in GROUPS for name in names]
-    missing = sorted(set(helps) - set(listed))
-    assert not missing, f"commands missing from GROUPS: {missing}"
-    width = max(map(len, listed)) + 2
-    blocks = [f"{title}:\n" + "\n".join(f"  {name:<{width}}{helps[name]}" for name in names) for title, names in GROUPS]
+    grouped = [(title, [name for name in names if name in helps]) for title, names in GROUPS]
+    ungrouped = [name for name in helps if all(name not in names for _, names in GROUPS)]
+    grouped[-1][1].extend(ungrouped)
+    width = max(map(len, helps)) + 2
+    blocks = [
+        f"{title}:\n" + "\n".join(f"  {name:<{width}}{helps[name]}" for name in names) for title, names in grouped
+    ]
     return "\n\n".join(blocks)
 
 
