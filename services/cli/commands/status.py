@@ -10,7 +10,9 @@ from schemas import Pending, Placed
 from schemas.queries import ActorInfo, NodeInfo, StatusReply
 from services.cli.args import format_taint, positive_int
 from services.cli.commands.history import flag_value
-from services.cli.common import CliError, UsageError, add_connection_arguments, connected, json_text, say
+from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
+from services.cli.output import add_output_argument, structured
+from services.cli.quantity import format_amount
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import CorralError, RejectedError
@@ -24,14 +26,10 @@ MAX_NODE_IDS = 10
 NONE = "<none>"
 
 
-def _amount(value: float) -> str:
-    return f"{value:g}"
-
-
 def cpu_usage(node: NodeInfo) -> str:
     """`used/total` CPU of a node."""
     total = node.resources.get("CPU", 0.0)
-    return f"{_amount(total - node.available.get('CPU', 0.0))}/{_amount(total)}"
+    return f"{format_amount('CPU', total - node.available.get('CPU', 0.0))}/{format_amount('CPU', total)}"
 
 
 def other_resources(node: NodeInfo) -> str:
@@ -41,7 +39,9 @@ def other_resources(node: NodeInfo) -> str:
         if name == "CPU":
             continue
         total = node.resources[name]
-        parts.append(f"{name} {_amount(total - node.available.get(name, 0.0))}/{_amount(total)}")
+        parts.append(
+            f"{name} {format_amount(name, total - node.available.get(name, 0.0))}/{format_amount(name, total)}"
+        )
     return ", ".join(parts) or NONE
 
 
@@ -136,7 +136,7 @@ def add_parsers(commands: Subcommands) -> None:
         description="Show three tables: nodes (zone, CPU used/total, other resources, taints, actors), actors "
         "(status, node, restarts) and pending work (with the reason it waits), as the scheduler sees them.",
     )
-    status.add_argument("--json", action="store_true", help="print the scheduler's StatusReply as JSON")
+    add_output_argument(status, ("table", "json", "yaml"), json=True)
     status.add_argument(
         "--vc", metavar="ID", help="only this virtual cluster: its virtual nodes, its actors and its pending work"
     )
@@ -181,7 +181,7 @@ def run_status(args: argparse.Namespace) -> int:
             return StatusReply(nodes, work.actors, work.placement_groups, work.pending, work.sequence)
 
     status = asyncio.run(main())
-    say(json_text(status) if args.json else render_status(status))
+    say(render_status(status) if args.output == "table" else structured(status, args.output))
     return 0
 
 
