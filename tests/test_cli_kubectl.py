@@ -123,9 +123,7 @@ def test_taint_edits_add_remove_by_key_and_by_key_and_effect() -> None:
     assert edit.add == [Taint("gpu", "true", "NoSchedule")]
     assert (edit.remove_keys, edit.remove_effects) == (["maint"], [("spot", "NoExecute")])
     current = [Taint("spot", "yes", "NoExecute"), Taint("spot", "yes", "NoSchedule"), Taint("maint")]
-    keys, kept = removals(current, edit)
-    assert keys == ["maint", "spot"]
-    assert kept == [Taint("spot", "yes", "NoSchedule")]  # the key's other effect is put back
+    assert removals(current, edit) == (["maint"], {"spot": ["NoExecute"]})  # one command: spot:NoSchedule stays
 
 
 def test_removing_a_taint_the_node_lacks_names_it() -> None:

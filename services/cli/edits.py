@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from typing import cast
 
-from schemas import Taint
+from schemas import Taint, TaintEffect
 from services.cli import args as types
 from services.cli.common import UsageError
 from services.core.errors import LabelError
@@ -63,7 +64,7 @@ class TaintEdit:
 
     add: list[Taint] = field(default_factory=list)
     remove_keys: list[str] = field(default_factory=list)
-    remove_effects: list[tuple[str, str]] = field(default_factory=list)
+    remove_effects: list[tuple[str, TaintEffect]] = field(default_factory=list)
 
 
 def taint_edit(words: list[str]) -> TaintEdit:
@@ -88,24 +89,19 @@ def taint_edit(words: list[str]) -> TaintEdit:
         elif effect not in types.TAINT_EFFECTS:
             raise UsageError(f"taint {word!r}: effect {effect!r} must be one of {', '.join(types.TAINT_EFFECTS)}")
         else:
-            edit.remove_effects.append((key, effect))
+            edit.remove_effects.append((key, cast(TaintEffect, effect)))
     return edit
 
 
-def removals(current: list[Taint], edit: TaintEdit) -> tuple[list[str], list[Taint]]:
-    """The keys to delete and the taints to put back (a key's other effects, when one effect goes); a removal that
-    matches no taint is an error naming it."""
+def removals(current: list[Taint], edit: TaintEdit) -> tuple[list[str], dict[str, list[TaintEffect]]]:
+    """The keys whose taints go (every effect), and per key the effects whose taint goes; a removal that matches
+    no taint is an error naming it."""
     for key in edit.remove_keys:
         if all(taint.key != key for taint in current):
             raise UsageError(f"taint {key}- : the node has no taint with key {key!r}")
+    effects: dict[str, list[TaintEffect]] = {}
     for key, effect in edit.remove_effects:
         if all((taint.key, taint.effect) != (key, effect) for taint in current):
             raise UsageError(f"taint {key}:{effect}- : the node has no taint {key!r} with effect {effect}")
-    keys = list(dict.fromkeys([*edit.remove_keys, *(key for key, _ in edit.remove_effects)]))
-    gone = set(edit.remove_effects)
-    kept = [
-        taint
-        for taint in current
-        if taint.key in keys and taint.key not in edit.remove_keys and (taint.key, taint.effect) not in gone
-    ]
-    return keys, kept
+        effects.setdefault(key, []).append(effect)
+    return list(dict.fromkeys(edit.remove_keys)), effects

@@ -17,7 +17,7 @@ from services.cli.quantity import format_amount
 from services.cli.records import age
 from services.client import Client
 from services.core.errors import NotFoundError
-from services.core.labels import ZONE, user_labels
+from services.core.labels import CORDON_TAINT, DRAIN_TAINT, ZONE, node_condition, user_labels
 from services.core.selectors import LabelSelector
 
 KINDS: dict[str, str] = {
@@ -32,9 +32,9 @@ KINDS: dict[str, str] = {
 RECORD_KIND = {"nodes": "node", "actors": "actor", "pgs": "pg", "vcs": "vc"}
 """The log aggregate whose first event gives a row its AGE."""
 
-CORDON = Taint("corral.io/unschedulable", "", "NoSchedule")
+CORDON = Taint(CORDON_TAINT, "", "NoSchedule")
 """`corral cordon`: no new work on the node."""
-DRAIN = Taint("corral.io/drain", "", "NoExecute")
+DRAIN = Taint(DRAIN_TAINT, "", "NoExecute")
 """`corral drain`: no new work, and the work there is evicted (it restarts elsewhere while it may)."""
 NONE = "<none>"
 
@@ -94,11 +94,10 @@ def used_total(name: str, total: float, available: float) -> str:
 
 def node_status(node: NodeInfo) -> str:
     """kubectl's node STATUS: `Ready`, `Ready,SchedulingDisabled` when cordoned, `...,Draining` when drained."""
-    keys = {taint.key for taint in node.taints}
-    status = "Ready"
-    if CORDON.key in keys or DRAIN.key in keys:
-        status += ",SchedulingDisabled"
-    return status + (",Draining" if DRAIN.key in keys else "")
+    condition = node_condition(node.taints)
+    return {"cordoned": "Ready,SchedulingDisabled", "draining": "Ready,SchedulingDisabled,Draining"}.get(
+        condition, "Ready"
+    )
 
 
 def resource_cell(node: NodeInfo, name: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 from litestar import Router, delete, get, post, put
@@ -12,7 +12,7 @@ from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest
 from schemas.queries import ActorInfo, NodeInfo
 from schemas.replies import Accepted
 from services.client import Client
-from services.core.labels import SCALE_DOWN_TAINT, parse_labels
+from services.core.labels import NodeCondition, node_condition, parse_labels
 from services.gateway.errors import CHANGES, CHANGES_WITH_BODY
 from services.gateway.parsing import selector_of
 
@@ -22,29 +22,18 @@ IdempotencyKey = Annotated[
     HeaderParameter(name="Idempotency-Key", description="sent again with the same key, the request is stored once"),
 ]
 
-NodeState = Literal["alive", "cordoned", "draining"]
-
 
 class NodeView(NodeInfo, frozen=True):
-    """A live node and its state: `draining` when the autoscaler tainted it to scale it down, `cordoned` when a
-    NoSchedule or NoExecute taint keeps new work off it (work that tolerates the taint still goes), else `alive`."""
+    """A live node and its state: `draining` (drained, or being scaled down by the autoscaler), `cordoned`,
+    `tainted` (a NoSchedule or NoExecute taint keeps work that does not tolerate it off), else `alive`."""
 
-    state: NodeState = "alive"
-
-
-def state_of(node: NodeInfo) -> NodeState:
-    """A node's state, read from its taints."""
-    if any(taint.key == SCALE_DOWN_TAINT for taint in node.taints):
-        return "draining"
-    if any(taint.effect in ("NoSchedule", "NoExecute") for taint in node.taints):
-        return "cordoned"
-    return "alive"
+    state: NodeCondition = "alive"
 
 
 async def nodes_of(client: Client, selector: str = "", vcluster: str = "") -> list[NodeView]:
     """Live nodes matching the selector, each with its state."""
     nodes = await client.nodes(selector_of(selector), vcluster_id=vcluster or None)
-    return [NodeView(**msgspec.structs.asdict(node), state=state_of(node)) for node in nodes]
+    return [NodeView(**msgspec.structs.asdict(node), state=node_condition(node.taints)) for node in nodes]
 
 
 @get("/nodes")

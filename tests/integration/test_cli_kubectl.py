@@ -169,10 +169,14 @@ def test_describe_shows_everything_known_and_the_explanation_of_pending_work(
     assert waiting[waiting.index("Explanation:") + 1].strip() == "Actor trainer is pending."
     explanation = waiting[waiting.index("Explanation:") :]
     assert explanation[2].strip().startswith("Message: ") and explanation[3].strip() == "Reasons:"
-    assert waiting[-1].split()[-1] in ("cpu-1", "gpu-1", "mem-1")  # ends with the explanation's reasons table
+    reasons = waiting[waiting.index("Explanation:") : waiting.index("History:")]
+    assert reasons[-1].split()[-1] in ("cpu-1", "gpu-1", "mem-1")  # the explanation ends with its reasons table
+    assert waiting[waiting.index("History:") + 1].split()[1:] == ["submitted"]
+    assert "pending: " in waiting[-1]  # the history ends with the wait
     placed = run(["describe", "actor", "web"], mesh, capsys).splitlines()
     assert ["Max", "restarts:", "2"] in [line.split() for line in placed]
-    assert placed[-1].strip() == "Actor web runs on node cpu-1."
+    assert placed[placed.index("History:") - 1].strip() == "Actor web runs on node cpu-1."
+    assert placed[-1].split()[1:] == ["submitted", "and", "placed", "on", "cpu-1"]
 
     group = run(["describe", "pg", "pg1"], mesh, capsys).splitlines()
     assert ["Strategy:", "STRICT_SPREAD"] in [line.split() for line in group]

@@ -96,16 +96,23 @@ def test_a_delete_naming_an_effect_deletes_only_the_taint_with_that_effect(
     assert corral.taints("k1") in ({}, {"k1": []})
 
 
-def test_a_node_is_alive_cordoned_by_a_noschedule_taint_or_draining_by_the_autoscalers(
-    http: httpx.Client, corral: SyncClient
-) -> None:
+def test_a_node_is_alive_tainted_cordoned_or_draining_by_its_taints(http: httpx.Client, corral: SyncClient) -> None:
     corral.register_node("s1", {"CPU": 1}, heartbeat=False)
     corral.register_node("s2", {"CPU": 1}, taints={"maint": "now"}, heartbeat=False)
     corral.register_node("s3", {"CPU": 1}, taints=[Taint("slow", "yes", "PreferNoSchedule")], heartbeat=False)
     corral.register_node("s4", {"CPU": 1}, taints={"corral.io/scale-down": "true"}, heartbeat=False)
+    corral.register_node("s5", {"CPU": 1}, taints={"corral.io/unschedulable": ""}, heartbeat=False)
+    corral.register_node("s6", {"CPU": 1}, taints=[Taint("corral.io/drain", "", "NoExecute")], heartbeat=False)
 
     states = {node["node_id"]: node["state"] for node in http.get("/api/v1/nodes").json()}
-    assert [states[node_id] for node_id in ("s1", "s2", "s3", "s4")] == ["alive", "cordoned", "alive", "draining"]
+    assert [states[f"s{number}"] for number in range(1, 7)] == [
+        "alive",
+        "tainted",
+        "alive",
+        "draining",
+        "cordoned",
+        "draining",
+    ]
 
 
 def test_nodes_labels_actors_groups_pending_and_why(http: httpx.Client, corral: SyncClient) -> None:

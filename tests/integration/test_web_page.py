@@ -117,7 +117,7 @@ def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_li
     form.find_element(By.CSS_SELECTOR, "button").click()
     wait.until(shown.text_to_be_present_in_element((By.CSS_SELECTOR, "#node-w1 .taints"), "gpu_node=true:NoSchedule"))
     assert corral.taints("w1")["w1"][0].key == "gpu_node"
-    assert "cordoned" in driver.find_element(By.CSS_SELECTOR, "#node-w1 .state").text
+    assert "tainted" in driver.find_element(By.CSS_SELECTOR, "#node-w1 .state").text
 
     waiting = http.post("/api/v1/actors", json={"actor_id": "w-slot", "resources": {"slot": 1}}, headers=AUTH).json()
     assert waiting["type"] == "pending"

@@ -1,7 +1,7 @@
 """`corral describe node|actor|pg|vc ID`: everything known about one object, laid out as `kubectl describe` does.
 
-`describe actor` ends with the explanation of the actor's decision; sections that follow it (its history) join
-ACTOR_SECTIONS.
+`describe actor` ends with the explanation of the actor's decision and its history from the log (ACTOR_SECTIONS, in
+order).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from services.cli.args import format_resources
 from services.cli.commands.status import render_why
 from services.cli.commands.vc import render_show
 from services.cli.common import CliError, add_connection_arguments, connected, say
+from services.cli.history import history_lines
 from services.cli.listing import NONE, Snapshot, node_status, read_snapshot, taints_text
 from services.cli.quantity import format_amount
 from services.cli.records import Record, age, first_record
@@ -119,7 +120,12 @@ async def describe_actor(client: Client, actor_id: str) -> list[str]:
     return lines
 
 
-ACTOR_SECTIONS: list[Callable[[Client, str], Awaitable[list[str]]]] = [describe_actor]
+async def actor_history(client: Client, actor_id: str) -> list[str]:
+    """Its history from the log, as a story: submitted, pending and why, placed after what, failed, restarted."""
+    return ["History:", *("  " + line for line in history_lines(await client.history(actor_id=actor_id)))]
+
+
+ACTOR_SECTIONS: list[Callable[[Client, str], Awaitable[list[str]]]] = [describe_actor, actor_history]
 """What `describe actor` prints, in order (each section's lines follow the previous one's)."""
 
 

@@ -167,13 +167,11 @@ def run_taint(args: argparse.Namespace) -> int:
     async def main() -> str:
         async with connected(args) as client:
             node = await live_node(client, node_id, address)
-            keys, kept = removals(node.taints, edit)
+            keys, effects = removals(node.taints, edit)
             if edit.add:
                 await client.add_taints(node.node_id, edit.add)
-            if keys:
-                await client.remove_taints(node.node_id, keys)
-            if kept:  # the other effects of a key one effect of which was removed
-                await client.add_taints(node.node_id, kept)
+            if keys or effects:
+                await client.remove_taints(node.node_id, keys, effects=effects)
             return node.node_id
 
     done = asyncio.run(main())
