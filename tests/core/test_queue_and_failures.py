@@ -155,6 +155,16 @@ def test_pending_lists_actors_and_groups_with_fresh_explanations() -> None:
     assert len(set(cluster.placement_groups()["pg"])) == 4
 
 
+def test_work_a_busy_node_could_host_is_not_said_to_fit_no_node() -> None:
+    """One node lacks the GPU, the other has it in use: both are "Insufficient GPU", but the work can wait."""
+    cluster = Cluster()
+    cluster.add_node("cpu", {"CPU": 4})
+    cluster.add_node("gpu", {"CPU": 4, "GPU": 1})
+    cluster.submit(ScheduleRequest("first", {"CPU": 1, "GPU": 1}))
+    second = waiting(cluster.submit(ScheduleRequest("second", {"CPU": 1, "GPU": 1})))
+    assert second.message == "0/2 nodes are available: 2 node(s) Insufficient GPU."
+
+
 def test_pending_forgets_work_that_was_removed() -> None:
     cluster = make_cluster(2, cpu=4)
     waiting(cluster.submit(make_actor("big", 8)))

@@ -195,6 +195,7 @@ def explain(view: ClusterView, plan: Plan, group_reason: str = "", scope: str = 
     """Count every node under the first rule that rejects it, in pipeline order, with the nodes behind each."""
     ranked: dict[str, tuple[int, list[str]]] = {}
     ranks = {id(rule): rule.rank for rule in plan.filters}
+    beyond_capacity = True  # every node's own reason is its capacity (one reason can name both kinds)
     for node_id in sorted(view.nodes):
         node = view.nodes[node_id]
         rank, reason = RANK_FREE, None
@@ -208,6 +209,7 @@ def explain(view: ClusterView, plan: Plan, group_reason: str = "", scope: str = 
                     break
         if reason is None:
             reason = shortage(plan.room(node), plan.need) or "was not chosen"
+        beyond_capacity = beyond_capacity and rank == RANK_CAPACITY
         entry = ranked.setdefault(reason, (rank, []))
         entry[1].append(node_id)
     order = sorted(ranked.items(), key=lambda item: (item[1][0], item[0]))
@@ -216,7 +218,7 @@ def explain(view: ClusterView, plan: Plan, group_reason: str = "", scope: str = 
     where = f" of {scope}" if scope else ""
     parts = ", ".join(f"{count} node(s) {reason}" for reason, count in reasons.items()) or "there are no nodes"
     message = f"0/{total} nodes{where} are available: {parts}."
-    if not scope and ranked and all(rank == RANK_CAPACITY for rank, _ in ranked.values()):
+    if not scope and ranked and beyond_capacity:
         message = f"no node could ever host it ({beyond_every_node(view.nodes.values(), plan.need)}); {message}"
     if group_reason:
         message = f"{group_reason}; {message}"
