@@ -13,7 +13,7 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import HTTPException, NotAuthorizedException
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 
-from services.core.errors import ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
+from services.core.errors import CodecError, ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
 from services.runtime.codec import decode
 
 log = logging.getLogger("corral.gateway")
@@ -100,8 +100,8 @@ def require_token(connection: ASGIConnection[Any, Any, Any, Any], _handler: Base
 
 
 async def json_body(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
-    """A guard: the body must be JSON (`Content-Type: application/json`, else 415) that the bus's codec reads as
-    the route's type (else 400 naming the type, where and why), before Litestar decodes it.
+    """A guard: the body must be JSON (`Content-Type: application/json`, else 415; malformed, 400) that the bus's
+    codec reads as the route's type (else 422 naming the type, where and why), before Litestar decodes it.
 
     The codec bounds the nesting depth and checks amounts as every service does: Litestar's own decoding
     recurses on deeply nested arrays (a 500), and would let a NaN through to the service."""
@@ -111,7 +111,11 @@ async def json_body(connection: ASGIConnection[Any, Any, Any, Any], handler: Bas
         raise HTTPException(status_code=415, detail=f"Content-Type {shown!r}: the body must be application/json")
     assert isinstance(connection, Request) and isinstance(handler, HTTPRouteHandler)
     body = await connection.body()
-    decode(body, handler.parsed_fn_signature.parameters["data"].annotation, max_bytes=len(body))
+    try:
+        decode(body, handler.parsed_fn_signature.parameters["data"].annotation, max_bytes=len(body))
+    except CodecError as error:
+        decode(body, Any, max_bytes=len(body))  # not JSON at all: the CodecError of that, a 400
+        raise HTTPException(status_code=422, detail=str(error)) from None
 
 
 CHANGES = [require_token]

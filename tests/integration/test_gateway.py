@@ -278,8 +278,9 @@ def test_errors_are_4xx_with_the_services_message_and_change_nothing(http: httpx
     wrong_type = http.post("/nodes/taints/x1", json={"gpu": 1}, headers=AUTH)
     not_object = http.post("/api/v1/actors", json=["x"], headers=AUTH)
     unknown_field = http.post("/api/v1/actors", json={"actor_id": "x-a", "colour": "red"}, headers=AUTH)
-    assert [answer.status_code for answer in (malformed, wrong_type, not_object, unknown_field)] == [400] * 4
-    assert "colour" in unknown_field.json()["error"]
+    assert [answer.status_code for answer in (malformed, wrong_type, not_object, unknown_field)] == [400, 422, 422, 422]
+    assert "colour" in unknown_field.json()["error"] and "not valid JSON" in malformed.json()["error"]
+    assert wrong_type.json()["kind"] == "invalid" and "Expected `str`, got `int`" in wrong_type.json()["error"]
 
     too_big = http.post("/nodes/taints/x1", content=b"{" + b" " * (2 * 1024 * 1024) + b"}", headers=JSON)
     assert too_big.status_code == 413
