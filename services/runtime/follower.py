@@ -72,7 +72,6 @@ class LogFollower:
         """When (time.monotonic) the view was last saved or loaded as a snapshot."""
         self._dead_lettered_to = 0
         self._snapshot_sequence = 0
-        self._saving = False
         self.log_id = ""
         """The identity of the log folded (see `Bus.log_identity`), recorded with every snapshot."""
         self.replaced = False
@@ -294,15 +293,8 @@ class LogFollower:
     async def snapshot(self) -> bool:
         """Save the view as of the current sequence (only if newer than the stored one; never once the log it was
         folded from is gone)."""
-        if self.replaced or self._saving:  # one is being saved (the scheduler may save between its batches too)
+        if self.replaced:
             return False
-        self._saving = True
-        try:
-            return await self._save()
-        finally:
-            self._saving = False
-
-    async def _save(self) -> bool:
         sequence = self.sequence
         began = time.perf_counter()
         with collector.paused():

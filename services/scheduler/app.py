@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
@@ -251,8 +250,6 @@ async def _consume_requests(
                 batch = await requests.fetch(settings.request_batch, timeout=0.5)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
-            if shell.follower.snapshot_due():
-                await _snapshot_between_batches(shell, writer)
             async with writer.lock:
                 if view.deposed():
                     raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
@@ -260,19 +257,6 @@ async def _consume_requests(
                 appended = await writer.publish()
                 durable = appended or writer.latest
             await in_flight.put(InFlight(batch, decided, appended, durable))
-
-
-async def _snapshot_between_batches(shell: Shell, writer: Writer) -> None:
-    """Save the snapshot that is due once every batch published is stored and folded back.
-
-    The follower saves one only when the writer is settled, which a leader with requests always waiting (and so
-    a batch always in flight) never is when the follower looks: the leader pauses for it, once per snapshot.
-    """
-    await writer.drained()
-    with contextlib.suppress(TimeoutError):
-        await shell.follower.wait_for(writer.confirmed)
-    if shell.follower.snapshot_due() and writer.settled():
-        await shell.follower.snapshot()
 
 
 class InFlight(NamedTuple):
