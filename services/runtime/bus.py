@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -252,44 +252,17 @@ class Bus:
         Publishing is pipelined; a failed batch is retried with the same ids, so the log stores each event once.
         `expected_last` maps a subject to the sequence its last event must have (optimistic concurrency).
         """
-        return await (await self.start_append(events, expected_last))
-
-    async def start_append(
-        self, events: Sequence[AnyEvent], expected_last: dict[str, int] | None = None
-    ) -> Coroutine[Any, Any, list[int]]:
-        """Publish events in order now, like `append`, without waiting for the stream: the coroutine returned waits
-        for their acks (publishing the batch again after a failure) and returns their sequences.
-
-        Appends started one after another on this connection reach the stream in that order, unless a failure
-        makes one publish again after a later one was stored: a caller that needs the order checks the sequences.
-        """
-        expected = expected_last or {}
-        try:
-            published: _Batch | None = await self._publish(events, expected)
-        except _RETRIED as error:
-            if self.nc.is_closed:
-                raise
-            log.warning("append of %d events not published (%s); retrying", len(events), error)
-            published = None
-        return self._stored(events, expected, published)
-
-    async def _stored(
-        self, events: Sequence[AnyEvent], expected_last: dict[str, int], published: _Batch | None
-    ) -> list[int]:
         while True:
             try:
-                if published is None:
-                    published = await self._publish(events, expected_last)
-                return await self._acks(published)
+                return await self._append_once(events, expected_last or {})
             except _RETRIED as error:
                 if self.nc.is_closed:
                     raise
                 log.warning("append of %d events not confirmed (%s); retrying", len(events), error)
-                published = None
                 await asyncio.sleep(0.25)
 
-    async def _publish(self, events: Sequence[AnyEvent], expected_last: dict[str, int]) -> _Batch:
-        """Publish every event with a reply subject of our own; `_acks` then waits for all the stream's acks at once.
+    async def _append_once(self, events: Sequence[AnyEvent], expected_last: dict[str, int]) -> list[int]:
+        """Publish every event with a reply subject of our own, then wait for all the stream's acks at once.
 
         `js.publish_async` does the same with a future, a random token and a JSON parse of the ack per event,
         about twice the cost; here one future stands for the whole batch.
@@ -308,25 +281,14 @@ class Bus:
                 waiting[reply] = (batch, index)
                 batch.replies.append(reply)
                 await self.nc.publish(subject, encode(event), reply=reply, headers=headers)
-        except BaseException:
-            self._forget(batch)
-            raise
-        return batch
-
-    async def _acks(self, batch: _Batch) -> list[int]:
-        """The sequences of a published batch, once the stream acked every event (10 s at most)."""
-        try:
             if batch.left:
                 await asyncio.wait_for(batch.done, timeout=10.0)
             return batch.sequences
         finally:
-            self._forget(batch)
-
-    def _forget(self, batch: _Batch) -> None:
-        for reply in batch.replies:
-            self._acks_waiting.pop(reply, None)
-        if batch.done.done() and not batch.done.cancelled():
-            batch.done.exception()  # retrieved: a publish that failed first is what propagates
+            for reply in batch.replies:
+                waiting.pop(reply, None)
+            if batch.done.done() and not batch.done.cancelled():
+                batch.done.exception()  # retrieved: a publish that failed first is what propagates
 
     async def _ack_prefix(self) -> str:
         if not self._acks_inbox:

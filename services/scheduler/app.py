@@ -6,8 +6,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
 
 import anyio
 import nats.errors
@@ -35,30 +34,16 @@ from services.scheduler.view import SchedulerView
 log = logging.getLogger("corral.scheduler")
 
 DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
-OUT_OF_ORDER = "a batch of decisions was stored after a later one: restarting from the log"
-IN_FLIGHT = 4
-"""Batches decided and published while earlier ones wait for their acks (each is answered once stored)."""
-
-Stored = tuple[int, int]
-"""The sequences of the first and the last event of a batch, once stored."""
 
 
 class Writer:
-    """Appends what the cluster decided, in order, one batch at a time; knows when nothing is unconfirmed.
-
-    A batch is published as soon as it is decided, without waiting for the stream to store the batch before
-    (`publish`); its confirmation waits for its own acks and then for every earlier batch's, so batches are
-    confirmed in the order they were decided.
-    """
+    """Appends what the cluster decided, in order, one batch at a time; knows when nothing is unconfirmed."""
 
     def __init__(self, shell: Shell, view: SchedulerView) -> None:
         self.shell, self.view = shell, view
         self.lock = asyncio.Lock()
         self.confirmed = 0
-        self.unconfirmed = 0
-        """Batches published and not confirmed yet (for good once one failed)."""
-        self.latest: asyncio.Task[Stored] | None = None
-        """The confirmation of the newest batch published (every earlier one is confirmed before it)."""
+        self.unconfirmed = False
         self.dirty = asyncio.Event()
 
     def settled(self) -> bool:
@@ -66,50 +51,24 @@ class Writer:
         unwritten = self.lock.locked() or self.unconfirmed or self.view.cluster.has_untaken_events()
         return not unwritten and self.confirmed <= self.view.sequence
 
-    async def publish(self) -> asyncio.Task[Stored] | None:
-        """Publish everything decided so far (call with `lock` held); its confirmation, None if nothing was decided.
+    async def flush(self) -> int:
+        """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.
 
         Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
-        unsettled for good, so no snapshot records decisions the log may not hold.
+        unsettled for good, so no snapshot records decisions the log may not hold. Events stored at sequences the
+        view has already folded are a repeat of an append whose ack was lost, or went to a new log (the event
+        stream was made again: `LogReplaced`).
         """
         events = self.view.cluster.take_events()
         if not events:
-            return None
-        self.unconfirmed += 1
-        stored = await self.shell.bus.start_append(events)
-        self.latest = asyncio.create_task(self._confirm(stored, self.view.sequence, self.latest))
-        return self.latest
-
-    async def flush(self) -> None:
-        """Publish everything decided so far and wait until it is stored (call with `lock` held)."""
-        published = await self.publish()
-        if published is not None:
-            await published
-
-    async def drained(self) -> None:
-        """Wait until every batch published so far is confirmed or failed."""
-        if self.latest is not None:
-            await asyncio.wait({self.latest})
-
-    async def _confirm(
-        self, stored: Coroutine[Any, Any, list[int]], folded: int, earlier: asyncio.Task[Stored] | None
-    ) -> Stored:
-        """Wait for a batch's acks, then for the batch before; its first and last sequence.
-
-        Events stored at sequences the view had already folded when they were published are a repeat of an
-        append whose ack was lost, or went to a new log (the event stream was made again: `LogReplaced`). A batch
-        stored before the one published ahead of it (a publish repeated after a lost connection) leaves the log
-        in another order than the decisions: the scheduler starts again from the log, answering neither.
-        """
-        sequences = await stored
-        before = (await earlier)[1] if earlier is not None else 0
-        if sequences[0] <= folded:  # a repeat stored earlier, or another log than the one we folded
+            return 0
+        self.unconfirmed = True
+        sequences = await self.shell.bus.append(events)
+        if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
             await self.shell.follower.check_log()  # LogReplaced in the second case: nothing of this batch is answered
-        if sequences[0] <= before:
-            raise ServiceExit(EXIT_LEASE_LOST, OUT_OF_ORDER)
         self.confirmed = max(self.confirmed, sequences[-1])
-        self.unconfirmed -= 1
-        return sequences[0], sequences[-1]
+        self.unconfirmed = False
+        return sequences[0]
 
     async def flush_reactions(self) -> None:
         """Append what the leader decided in reaction to other services' events, as soon as it decides it."""
@@ -117,9 +76,7 @@ class Writer:
             await self.dirty.wait()
             self.dirty.clear()
             async with self.lock:
-                published = await self.publish()
-            if published is not None:
-                await published
+                await self.flush()
 
 
 async def main(settings: Settings) -> None:
@@ -194,7 +151,6 @@ class Leader:
 
     async def _settle(self) -> None:
         """Append what is decided and fold the log to its end; exit when another election came in between."""
-        await self.writer.drained()
         if self.writer.unconfirmed:
             raise ServiceExit(EXIT_LEASE_LOST, "an append was never confirmed: restarting from the log")
         await self.writer.flush()
@@ -242,40 +198,16 @@ async def _consume_requests(
     )
     requests = await shell.bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, config)
     shell.subscriptions.append(requests)
-    in_flight: asyncio.Queue[InFlight] = asyncio.Queue(IN_FLIGHT)
-    async with anyio.create_task_group() as group:
-        group.start_soon(_answer_in_order, shell, view, leader, in_flight)
-        while True:
-            try:
-                batch = await requests.fetch(settings.request_batch, timeout=0.5)
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            async with writer.lock:
-                if view.deposed():
-                    raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
-                decided = [await _decide(shell, view, msg) for msg in batch]
-                appended = await writer.publish()
-                durable = appended or writer.latest
-            await in_flight.put(InFlight(batch, decided, appended, durable))
-
-
-class InFlight(NamedTuple):
-    """A batch decided: its replies wait until `durable` (its own events', or the newest batch's before) is stored."""
-
-    batch: Sequence[Msg]
-    decided: Sequence[Decided]
-    appended: asyncio.Task[Stored] | None
-    durable: asyncio.Task[Stored] | None
-
-
-async def _answer_in_order(
-    shell: Shell, view: SchedulerView, leader: Leader, in_flight: asyncio.Queue[InFlight]
-) -> None:
-    """Answer batches in the order they were decided, each once what it decided is stored and still counts."""
     while True:
-        batch, decided, appended, durable = await in_flight.get()
-        stored = await durable if durable is not None else None
-        appended_from = stored[0] if appended is not None and stored is not None else 0
+        try:
+            batch = await requests.fetch(settings.request_batch, timeout=0.5)
+        except (TimeoutError, nats.errors.TimeoutError):
+            continue
+        async with writer.lock:
+            if view.deposed():
+                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+            decided = [await _decide(shell, view, msg) for msg in batch]
+            appended_from = await writer.flush()
         await _check_still_elected(shell, view, leader.elected_at, appended_from)
         await _answer(shell, batch, decided)
 
