@@ -1,5 +1,5 @@
-"""Bursts of requests: the scheduler decides the next batches while earlier ones are being stored, and answers each
-request once its decision is in the log; one client connection carries many requests at once."""
+"""Bursts of requests: each is decided once and answered once its decision is in the log; one client connection
+carries many durable requests at once, their replies all on one subscription."""
 
 from __future__ import annotations
 
