@@ -8,8 +8,10 @@ import asyncio
 import pytest
 
 from schemas import Pending, Placed, ScheduleRequest
+from schemas import subjects as s
 from services.cli.mesh import Mesh
 from services.client import Client
+from services.core.errors import UnavailableError
 from services.core.state import replay
 from tests.integration.conftest import wait_ready
 from tests.integration.log import read_events
@@ -74,3 +76,13 @@ async def test_a_client_connected_again_is_answered_on_its_new_connection(client
     assert isinstance(first, Placed) and isinstance(second, Placed)
     assert "removed" in removed.message
     assert set(await client.placements()) == {"a2"}
+
+
+async def test_a_request_no_stream_stores_is_refused_at_once_as_unavailable(client: Client, mesh: Mesh) -> None:
+    """With the requests stream gone (and no scheduler to declare it again) a durable request fails at once with a
+    clear `UnavailableError` saying so (not "no decision within" the timeout); the stream's acks are read on the
+    client's own subscription."""
+    mesh.stop_service("scheduler")
+    await client.bus.js.delete_stream(s.REQUESTS_STREAM)
+    with pytest.raises(UnavailableError, match=r"no stream stores corral\.req\.schedule"):
+        await client.submit(ScheduleRequest("a1", {"CPU": 1}), timeout=5.0)
