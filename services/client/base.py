@@ -138,8 +138,8 @@ class Connection:
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
             payload = self._payload(subject, request)
-            _, duplicate = await self.bus.store(subject, payload, headers, timeout or self.timeout)
-            if duplicate:
+            stored = await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
+            if stored.duplicate:
                 return await self._resent_answer(request, timeout or self.timeout)
             async with asyncio.timeout(timeout or self.timeout):
                 data = await answer

@@ -92,13 +92,11 @@ _RETRIED = (
 class _Batch:
     """One append waiting for its acks."""
 
-    __slots__ = ("done", "duplicates", "left", "replies", "sequences")
+    __slots__ = ("done", "left", "replies", "sequences")
 
     def __init__(self, size: int) -> None:
         self.left = size
         self.sequences = [0] * size
-        self.duplicates = 0
-        """How many of the messages the stream had stored already (same `Nats-Msg-Id` in its window)."""
         self.replies: list[str] = []
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -292,28 +290,6 @@ class Bus:
             if batch.done.done() and not batch.done.cancelled():
                 batch.done.exception()  # retrieved: a publish that failed first is what propagates
 
-    async def store(self, subject: str, payload: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bool]:
-        """Publish one message to the stream of `subject` and wait for its ack: (its sequence, whether the stream held
-        it already). What `js.publish` does, with the acks' own subscription instead of a request per message.
-
-        `TimeoutError` after `timeout` seconds, `NoStreamResponseError` when no stream stores `subject`, and the
-        stream's refusal as the `APIError` nats-py names it.
-        """
-        prefix = await self._ack_prefix()
-        self._acks_sent += 1
-        reply = f"{prefix}.{self._acks_sent}"
-        batch = _Batch(1)
-        batch.replies.append(reply)
-        self._acks_waiting[reply] = (batch, 0)
-        try:
-            await self.nc.publish(subject, payload, reply=reply, headers=headers)
-            await asyncio.wait_for(batch.done, timeout=timeout)
-        finally:
-            self._acks_waiting.pop(reply, None)
-            if batch.done.done() and not batch.done.cancelled():
-                batch.done.exception()  # retrieved here: raised by the wait above
-        return batch.sequences[0], batch.duplicates > 0
-
     async def _ack_prefix(self) -> str:
         if not self._acks_inbox:
             self._acks_inbox = self.nc.new_inbox()  # set before awaiting: a concurrent append uses the same one
@@ -344,7 +320,6 @@ class Bus:
                 batch.done.set_exception(nats.js.errors.APIError(description=str(ack.error)))
             return
         batch.sequences[index] = ack.seq
-        batch.duplicates += ack.duplicate
         batch.left -= 1
         if not batch.left:
             batch.done.set_result(None)
