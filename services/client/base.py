@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
 import msgspec
 import nats.errors
 import nats.js.errors
+from nats.aio.msg import Msg
 
 from schemas import subjects as s
 from schemas.commands import CreatePlacementGroup, SubmitActor
@@ -51,6 +53,7 @@ class Connection:
         self.settings = Settings(**{**settings.__dict__, "nats_url": url or settings.nats_url})
         self.name, self.timeout = name, timeout
         self._bus: Bus | None = None
+        self._replies = Replies(lambda: self.bus)
 
     async def __aenter__(self) -> Self:
         await self.connect()
@@ -130,8 +133,7 @@ class Connection:
 
     async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
         """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
-        inbox = self.bus.nc.new_inbox()
-        replies = await self.bus.nc.subscribe(inbox, max_msgs=1)
+        inbox, answer = await self._replies.expect()
         msg_id = request.command_id or uuid.uuid4().hex
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
@@ -139,15 +141,15 @@ class Connection:
             stored = await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
             if stored.duplicate:
                 return await self._resent_answer(request, timeout or self.timeout)
-            message = await replies.next_msg(timeout=timeout or self.timeout)
+            async with asyncio.timeout(timeout or self.timeout):
+                data = await answer
         except nats.js.errors.NoStreamResponseError:
             raise UnavailableError(f"no stream stores {subject} (the requests stream is missing): retry") from None
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
         finally:
-            with contextlib.suppress(nats.errors.Error):
-                await replies.unsubscribe()
-        reply: RequestReply = decode(message.data, RequestReply)
+            self._replies.forget(inbox)
+        reply: RequestReply = decode(data, RequestReply)
         if isinstance(reply, Rejected):
             raise_for(reply)
         return reply
@@ -176,6 +178,40 @@ class Connection:
                 f"{query.kind} {query.id!r}: a request with id {request.command_id!r} was received before, and no "
                 f"decision for it is known within {timeout:g}s (it may have been refused: see `corral dead-letters`)"
             ) from None
+
+
+class Replies:
+    """The inboxes durable requests are answered on: one subscription (`<prefix>.*`) for all of a connection's.
+
+    A subscription per request would cost the client and the server a subscribe and an unsubscribe each time.
+    """
+
+    def __init__(self, bus: Callable[[], Bus]) -> None:
+        self.bus = bus
+        self.connection: object = None
+        self.prefix = ""
+        self.count = 0
+        self.waiting: dict[str, asyncio.Future[bytes]] = {}
+
+    async def expect(self) -> tuple[str, asyncio.Future[bytes]]:
+        """A fresh inbox and the future its first reply's bytes land in (`forget` it once answered or given up)."""
+        nc = self.bus().nc
+        if self.connection is not nc:  # the first request on this connection (the client may connect again)
+            self.connection, self.prefix = nc, nc.new_inbox()  # before awaiting: a concurrent request uses them too
+            await nc.subscribe(self.prefix + ".*", cb=self._arrived)
+        self.count += 1
+        inbox = f"{self.prefix}.{self.count}"
+        self.waiting[inbox] = future = asyncio.get_running_loop().create_future()
+        return inbox, future
+
+    def forget(self, inbox: str) -> None:
+        """Stop waiting on `inbox` (a late reply to it is dropped)."""
+        self.waiting.pop(inbox, None)
+
+    async def _arrived(self, msg: Msg) -> None:
+        future = self.waiting.pop(msg.subject, None)
+        if future is not None and not future.done():
+            future.set_result(msg.data)
 
 
 def outgoing(message: object) -> bytes:
