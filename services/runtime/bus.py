@@ -22,7 +22,7 @@ from schemas import AnyEvent, SchedulerElected
 from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.core.errors import CodecError
-from services.runtime import telemetry
+from services.runtime import replicas, telemetry
 from services.runtime.codec import decode, encode
 from services.runtime.elections import ElectionCheck
 from services.runtime.nats_private import pending_queue
@@ -213,7 +213,7 @@ class Bus:
         }
         try:
             async with asyncio.timeout(timeout):
-                made.append(cls(await nats.connect(settings.nats_url, **options), settings))
+                made.append(cls(await nats.connect(settings.nats_servers, **options), settings))
         except TimeoutError:
             why = f": {failures[-1]}" if failures else ""
             raise BusUnreachable(f"no NATS server answered at {settings.nats_url} within {timeout:g}s{why}") from None
@@ -222,27 +222,24 @@ class Bus:
         return made[0]
 
     async def ensure_streams(self, names: Sequence[str] = LOG_STREAMS) -> None:
-        """Create the streams named (of `STREAMS`) if missing; idempotent, existing ones are left as they are.
+        """Create the streams named (of `STREAMS`) if missing, on `settings.replicas` servers; idempotent.
 
-        A service declares only the streams it uses: deploy/nats.conf lets it inspect and create no others.
+        An existing stream keeps its configuration except its replicas, moved to `settings.replicas`
+        (`SettingsError` when NATS cannot). A service declares only the streams it uses: deploy/nats.conf lets it
+        inspect and create no others.
         """
         for config in STREAMS:
             if config.name not in names:
                 continue
             try:
-                await self.js.stream_info(config.name)  # type: ignore[arg-type]
+                await replicas.replicate(self.js, config.name or "", self.settings.replicas)
             except nats.js.errors.NotFoundError:
-                with contextlib.suppress(nats.js.errors.BadRequestError):  # another service made it meanwhile
-                    await self.js.add_stream(config)
+                await replicas.add_stream(self.js, config, self.settings.replicas)
 
     async def lease_bucket(self, bucket: str = s.LEASE_BUCKET) -> KeyValue:
-        """The KV bucket holding leases (the scheduler's, unless another is named; created if missing)."""
-        try:
-            return await self.js.key_value(bucket)
-        except nats.js.errors.BucketNotFoundError:
-            with contextlib.suppress(nats.js.errors.BadRequestError):  # another instance made it meanwhile
-                return await self.js.create_key_value(bucket=bucket, ttl=self.settings.lease_ttl, history=1)
-            return await self.js.key_value(bucket)
+        """The KV bucket holding leases (the scheduler's, unless another is named; created if missing), on
+        `settings.replicas` servers."""
+        return await replicas.key_value(self.js, bucket, self.settings.replicas, ttl=self.settings.lease_ttl, history=1)
 
     # appending
 

@@ -137,7 +137,7 @@ class Leader:
             if view.leading:
                 await self._settle()
             elected = new_election(epoch, self.instance)
-            await record_election(shell.bus.js, elected)
+            await record_election(shell.bus.js, elected, replicas=shell.bus.settings.replicas)
             view.awaited_election = elected.event_id
             (sequence,) = await shell.bus.append([elected])
             await shell.follower.wait_for(sequence)
