@@ -79,7 +79,16 @@ class _PubAck(msgspec.Struct):
 
 _PUB_ACK = msgspec.json.Decoder(_PubAck)
 
+
+class AcksLost(nats.errors.Error):
+    """The connection was lost and made again while an append waited for its acks: some may never come."""
+
+
+APPEND_ACK_SECONDS = 3.0
+"""How long an append waits for its acks before publishing again (the stream's leader may have died with them)."""
+
 _RETRIED = (
+    AcksLost,
     TimeoutError,
     nats.errors.TimeoutError,
     nats.errors.ConnectionClosedError,
@@ -196,6 +205,8 @@ class Bus:
 
         async def on_reconnected() -> None:
             log.info("%s: reconnected to NATS", name)
+            if made:
+                made[0].acks_lost()
             tell(True)
             if on_reconnect is not None:
                 await on_reconnect()
@@ -255,7 +266,9 @@ class Bus:
             except _RETRIED as error:
                 if self.nc.is_closed:
                     raise
-                log.warning("append of %d events not confirmed (%s); retrying", len(events), error)
+                log.warning(
+                    "append of %d events not confirmed (%s); retrying", len(events), error or type(error).__name__
+                )
                 await asyncio.sleep(0.25)
 
     async def _append_once(self, events: Sequence[AnyEvent], expected_last: dict[str, int]) -> list[int]:
@@ -279,13 +292,19 @@ class Bus:
                 batch.replies.append(reply)
                 await self.nc.publish(subject, encode(event), reply=reply, headers=headers)
             if batch.left:
-                await asyncio.wait_for(batch.done, timeout=10.0)
+                await asyncio.wait_for(batch.done, timeout=APPEND_ACK_SECONDS)
             return batch.sequences
         finally:
             for reply in batch.replies:
                 waiting.pop(reply, None)
             if batch.done.done() and not batch.done.cancelled():
                 batch.done.exception()  # retrieved: a publish that failed first is what propagates
+
+    def acks_lost(self) -> None:
+        """Fail every append waiting for acks (it publishes again): those sent to a server now gone never come."""
+        for batch, _index in list(self._acks_waiting.values()):
+            if not batch.done.done():
+                batch.done.set_exception(AcksLost("acks lost in a reconnect"))
 
     async def _ack_prefix(self) -> str:
         if not self._acks_inbox:

@@ -18,6 +18,8 @@ from services.runtime.settings import SettingsError
 
 log = logging.getLogger("corral.replicas")
 
+LEADER_SECONDS = 30.0
+"""How long a stream may take to elect its leader (a stream just made on a cluster does, and after a server died)."""
 UPDATE_SECONDS = 3.0
 """How long a stream's move to other replicas may take to be answered (a user without the right gets no answer)."""
 
@@ -26,16 +28,18 @@ REFUSALS = {10074: "a single server keeps 1", 10023: "too few servers", 10005: "
 
 
 async def add_stream(js: JetStreamContext, config: api.StreamConfig, replicas: int) -> None:
-    """Create the stream of `config` on `replicas` servers (nothing when another process made it meanwhile)."""
+    """Create the stream of `config` on `replicas` servers (nothing when another process made it meanwhile), and
+    wait until it has a leader."""
     with contextlib.suppress(nats.js.errors.BadRequestError):  # already in use: made by another process
         await _placed(config.name or "", replicas, js.add_stream(dataclasses.replace(config, num_replicas=replicas)))
+    await led_info(js, config.name or "", made=True)
 
 
 async def replicate(js: JetStreamContext, stream: str, replicas: int) -> None:
     """Move an existing `stream` to `replicas` servers when it is kept on another number (`NotFoundError` when it
     is missing); `SettingsError` when NATS cannot, or this user may not change the stream (deploy/nats.conf grants
     no one `$JS.API.STREAM.UPDATE`: an operator moves it)."""
-    config = (await js.stream_info(stream)).config
+    config = (await led_info(js, stream)).config
     have = config.num_replicas or 1
     if have == replicas:
         return
@@ -51,6 +55,30 @@ async def replicate(js: JetStreamContext, stream: str, replicas: int) -> None:
         ) from None
 
 
+async def led_info(js: JetStreamContext, stream: str, *, made: bool = False) -> api.StreamInfo:
+    """The info of `stream` once it has a leader: until a stream just made on a cluster has elected one, requests
+    for it go unanswered. `NotFoundError` when it is missing, unless it was just `made` (then it is waited for: the
+    cluster's servers learn of a new stream a moment after it is made)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LEADER_SECONDS
+    waited: tuple[type[Exception], ...] = (
+        TimeoutError,
+        nats.errors.TimeoutError,
+        nats.js.errors.ServiceUnavailableError,
+    )
+    if made:
+        waited += (nats.js.errors.NotFoundError,)
+    while True:
+        try:
+            info = await js.stream_info(stream)
+            if info.cluster is None or info.cluster.leader or loop.time() > deadline:
+                return info
+        except waited:
+            if loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.1)
+
+
 async def key_value(js: JetStreamContext, bucket: str, replicas: int, **config: Any) -> KeyValue:
     """The KV bucket `bucket` on `replicas` servers: created with `config` when missing, else moved there."""
     try:
@@ -58,6 +86,7 @@ async def key_value(js: JetStreamContext, bucket: str, replicas: int, **config: 
     except nats.js.errors.NotFoundError:
         with contextlib.suppress(nats.js.errors.BadRequestError):  # another process made it meanwhile
             await _placed(f"KV_{bucket}", replicas, js.create_key_value(bucket=bucket, replicas=replicas, **config))
+        await led_info(js, f"KV_{bucket}", made=True)
     return await js.key_value(bucket)
 
 
