@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from services.cli.mesh import Mesh
+from services.client import Client
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
 
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtest" / "locustfile.py"
 
@@ -30,7 +31,10 @@ def run_locust(mesh: Mesh, csv_prefix: Path, *extra: str) -> dict[str, dict[str,
 
 
 @pytest.mark.parametrize("processes", [1, 2], ids=["one process", "two worker processes"])
-def test_locust_users_make_requests_over_nats_and_none_fails(mesh: Mesh, tmp_path: Path, processes: int) -> None:
+async def test_locust_users_make_requests_over_nats_and_none_fails(
+    mesh: Mesh, client: Client, tmp_path: Path, processes: int
+) -> None:
+    """(`client`: the services answer before locust starts its clock.)"""
     extra = ("--processes", str(processes)) if processes > 1 else ()
     rows = run_locust(mesh, tmp_path / "locust", *extra)
     total = rows["Aggregated"]
