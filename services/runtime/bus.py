@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import nats
@@ -96,6 +96,17 @@ _RETRIED = (
     nats.js.errors.ServiceUnavailableError,
 )
 """Append failures after which the same batch is published again (the ids make a repeat a no-op)."""
+
+_UNANSWERED = (
+    TimeoutError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+"""What a JetStream request meets while no server answers for its stream: asked again by `Bus.answered`."""
+
+T = TypeVar("T")
 
 
 class _Batch:
@@ -251,6 +262,21 @@ class Bus:
         """The KV bucket holding leases (the scheduler's, unless another is named; created if missing), on
         `settings.replicas` servers."""
         return await replicas.key_value(self.js, bucket, self.settings.replicas, ttl=self.settings.lease_ttl, history=1)
+
+    async def answered(self, ask: Callable[[], Awaitable[T]], what: str) -> T:
+        """`ask()`, asked again while JetStream does not answer it (a stream of a cluster between two leaders, say:
+        its requests go unanswered until the others elect one)."""
+        warned = False
+        while True:
+            try:
+                return await ask()
+            except _UNANSWERED as error:
+                if self.nc.is_closed:
+                    raise
+                if not warned:
+                    log.warning("%s: no answer (%s); asking again", what, error or type(error).__name__)
+                    warned = True
+                await asyncio.sleep(0.25)
 
     # appending
 
