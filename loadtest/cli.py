@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--floor-duration", type=any_seconds, default=10.0, help="seconds of the bus-floor phase (0 skips it)"
     )
     parser.add_argument(
+        "--floor-processes",
+        type=positive_int,
+        default=Config.floor_processes,
+        help="generator and decider processes of the bus floor, each (default: a quarter of the cores, at least 1)",
+    )
+    parser.add_argument(
         "--fixed-duration",
         type=any_seconds,
         default=10.0,
@@ -80,6 +86,7 @@ def config_of(args: argparse.Namespace) -> Config:
         seed=args.seed,
         quiet=args.quiet,
         tenants=args.tenants,
+        floor_processes=args.floor_processes,
     )
 
 

@@ -139,6 +139,20 @@ class NoOpDecider:
         )
 
 
+def combined(figures: list[DeciderFigures]) -> DeciderFigures:
+    """The figures of several deciders as one: batches and requests summed, time per batch and busy share averaged."""
+    batches = sum(one["batches"] for one in figures)
+    requests = sum(one["requests"] for one in figures)
+    busy_ms = sum(one["mean_batch_ms"] * one["batches"] for one in figures)
+    return DeciderFigures(
+        batches=batches,
+        requests=requests,
+        mean_batch=round(requests / batches, 1) if batches else 0.0,
+        mean_batch_ms=round(busy_ms / batches, 3) if batches else 0.0,
+        busy_share=round(sum(one["busy_share"] for one in figures) / len(figures), 3) if figures else 0.0,
+    )
+
+
 async def serve(nats_url: str, batch: int) -> DeciderFigures:
     """Connect, print `ready`, decide nothing until SIGTERM or SIGINT, and return the figures."""
     bus = await Bus.connect(Settings(nats_url=nats_url), "loadtest-floor")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest import floor
+from loadtest import floor, floor_drive
 from loadtest.nodes import node_shapes, register_nodes, wait_until_seen
 from loadtest.procs import CpuMeter
 from loadtest.report import Phase, Report, goals
@@ -58,6 +58,8 @@ class Config:
     quiet: bool = False
     tenants: int = 200
     """Virtual clusters for the tenants phase (0 skips it)."""
+    floor_processes: int = max(1, (os.cpu_count() or 1) // 4)
+    """Generator and decider processes of the floor phase, each (1: the users in this process, as for Corral)."""
 
 
 def progress(config: Config, text: str) -> None:
@@ -140,31 +142,77 @@ async def drive_phase(
 async def floor_phase(
     conns: Sequence[Connection], drive: Drive, config: Config, nats_url: str, pids: dict[str, int]
 ) -> Phase:
-    """The same drive through the floor's streams and a no-op decider process; the streams are deleted after."""
+    """The same drive through the floor's streams and no-op decider processes; the streams are deleted after.
+
+    With `config.floor_processes` above 1, that many decider processes share the work queue and as many generator
+    processes share the users (`loadtest.floor_drive`), so the floor is the bus's and not one process's."""
     bus = conns[0].client.bus
     await floor.create_streams(bus)
-    decider = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loadtest.floor", "--nats-url", nats_url, stdout=asyncio.subprocess.PIPE
-    )
+    count = config.floor_processes
+    deciders = []
     try:
-        assert decider.stdout is not None
-        ready = await asyncio.wait_for(decider.stdout.readline(), timeout=30.0)
-        if not ready:
-            raise RuntimeError(f"the no-op decider exited with status {await decider.wait()} before it was ready")
-        phase, _ = await drive_phase(
-            "floor", FloorTarget(config.timeout), conns, drive, config, {**pids, "floor-decider": decider.pid}
-        )
-        decider.send_signal(signal.SIGTERM)
-        figures_line = await asyncio.wait_for(decider.stdout.readline(), timeout=10.0)
-        await asyncio.wait_for(decider.wait(), timeout=10.0)
-        if figures_line:
-            phase["decider"] = json.loads(figures_line)
+        for _ in range(count):
+            deciders.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "loadtest.floor", "--nats-url", nats_url, stdout=asyncio.subprocess.PIPE
+                )
+            )
+        for decider in deciders:
+            assert decider.stdout is not None
+            ready = await asyncio.wait_for(decider.stdout.readline(), timeout=30.0)
+            if not ready:
+                raise RuntimeError(f"the no-op decider exited with status {await decider.wait()} before it was ready")
+        names = ["floor-decider"] if count == 1 else [f"floor-decider-{index}" for index in range(count)]
+        pids = {**pids, **{name: decider.pid for name, decider in zip(names, deciders, strict=True)}}
+        if count == 1:
+            phase, _ = await drive_phase("floor", FloorTarget(config.timeout), conns, drive, config, pids)
+        else:
+            phase = await drive_generators(drive, config, nats_url, pids)
+        figures = []
+        for decider in deciders:
+            assert decider.stdout is not None
+            decider.send_signal(signal.SIGTERM)
+            figures_line = await asyncio.wait_for(decider.stdout.readline(), timeout=10.0)
+            await asyncio.wait_for(decider.wait(), timeout=10.0)
+            if figures_line:
+                figures.append(json.loads(figures_line))
+        phase["decider"] = floor.combined(figures) if figures else None
         return phase
     finally:
-        if decider.returncode is None:
-            decider.kill()
-            await decider.wait()
+        for decider in deciders:
+            if decider.returncode is None:
+                decider.kill()
+                await decider.wait()
         await floor.delete_streams(bus)
+
+
+async def drive_generators(drive: Drive, config: Config, nats_url: str, pids: dict[str, int]) -> Phase:
+    """The floor's drive from `config.floor_processes` generator processes, measured over one common window."""
+    count = config.floor_processes
+    progress(
+        config,
+        f"floor: {count} generator and {count} decider processes, {drive.users} users, "
+        f"{drive.warmup:g} s warm-up + {drive.seconds:g} s",
+    )
+    start_at = time.time() + floor_drive.START_DELAY
+    generators = [
+        await floor_drive.spawn(nats_url, share, start_at, config.timeout, max(1, config.connections // count))
+        for share in floor_drive.shares(drive, count)
+    ]
+    try:
+        meter = CpuMeter({**pids, **{f"floor-generator-{i}": process.pid for i, process in enumerate(generators)}})
+        await asyncio.sleep(max(0.0, start_at + drive.warmup - time.time()))
+        meter.start()
+        await asyncio.sleep(drive.seconds)
+        cpu = meter.stop()
+        dumps = await asyncio.gather(*(floor_drive.finished(process) for process in generators))
+    finally:
+        for process in generators:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    recorder, outcome = floor_drive.merged(dumps, drive.seconds)
+    return _phase("floor", FloorTarget(config.timeout), drive, recorder, outcome, cpu)
 
 
 async def tenants_phase(

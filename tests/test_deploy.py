@@ -205,3 +205,66 @@ def test_the_grafana_dashboard_shows_each_metric_the_issue_names_from_the_provis
     expressions = " ".join(target["expr"] for panel in dashboard["panels"] for target in panel["targets"])
     assert all(panel["datasource"]["uid"] == uid for panel in dashboard["panels"])
     assert [name for name in DASHBOARD_METRICS if name not in expressions] == []
+
+
+COMPOSE_CLUSTER = DEPLOY / "compose.cluster.yaml"
+NATS_CLUSTER_CONF = DEPLOY / "nats-cluster.conf"
+NATS_NODES = ("nats-1", "nats-2", "nats-3")
+
+
+def load_cluster_compose() -> dict[str, Any]:
+    """compose.cluster.yaml as data, YAML anchors and merge keys resolved."""
+    loaded = yaml.safe_load(COMPOSE_CLUSTER.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_the_cluster_compose_file_meets_the_compose_spec() -> None:
+    """check-jsonschema accepts deploy/compose.cluster.yaml."""
+    result = validate_compose(COMPOSE_CLUSTER)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_broken_cluster_compose_file_is_rejected(tmp_path: Path) -> None:
+    """The same check fails on a copy whose first NATS server has its volumes as a number."""
+    broken = load_cluster_compose()
+    broken["services"]["nats-1"]["volumes"] = 5
+    path = tmp_path / "compose.cluster.yaml"
+    path.write_text(yaml.safe_dump(broken))
+    assert validate_compose(path).returncode != 0
+
+
+def test_the_cluster_runs_three_named_nats_servers_each_with_its_own_volume_and_the_cluster_config() -> None:
+    """nats-1..3 run JetStream under nats-cluster.conf, each named as its peers' routes name it, each on a volume of
+    its own, and nats-cluster.conf routes to all three."""
+    services = load_cluster_compose()["services"]
+    volumes = [services[name]["volumes"][0] for name in NATS_NODES]
+    assert volumes == [f"{name}-data:/data" for name in NATS_NODES]
+    for name in NATS_NODES:
+        command = services[name]["command"]
+        assert command[:2] == ["--name", name] and command[-2:] == ["-c", "/etc/nats/nats-cluster.conf"]
+    routes = re.findall(r"nats-route://([\w-]+):6222", NATS_CLUSTER_CONF.read_text())
+    assert sorted(routes) == list(NATS_NODES)
+
+
+@pytest.mark.parametrize("service", SERVICES_WITH_OWN_USER, ids=lambda service: f"{service} connects to all three")
+def test_each_cluster_service_connects_to_every_nats_server_as_its_own_user_at_three_replicas(service: str) -> None:
+    """CORRAL_NATS_URL lists the three servers with the service's own user; streams and buckets are kept on 3."""
+    environment = load_cluster_compose()["services"][service]["environment"]
+    password = f"${{CORRAL_{service.upper()}_PASSWORD:-{service}-dev}}"
+    assert environment["CORRAL_NATS_URL"].split(",") == [
+        f"nats://{service}:{password}@{name}:4222" for name in NATS_NODES
+    ]
+    assert environment["CORRAL_REPLICAS"] == "3"
+
+
+def test_nats_server_accepts_the_cluster_config_with_the_users_of_nats_conf() -> None:
+    """`nats-server -t -c deploy/nats-cluster.conf` is valid, and it includes nats.conf (one set of users)."""
+    if not NATS_SERVER.exists():
+        pytest.skip(f"no nats-server next to {sys.executable}")
+    command = [str(NATS_SERVER), "-t", "-c", str(NATS_CLUSTER_CONF), "--name", "nats-1"]
+    result = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=60, env=password_environment()
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "include ./nats.conf" in NATS_CLUSTER_CONF.read_text()

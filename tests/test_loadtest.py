@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -11,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from loadtest.cli import main
+from loadtest.floor_drive import shares
 from loadtest.harness import Config, mesh_pids, run_load
 from loadtest.report import Phase, Report, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
+from loadtest.users import Drive
 from services.cli.mesh import Mesh, start_mesh
 
 TINY = Config(
@@ -76,6 +79,29 @@ def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     assert "Aggregated" in text
     assert "targets (from the issues):" in text
     assert "== virtual clusters: 4/4 tenants admitted over the bus" in text
+
+
+@pytest.mark.integration
+def test_the_floor_driven_from_several_processes_is_measured_as_one(mesh: Mesh) -> None:
+    """Two generator and two decider processes: their requests add up in one floor phase, each process's CPU shown."""
+    config = dataclasses.replace(TINY, users=4, floor_processes=2, fixed_duration=0.0, tenants=0)
+    report = asyncio.run(run_load(config, mesh.nats_url, mesh_pids(mesh), clean_up=False))
+
+    floor = report["phases"]["floor"]
+    assert floor["placements"] > 0 and floor["errors"] == 0 and floor["users"] == 4
+    assert floor["decider"] is not None and floor["decider"]["requests"] >= floor["requests"]
+    assert {"floor-generator-0", "floor-generator-1", "floor-decider-0", "floor-decider-1"} <= set(floor["cpu"])
+    assert_ordered(floor["latency_ms"])
+    assert floor["rows"][-1]["requests"] == floor["requests"]
+
+
+def test_the_floor_users_are_shared_out_with_ids_of_their_own() -> None:
+    """Five users over two processes: three and two, distinct tags and seeds, an open loop's rate halved."""
+    drive = Drive(tag="t", users=5, seconds=1.0, warmup=0.0, hold=1, seed=7, rate=100.0)
+    split = shares(drive, 2)
+    assert [(part.users, part.rate) for part in split] == [(3, 50.0), (2, 50.0)]
+    assert len({part.tag for part in split}) == len({part.seed for part in split}) == 2
+    assert [part.users for part in shares(drive, 8)] == [1, 1, 1, 1, 1]
 
 
 @pytest.mark.integration

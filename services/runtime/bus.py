@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import nats
@@ -22,7 +22,7 @@ from schemas import AnyEvent, SchedulerElected
 from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.core.errors import CodecError
-from services.runtime import telemetry
+from services.runtime import replicas, telemetry
 from services.runtime.codec import decode, encode
 from services.runtime.elections import ElectionCheck
 from services.runtime.nats_private import pending_queue
@@ -79,7 +79,16 @@ class _PubAck(msgspec.Struct):
 
 _PUB_ACK = msgspec.json.Decoder(_PubAck)
 
+
+class AcksLost(nats.errors.Error):
+    """The connection was lost and made again while an append waited for its acks: some may never come."""
+
+
+APPEND_ACK_SECONDS = 3.0
+"""How long an append waits for its acks before publishing again (the stream's leader may have died with them)."""
+
 _RETRIED = (
+    AcksLost,
     TimeoutError,
     nats.errors.TimeoutError,
     nats.errors.ConnectionClosedError,
@@ -87,6 +96,17 @@ _RETRIED = (
     nats.js.errors.ServiceUnavailableError,
 )
 """Append failures after which the same batch is published again (the ids make a repeat a no-op)."""
+
+_UNANSWERED = (
+    TimeoutError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+"""What a JetStream request meets while no server answers for its stream: asked again by `Bus.answered`."""
+
+T = TypeVar("T")
 
 
 class _Batch:
@@ -199,6 +219,8 @@ class Bus:
 
         async def on_reconnected() -> None:
             log.info("%s: reconnected to NATS", name)
+            if made:
+                made[0].acks_lost()
             tell(True)
             if on_reconnect is not None:
                 await on_reconnect()
@@ -216,7 +238,7 @@ class Bus:
         }
         try:
             async with asyncio.timeout(timeout):
-                made.append(cls(await nats.connect(settings.nats_url, **options), settings))
+                made.append(cls(await nats.connect(settings.nats_servers, **options), settings))
         except TimeoutError:
             why = f": {failures[-1]}" if failures else ""
             raise BusUnreachable(f"no NATS server answered at {settings.nats_url} within {timeout:g}s{why}") from None
@@ -225,27 +247,39 @@ class Bus:
         return made[0]
 
     async def ensure_streams(self, names: Sequence[str] = LOG_STREAMS) -> None:
-        """Create the streams named (of `STREAMS`) if missing; idempotent, existing ones are left as they are.
+        """Create the streams named (of `STREAMS`) if missing, on `settings.replicas` servers; idempotent.
 
-        A service declares only the streams it uses: deploy/nats.conf lets it inspect and create no others.
+        An existing stream keeps its configuration except its replicas, moved to `settings.replicas`
+        (`SettingsError` when NATS cannot). A service declares only the streams it uses: deploy/nats.conf lets it
+        inspect and create no others.
         """
         for config in STREAMS:
             if config.name not in names:
                 continue
             try:
-                await self.js.stream_info(config.name)  # type: ignore[arg-type]
+                await replicas.replicate(self.js, config.name or "", self.settings.replicas)
             except nats.js.errors.NotFoundError:
-                with contextlib.suppress(nats.js.errors.BadRequestError):  # another service made it meanwhile
-                    await self.js.add_stream(config)
+                await replicas.add_stream(self.js, config, self.settings.replicas)
 
     async def lease_bucket(self, bucket: str = s.LEASE_BUCKET) -> KeyValue:
-        """The KV bucket holding leases (the scheduler's, unless another is named; created if missing)."""
-        try:
-            return await self.js.key_value(bucket)
-        except nats.js.errors.BucketNotFoundError:
-            with contextlib.suppress(nats.js.errors.BadRequestError):  # another instance made it meanwhile
-                return await self.js.create_key_value(bucket=bucket, ttl=self.settings.lease_ttl, history=1)
-            return await self.js.key_value(bucket)
+        """The KV bucket holding leases (the scheduler's, unless another is named; created if missing), on
+        `settings.replicas` servers."""
+        return await replicas.key_value(self.js, bucket, self.settings.replicas, ttl=self.settings.lease_ttl, history=1)
+
+    async def answered(self, ask: Callable[[], Awaitable[T]], what: str) -> T:
+        """`ask()`, asked again while JetStream does not answer it (a stream of a cluster between two leaders, say:
+        its requests go unanswered until the others elect one)."""
+        warned = False
+        while True:
+            try:
+                return await ask()
+            except _UNANSWERED as error:
+                if self.nc.is_closed:
+                    raise
+                if not warned:
+                    log.warning("%s: no answer (%s); asking again", what, error or type(error).__name__)
+                    warned = True
+                await asyncio.sleep(0.25)
 
     # appending
 
@@ -261,7 +295,9 @@ class Bus:
             except _RETRIED as error:
                 if self.nc.is_closed:
                     raise
-                log.warning("append of %d events not confirmed (%s); retrying", len(events), error)
+                log.warning(
+                    "append of %d events not confirmed (%s); retrying", len(events), error or type(error).__name__
+                )
                 await asyncio.sleep(0.25)
 
     async def _append_once(self, events: Sequence[AnyEvent], expected_last: dict[str, int]) -> list[int]:
@@ -285,13 +321,19 @@ class Bus:
                 batch.replies.append(reply)
                 await self.nc.publish(subject, encode(event), reply=reply, headers=headers)
             if batch.left:
-                await asyncio.wait_for(batch.done, timeout=10.0)
+                await asyncio.wait_for(batch.done, timeout=APPEND_ACK_SECONDS)
             return batch.sequences
         finally:
             for reply in batch.replies:
                 waiting.pop(reply, None)
             if batch.done.done() and not batch.done.cancelled():
                 batch.done.exception()  # retrieved: a publish that failed first is what propagates
+
+    def acks_lost(self) -> None:
+        """Fail every append waiting for acks (it publishes again): those sent to a server now gone never come."""
+        for batch, _index in list(self._acks_waiting.values()):
+            if not batch.done.done():
+                batch.done.set_exception(AcksLost("acks lost in a reconnect"))
 
     async def _ack_prefix(self) -> str:
         if not self._acks_inbox:

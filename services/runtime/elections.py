@@ -10,7 +10,6 @@ matching record (forged, or published by hand) is skipped like any unfoldable ev
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 
@@ -18,12 +17,12 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.kv import KeyValue
 
 from schemas import SchedulerElected
 from schemas import subjects as s
 from services.core.errors import CodecError
 from services.runtime.codec import decode
+from services.runtime.replicas import key_value
 
 log = logging.getLogger("corral.elections")
 
@@ -47,15 +46,16 @@ def _subject(epoch: int) -> str:
     return f"$KV.{s.ELECTIONS_BUCKET}.{epoch}"
 
 
-async def record_election(js: JetStreamContext, elected: SchedulerElected) -> None:
-    """Write the record of `elected` (creating the bucket if missing); call before appending the event.
+async def record_election(js: JetStreamContext, elected: SchedulerElected, *, replicas: int = 1) -> None:
+    """Write the record of `elected` (creating the bucket if missing, on `replicas` servers); call before appending
+    the event.
 
     Retries while NATS does not answer; raises `KeyWrongLastSequenceError` when the epoch holds another record.
     """
     record = ElectionRecord(elected.instance, elected.event_id)
     while True:
         try:
-            kv = await _bucket(js)
+            kv = await key_value(js, s.ELECTIONS_BUCKET, replicas, history=1)
             try:
                 await kv.create(str(elected.epoch), msgspec.json.encode(record))
             except nats.js.errors.KeyWrongLastSequenceError:
@@ -77,15 +77,6 @@ def _readable(data: bytes | None) -> ElectionRecord | None:
     except CodecError:
         return None
     return record
-
-
-async def _bucket(js: JetStreamContext) -> KeyValue:
-    try:
-        return await js.key_value(s.ELECTIONS_BUCKET)
-    except nats.js.errors.BucketNotFoundError:
-        with contextlib.suppress(nats.js.errors.BadRequestError):  # another scheduler made it meanwhile
-            await js.create_key_value(bucket=s.ELECTIONS_BUCKET, history=1)
-        return await js.key_value(s.ELECTIONS_BUCKET)
 
 
 class ElectionCheck:

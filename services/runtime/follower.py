@@ -158,7 +158,7 @@ class LogFollower:
             log_id, end = await self.bus.log_identity()
         except nats.js.errors.NotFoundError:
             log_id, end = "", 0
-        if log_id == self.log_id:
+        if log_id == self.log_id or (log_id and not self.log_id):  # before start, any log is the one to fold
             return end
         self.replaced = True
         if not log_id:

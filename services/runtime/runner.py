@@ -82,6 +82,8 @@ def run_service(name: str, main: Callable[[Settings], Awaitable[None]]) -> int:
 def _service_exit(error: BaseException) -> ServiceExit | None:
     if isinstance(error, ServiceExit):
         return error
+    if isinstance(error, SettingsError):  # found once connected: the servers cannot do what a setting asks
+        return ServiceExit(2, f"{error}")
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:
             found = _service_exit(inner)

@@ -27,10 +27,12 @@ COUNTS = {
     "metrics_port": (0, 65535),
     "http_port": (1, 65_535),
     "http_max_body_bytes": (1024, 64 * 1024 * 1024),
+    "replicas": (1, 5),
 }
 """Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
 limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits, a port is 16 bits
-(0: no metrics served; the gateway's HTTP port from 1), and the gateway's body limit is bounded like a message."""
+(0: no metrics served; the gateway's HTTP port from 1), the gateway's body limit is bounded like a message, and
+JetStream keeps at most 5 replicas of a stream."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 """The standard OpenTelemetry variable: where spans and metrics go over OTLP/HTTP (checked here, read by the SDK)."""
@@ -44,6 +46,7 @@ class Settings:
     """What a service or client reads from `CORRAL_<NAME>` (for example `CORRAL_NATS_URL`)."""
 
     nats_url: str = "nats://127.0.0.1:4222"
+    """Where NATS is: one URL, or several separated by commas (the servers of a cluster)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     instance: str = f"{socket.gethostname()}-{os.getpid()}"
     heartbeat_interval: float = 1.0
@@ -73,6 +76,13 @@ class Settings:
     """When set, the gateway's mutating endpoints require `Authorization: Bearer <token>`."""
     http_max_body_bytes: int = 1_048_576
     """The largest request body the gateway reads (413 above it)."""
+    replicas: int = 1
+    """How many servers of a NATS cluster keep each stream and KV bucket (3 on a three-server cluster)."""
+
+    @property
+    def nats_servers(self) -> list[str]:
+        """`nats_url` as the list of server URLs it names."""
+        return [url.strip() for url in self.nats_url.split(",") if url.strip()]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

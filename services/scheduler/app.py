@@ -65,7 +65,8 @@ class Writer:
         self.unconfirmed = True
         sequences = await self.shell.bus.append(events)
         if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
-            await self.shell.follower.check_log()  # LogReplaced in the second case: nothing of this batch is answered
+            # LogReplaced in the second case: nothing of this batch is answered
+            await self.shell.bus.answered(self.shell.follower.check_log, "the event log's identity")
         self.confirmed = max(self.confirmed, sequences[-1])
         self.unconfirmed = False
         return sequences[0]
@@ -137,7 +138,7 @@ class Leader:
             if view.leading:
                 await self._settle()
             elected = new_election(epoch, self.instance)
-            await record_election(shell.bus.js, elected)
+            await record_election(shell.bus.js, elected, replicas=shell.bus.settings.replicas)
             view.awaited_election = elected.event_id
             (sequence,) = await shell.bus.append([elected])
             await shell.follower.wait_for(sequence)
@@ -225,7 +226,8 @@ async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: in
     if appended_from:
         await shell.follower.wait_for(appended_from - 1)
     else:
-        newest = await shell.bus.last_sequence(subjects=(s.ELECTIONS,))
+        elections = (s.ELECTIONS,)
+        newest = await shell.bus.answered(lambda: shell.bus.last_sequence(subjects=elections), "the newest election")
         if newest == elected_at:
             return
         await shell.follower.wait_for(newest)  # the reader skips an election no lease produced
