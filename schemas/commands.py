@@ -39,10 +39,14 @@ class RegisterNode(Command, frozen=True, kw_only=True):
 
 
 class SetLabels(Command, frozen=True, kw_only=True):
-    """Replace a node's user labels (system labels stay)."""
+    """Replace a node's user labels (system labels stay). With `merge`, set only the keys of `labels` and remove
+    the keys of `remove`, in one change, refusing to change a key's value unless `overwrite` (as `kubectl label`)."""
 
     node_id: str
     labels: dict[str, str]
+    merge: bool = False
+    remove: list[str] = []
+    overwrite: bool = False
 
 
 class RemoveNode(Command, frozen=True, kw_only=True):

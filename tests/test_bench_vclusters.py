@@ -64,12 +64,12 @@ def check_figures(figures: dict[str, object]) -> None:
 def test_the_vclusters_case_in_process_prints_one_json_line_with_consistent_figures(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["bench", "core", "--json", "--workloads", "vclusters", *TINY, "--in-process"]) == 0
+    assert main(["bench", "core", "-o", "json", "--workloads", "vclusters", *TINY, "--in-process"]) == 0
     check_figures(only_line(capsys.readouterr().out))
 
 
 def test_the_vclusters_case_in_its_own_process_gets_the_tenants_and_churn(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "core", "--json", "--workloads", "vclusters", *TINY]) == 0
+    assert main(["bench", "core", "-o", "json", "--workloads", "vclusters", *TINY]) == 0
     check_figures(only_line(capsys.readouterr().out))
 
 

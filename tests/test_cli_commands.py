@@ -340,7 +340,7 @@ def test_a_user_taints_a_node_submits_and_reads_why_work_waits(
     assert "PENDING (1):" in status
     assert any(line.startswith("trainer  0/2 nodes are available") for line in status)
 
-    reply = json.loads(run(["status", "--json"], mesh, capsys))
+    reply = json.loads(run(["status", "-o", "json"], mesh, capsys))
     assert reply["type"] == "status"
     assert [item["id"] for item in reply["pending"]] == ["trainer"]
 

@@ -14,7 +14,7 @@ from schemas.queries import ActorInfo, NodeInfo
 from services.cli import args as types
 from services.cli.__main__ import main
 from services.cli.common import UsageError
-from services.cli.edits import LabelEdit, label_edit, labelled, removals, taint_edit
+from services.cli.edits import LabelEdit, label_edit, removals, taint_edit
 from services.cli.listing import Snapshot, first_reason, node_status, select, table_of, totals
 from services.cli.quantity import format_amount, format_quantity, parse_quantity
 from services.cli.records import age
@@ -83,25 +83,6 @@ def test_a_bad_quantity_on_the_command_line_is_a_usage_error_naming_flag_and_val
 def test_label_edits_set_and_remove_single_keys() -> None:
     edit = label_edit(["tier=web", "team-", "zone=z1,rack=r2"])
     assert edit == LabelEdit({"tier": "web", "zone": "z1", "rack": "r2"}, ["team"])
-    current = {"team": "infra", "tier": "web", "keep": "yes"}
-    assert labelled(current, edit, overwrite=False, replace=False) == {
-        "tier": "web",
-        "keep": "yes",
-        "zone": "z1",
-        "rack": "r2",
-    }
-
-
-def test_changing_a_label_needs_overwrite_and_the_error_names_the_key() -> None:
-    with pytest.raises(UsageError, match=r"label 'tier' already has a value \('web'\): use --overwrite"):
-        labelled({"tier": "web"}, label_edit(["tier=batch"]), overwrite=False, replace=False)
-    assert labelled({"tier": "web"}, label_edit(["tier=batch"]), overwrite=True, replace=False) == {"tier": "batch"}
-
-
-def test_replace_keeps_only_the_given_labels_and_takes_no_removals() -> None:
-    assert labelled({"a": "1", "b": "2"}, label_edit(["c=3"]), overwrite=False, replace=True) == {"c": "3"}
-    with pytest.raises(UsageError, match="--replace sets every user label: drop a-"):
-        labelled({"a": "1"}, label_edit(["c=3", "a-"]), overwrite=False, replace=True)
 
 
 @pytest.mark.parametrize(

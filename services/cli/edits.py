@@ -1,5 +1,5 @@
 """kubectl's label and taint edits as pure functions: `k=v` / `k-` on labels, `k=v:Effect` / `k:Effect-` / `k-` on
-taints, turned into the labels or taints a node ends with."""
+taints, read from the command line (the services apply them, each in one change)."""
 
 from __future__ import annotations
 
@@ -41,21 +41,6 @@ def label_edit(words: list[str]) -> LabelEdit:
     if both := set(edit.set) & set(edit.remove):
         raise UsageError(f"label {sorted(both)[0]!r} is both set and removed")
     return edit
-
-
-def labelled(current: dict[str, str], edit: LabelEdit, *, overwrite: bool, replace: bool) -> dict[str, str]:
-    """The user labels after `edit`: changing a key needs `overwrite`; `replace` keeps only the ones set."""
-    if replace:
-        if edit.remove:
-            raise UsageError(f"--replace sets every user label: drop {edit.remove[0]}-")
-        return dict(edit.set)
-    for key, value in edit.set.items():
-        if key in current and current[key] != value and not overwrite:
-            raise UsageError(
-                f"label {key!r} already has a value ({current[key]!r}): use --overwrite to change it to {value!r}"
-            )
-    result = {key: value for key, value in current.items() if key not in edit.remove}
-    return result | edit.set
 
 
 @dataclass

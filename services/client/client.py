@@ -144,6 +144,14 @@ class Client(VirtualClusterCalls, HistoryCalls):
         """Replace a node's user labels."""
         return await self._command(s.SET_LABELS, SetLabels(node_id=node_id, labels=labels))
 
+    async def edit_labels(
+        self, node_id: str, labels: dict[str, str], remove: list[str] | None = None, *, overwrite: bool = False
+    ) -> Accepted:
+        """Set these user labels and remove the keys of `remove`, in one change (as `kubectl label`): a key whose
+        value would change is refused unless `overwrite`."""
+        command = SetLabels(node_id=node_id, labels=labels, merge=True, remove=list(remove or []), overwrite=overwrite)
+        return await self._command(s.SET_LABELS, command)
+
     async def add_taints(
         self, node_id: str, taints: dict[str, str] | list[Taint], *, node_address: str = ""
     ) -> Accepted:

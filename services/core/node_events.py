@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from schemas import NodeLabelsChanged, NodeRegistered, Taint, TaintsChanged
-from services.core.errors import LabelError, NotFoundError, RejectedError, rule_error
+from services.core.errors import ConflictError, LabelError, NotFoundError, RejectedError, rule_error
 from services.core.labels import SYSTEM_PREFIX, default_labels, validate_labels
 from services.core.request import TAINT_EFFECTS, check_id, check_resources, check_taints, rare_taint_key
 from services.core.state import ClusterView, NodeState
@@ -49,15 +49,45 @@ def node_registered(
     )
 
 
-def labels_changed(view: ClusterView, node_id: str, labels: dict[str, str]) -> NodeLabelsChanged:
-    """Replace the node's user labels; its system labels stay."""
+def labels_changed(
+    view: ClusterView,
+    node_id: str,
+    labels: dict[str, str],
+    *,
+    merge: bool = False,
+    remove: Sequence[str] = (),
+    overwrite: bool = False,
+) -> NodeLabelsChanged:
+    """Replace the node's user labels; its system labels stay. With `merge`: set the keys of `labels` (changing a
+    key's value only with `overwrite`) and remove the keys of `remove`."""
     node = live_node(view, node_id)
+    if merge:
+        labels = merged_labels(node, labels, remove, overwrite=overwrite)
+    elif remove:
+        raise rule_error("remove", list(remove), "removes keys only with merge (a replacement sets every user label)")
     try:
         user = validate_labels(labels)
     except LabelError as error:
         raise LabelError(f"node {node_id!r}: {error}") from error
     system = {key: value for key, value in node.labels.items() if key.startswith(SYSTEM_PREFIX)}
     return NodeLabelsChanged(node_id=node_id, labels={**user, **system})
+
+
+def merged_labels(node: NodeState, labels: dict[str, str], remove: Sequence[str], *, overwrite: bool) -> dict[str, str]:
+    """The node's user labels with `labels` set and the keys of `remove` removed; a key both set and removed, or
+    whose value would change without `overwrite`, is refused naming it."""
+    if isinstance(remove, str) or not all(isinstance(key, str) for key in remove):
+        raise rule_error("remove", remove, "must be a list of label keys")
+    current = {key: value for key, value in node.labels.items() if not key.startswith(SYSTEM_PREFIX)}
+    for key, value in labels.items():
+        if key in remove:
+            raise rule_error(f"label {key!r}", value, "a key cannot be both set and removed")
+        if key in current and current[key] != value and not overwrite:
+            raise ConflictError(
+                f"label {key!r} already has a value ({current[key]!r}): overwrite (--overwrite) to change it to "
+                f"{value!r}"
+            )
+    return {key: value for key, value in current.items() if key not in remove} | labels
 
 
 def taints_added(view: ClusterView, node_id: str, taints: dict[str, str] | list[Taint]) -> TaintsChanged:

@@ -52,8 +52,10 @@ class LabelsHandlers:
         return [event]
 
     def set_labels(self, command: SetLabels) -> Outcome:
-        """Replace the user labels of a live node."""
-        return [labels_changed(self.view.cluster, command.node_id, command.labels)]
+        """Replace the user labels of a live node, or (`merge`) set and remove single keys."""
+        cluster, node_id = self.view.cluster, command.node_id
+        merge, remove, overwrite = command.merge, command.remove, command.overwrite
+        return [labels_changed(cluster, node_id, command.labels, merge=merge, remove=remove, overwrite=overwrite)]
 
     def remove(self, command: RemoveNode) -> Outcome:
         """Take a live node out now (its actors fail and restart elsewhere when they may)."""

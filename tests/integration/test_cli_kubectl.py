@@ -203,8 +203,8 @@ def test_label_and_taint_edit_single_keys_as_kubectl_does(
 
     assert run(["label", "node", "cpu-1", "team=infra"], mesh, capsys) == "node/cpu-1 labeled\n"
     assert user_labels() == {"tier": "web", "team": "infra"}
-    err = fails(["label", "node", "cpu-1", "tier=batch", "rack=r1"], mesh, capsys, status=2)
-    assert "label 'tier' already has a value ('web'): use --overwrite to change it to 'batch'" in err
+    err = fails(["label", "node", "cpu-1", "tier=batch", "rack=r1"], mesh, capsys, status=1)
+    assert "label 'tier' already has a value ('web'): overwrite (--overwrite) to change it to 'batch'" in err
     assert user_labels() == {"tier": "web", "team": "infra"}  # refused: nothing changed
     run(["label", "node", "cpu-1", "tier=batch", "team-", "--overwrite"], mesh, capsys)
     assert user_labels() == {"tier": "batch"}

@@ -55,7 +55,7 @@ def test_a_tenant_creates_a_cluster_runs_work_in_it_and_reads_why_the_third_task
     shown = run(["vc", "show", "vc1"], mesh, capsys)
     assert "State:      admitted" in shown
     assert {"raylet1", "raylet2"} <= set(shown.split())
-    info = json.loads(run(["vc", "show", "vc1", "--json"], mesh, capsys))
+    info = json.loads(run(["vc", "show", "vc1", "-o", "json"], mesh, capsys))
     assert info["cluster_id"] == "vc1" and info["total_resources"] == {"CPU": 2.0}
 
     refused = run(["vc", "destroy", "vc1"], mesh, capsys, status=1)

@@ -53,7 +53,7 @@ async def test_twenty_thousand_actors_list_completely_through_the_client_and_the
     assert len(await client.actors({"app": "bulk"})) == ACTORS
     assert len((await client.status(limit=5)).actors) == 5
 
-    shown = _corral(mesh, "status", "--json")
+    shown = _corral(mesh, "status", "-o", "json")
     assert shown.returncode == 0, shown.stderr
     assert len(json.loads(shown.stdout)["actors"]) == ACTORS
     assert "maximum payload exceeded" not in log_of(mesh, "scheduler")
@@ -74,7 +74,7 @@ async def test_a_request_over_the_payload_limit_is_refused_naming_its_size_and_t
 
     request = mesh.data_dir / "huge.json"
     request.write_text(json.dumps({"actor_id": "huge", "resources": {"CPU": 1}, "labels": huge}))
-    shown = _corral(mesh, "submit", "--json", str(request))
+    shown = _corral(mesh, "submit", "-f", str(request))
     assert shown.returncode == 1
     assert shown.stderr.count("\n") == 1, shown.stderr
     assert f"{request.stat().st_size} bytes" in shown.stderr  # refused as it is read, naming its size and the limit

@@ -137,7 +137,7 @@ async def test_two_hundred_thousand_placed_actors_list_completely_in_pages_under
             assert len(sizes) > 1
             assert max(sizes) <= client.bus.nc.max_payload
 
-        listed = json.loads(await corral(servers, "status", "--json"))["actors"]
+        listed = json.loads(await corral(servers, "status", "-o", "json"))["actors"]
         assert len(listed) == ACTORS
         assert {actor["actor_id"]: actor["node_id"] for actor in listed} == placements
         table = (await corral(servers, "status")).splitlines()

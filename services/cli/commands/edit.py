@@ -19,12 +19,11 @@ from schemas import subjects as s
 from schemas.queries import NodeInfo
 from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
-from services.cli.edits import label_edit, labelled, removals, taint_edit
+from services.cli.edits import label_edit, removals, taint_edit
 from services.cli.listing import CORDON, DRAIN
 from services.cli.output import deprecated
 from services.cli.registry import Subcommands
 from services.client import Client
-from services.core.labels import user_labels
 
 NODE_WORDS = ("node", "nodes", "no")
 DRAIN_TIMEOUT = 60.0
@@ -121,19 +120,19 @@ def run_label(args: argparse.Namespace) -> int:
         raise UsageError("give at least one KEY=VALUE or KEY- edit")
     edit = label_edit(words)
 
-    async def main() -> dict[str, str]:
-        async with connected(args) as client:
-            current = user_labels((await live_node(client, node_id)).labels)
-            labels = labelled(current, edit, overwrite=args.overwrite, replace=replace)
-            for key in edit.remove:
-                if key not in current:
-                    print(f"label {key!r} not found on node {node_id}", file=sys.stderr)
-            await client.set_labels(node_id, labels)
-            return labels
+    if replace and edit.remove:
+        raise UsageError(f"--replace sets every user label: drop {edit.remove[0]}-")
 
-    labels = asyncio.run(main())
+    async def main() -> None:
+        async with connected(args) as client:
+            if replace:
+                await client.set_labels(node_id, edit.set)
+            else:  # one change, checked by the labels service against the labels the node has then
+                await client.edit_labels(node_id, edit.set, edit.remove, overwrite=args.overwrite)
+
+    asyncio.run(main())
     if args.node_id:
-        say(f"node {node_id} labelled {','.join(f'{key}={value}' for key, value in labels.items())}")
+        say(f"node {node_id} labelled {','.join(f'{key}={value}' for key, value in edit.set.items())}")
     else:
         say(f"node/{node_id} labeled")
     return 0
