@@ -1,0 +1,166 @@
+"""`corral bench pending`: how fast a burst of waiting actors drains, and what it costs unrelated requests.
+
+The cluster has `--nodes` batch nodes (32 CPUs each) held full by one placement group, and a tenth as many
+service nodes (16 CPUs) tainted `service` so only the unrelated requests, which tolerate it, run there.
+`--pending` actors (1 CPU and 1 to `--shapes` GiB of memory, no toleration) wait, folded from events. Then:
+
+1. a stream of `--unrelated` requests is decided while they wait: each submits an actor on the service nodes
+   and removes the one submitted ten requests earlier, so resources are freed and taken all the time;
+2. one event frees room for all of them: the placement group is removed, and the drain is timed until no
+   actor waits any more;
+3. the same stream again, after the drain.
+
+Each request's decision (a `submit` or `remove_actor` call) is timed. It prints the drain seconds and the
+unrelated requests' p50 and p99 beside the targets, and asserts nothing. Everything runs in this process on
+the core (`services.core.Cluster`), as the scheduler runs it; a request arriving during the drain waits for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+
+from schemas import (
+    ActorPending,
+    ActorSubmitted,
+    AnyEvent,
+    NodeRegistered,
+    PlacementGroupPlaced,
+    PlacementGroupRequest,
+    PlacementGroupSubmitted,
+    ScheduleRequest,
+    Taint,
+)
+from services.cli.args import positive_int
+from services.cli.bench.workloads import percentile
+from services.cli.registry import Subcommands
+from services.core import Cluster
+from services.core.decide.actor import explain_actor
+from services.core.request import CompiledRequest
+from services.core.state import replay
+
+DRAIN_TARGET_S = 5.0
+P99_TARGET_MS = 50.0
+SEED = 42
+SERVICE = Taint("service", "true")
+BLOCKER = "blocker"
+KEPT = 10
+"""Unrelated actors alive at once: each request removes the one submitted this many requests earlier."""
+
+
+def waiting_request(index: int, shapes: int) -> ScheduleRequest:
+    """One of the waiting actors: 1 CPU, and 1 to `shapes` GiB of memory."""
+    return ScheduleRequest(f"wait-{index:06d}", {"CPU": 1.0, "memory": float(1 + index % shapes)})
+
+
+def cluster_events(nodes: int) -> list[AnyEvent]:
+    """The batch nodes held full by the blocking placement group, and the tainted service nodes."""
+    events: list[AnyEvent] = []
+    batch = [f"batch-{index:05d}" for index in range(nodes)]
+    for node_id in batch:
+        events.append(NodeRegistered(node_id=node_id, resources={"CPU": 32.0, "memory": 256.0}, labels={"pool": "b"}))
+    for index in range(max(1, nodes // 10)):
+        events.append(
+            NodeRegistered(
+                node_id=f"service-{index:04d}",
+                resources={"CPU": 16.0, "memory": 64.0},
+                labels={"pool": "s"},
+                taints=[SERVICE],
+            )
+        )
+    blocker = PlacementGroupRequest(BLOCKER, [{"CPU": 32.0}] * nodes, "SPREAD")
+    events += [PlacementGroupSubmitted(request=blocker), PlacementGroupPlaced(pg_id=BLOCKER, bundle_nodes=batch)]
+    return events
+
+
+def setup(args: argparse.Namespace) -> Cluster:
+    """A cluster whose batch nodes are full and `--pending` actors wait (their explanation computed once)."""
+    events = cluster_events(args.nodes)
+    explanation = explain_actor(replay(events, SEED), CompiledRequest(waiting_request(0, args.shapes), ()))
+    for index in range(args.pending):
+        request = waiting_request(index, args.shapes)
+        events += [ActorSubmitted(request=request), ActorPending(actor_id=request.actor_id, explanation=explanation)]
+    return Cluster.from_view(replay(events, SEED), keep_history=False)
+
+
+def stream(cluster: Cluster, count: int, start: int) -> list[int]:
+    """Decide `count` unrelated requests (a submit, then the removal of an older one); each one's nanoseconds."""
+    timings: list[int] = []
+    clock = time.perf_counter_ns
+    for index in range(start, start + count):
+        request = ScheduleRequest(
+            f"unrelated-{index:06d}", {"CPU": 1.0}, label_selector={"pool": "s"}, tolerations={"service": "true"}
+        )
+        began = clock()
+        cluster.submit(request)
+        timings.append(clock() - began)
+        if index - KEPT >= start:
+            began = clock()
+            cluster.remove_actor(f"unrelated-{index - KEPT:06d}")
+            timings.append(clock() - began)
+        cluster.take_events()
+    return timings
+
+
+def milliseconds(nanoseconds: int) -> float:
+    """Nanoseconds as milliseconds, to two places."""
+    return round(nanoseconds / 1e6, 2)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the cluster, time the stream, the drain and the stream again; print the figures."""
+    cluster = setup(args)
+    gc.collect()
+    gc.freeze()
+    before = stream(cluster, args.unrelated, 0)
+    began = time.perf_counter()
+    cluster.remove_placement_group(BLOCKER)
+    drain = time.perf_counter() - began
+    cluster.take_events()
+    left = sum(len(scope.pending) for scope in [cluster.view])
+    after = stream(cluster, args.unrelated, args.unrelated)
+    gc.unfreeze()
+    timings = sorted(before + after)
+    figures = {
+        "nodes": args.nodes,
+        "pending": args.pending,
+        "shapes": args.shapes,
+        "drain_s": round(drain, 2),
+        "still_pending": left,
+        "unrelated_requests": len(timings),
+        "unrelated_ms_p50": milliseconds(percentile(timings, 0.5)),
+        "unrelated_ms_p99": milliseconds(percentile(timings, 0.99)),
+        "waiting_ms_p99": milliseconds(percentile(sorted(before), 0.99)),
+        "drain_target_s": DRAIN_TARGET_S,
+        "p99_target_ms": P99_TARGET_MS,
+    }
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(
+        f"corral bench pending: {args.pending:,} waiting actors in {args.shapes} shapes, {args.nodes:,} batch nodes, "
+        f"{len(timings)} unrelated requests"
+    )
+    print(f"  drain: {figures['drain_s']} s until {left} wait (target <= {DRAIN_TARGET_S:g} s)")
+    print(
+        f"  unrelated requests: p50 {figures['unrelated_ms_p50']} ms, p99 {figures['unrelated_ms_p99']} ms "
+        f"(while the burst waits: p99 {figures['waiting_ms_p99']} ms; target < {P99_TARGET_MS:g} ms)"
+    )
+    return 0
+
+
+def add_parsers(commands: Subcommands) -> None:
+    """`corral bench pending`."""
+    parser = commands.add_parser(
+        "pending", help="drain seconds of a burst of waiting actors, and unrelated requests' latency", description=__doc__
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--nodes", type=positive_int, default=1000, help="batch nodes (default: 1000)")
+    parser.add_argument("--pending", type=positive_int, default=20000, help="waiting actors (default: 20000)")
+    parser.add_argument("--shapes", type=positive_int, default=4, help="distinct shapes among them (default: 4)")
+    parser.add_argument(
+        "--unrelated", type=positive_int, default=200, help="unrelated submits before and after the drain (default: 200)"
+    )
+    parser.set_defaults(run=run, parser=parser)
