@@ -49,6 +49,7 @@ from services.core.state import ActorState, ClusterView, GroupState, NodeState, 
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
+from services.core.waiting import BucketKey, WaitingIndex
 
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
@@ -105,6 +106,10 @@ class Cluster:
 
     def _use_view(self, view: ClusterView) -> None:
         self._view = view
+        self._waiting = WaitingIndex()
+        for scope in [view, *(vc.scope for vc in view.tree.clusters.values())]:
+            for work_id in scope.pending:
+                self._file(work_id)
         hooks = ClusterHooks(
             emit=self._emit,
             begin=self._begin,
@@ -137,12 +142,16 @@ class Cluster:
 
     def _fold_view(self, event: AnyEvent) -> None:
         self._view.fold(event)
+        work_id = _work_id(event)
+        if work_id:
+            self._file(work_id)
         if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
             self._groups.pop(event.pg_id, None)
         elif isinstance(event, VirtualClusterDestroyed):
             self.vclusters.forget(event.vc_id)
+            self._waiting.forget_scope(event.vc_id)
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
@@ -380,7 +389,10 @@ class Cluster:
             self.vclusters.shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
+        """Place the actor now if it can be; otherwise it waits (and a try that places nothing draws nothing from
+        the seeded generator, so skipping a try known to fail changes no later choice)."""
         actor_id = actor.request.actor_id
+        drawn = self._prng.state
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
         placed = place_actor(scope, work, self._prng, self.sample_size)
@@ -397,6 +409,7 @@ class Cluster:
                 )
             )
             return True
+        self._prng.state = drawn
         if announce or actor.explanation is None:
             self._emit(ActorPending(actor_id=actor_id, explanation=self._explain(scope, work)))
         return False
@@ -476,7 +489,9 @@ class Cluster:
             self._emit(PlacementGroupBundlesLost(pg_id=pg_id, bundle_indices=sorted(indices), reason=reason))
 
     def _try_group(self, group: GroupState, *, announce: bool) -> bool:
+        """Reserve the group now if it can be; otherwise it waits (drawing nothing, as `_try_actor`)."""
         pg_id = group.request.pg_id
+        drawn = self._prng.state
         kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
         option = group.option if kept else None
         scope = self._scope(pg_id)
@@ -486,6 +501,7 @@ class Cluster:
             index, nodes = decision
             self._emit(PlacementGroupPlaced(pg_id=pg_id, bundle_nodes=nodes, option=index))
             return True
+        self._prng.state = drawn
         if announce or group.explanation is None:
             self._emit(PlacementGroupPending(pg_id=pg_id, explanation=decision))
         return False
@@ -573,16 +589,54 @@ class Cluster:
             wake_all = False
 
     def _retry_scope(self, scope: ClusterView, *, wake_all: bool) -> bool:
+        """Re-try the scope's waiting work in queue order (with `wake_all` all of it, else only work waiting on a
+        placement); once a try fails, the rest of its bucket is not tried on the same view (it fails alike),
+        unless the scope may borrow, where a failed try does not tell how the next one goes."""
         placed_any = False
-        for work_id in sorted(scope.pending, key=self._queue_key):
-            if work_id not in scope.pending or not (wake_all or self._waits_on_placement(work_id)):
+        alike = not self._borrows(scope)
+        walk = self._waiting.walk(scope.scope_id, everything=wake_all)
+        for work_id in walk:
+            if work_id not in scope.pending:
                 continue
             actor = scope.actors.get(work_id)
             if actor is not None:
-                placed_any |= self._try_actor(actor, announce=False)
+                placed = self._try_actor(actor, announce=False)
             else:
-                placed_any |= self._try_group(scope.groups[work_id], announce=False)
+                placed = self._try_group(scope.groups[work_id], announce=False)
+            placed_any |= placed
+            if not placed and alike:
+                walk.drop_bucket()
         return placed_any
+
+    def _borrows(self, scope: ClusterView) -> bool:
+        """Whether work in `scope` may be placed by growing its virtual cluster (see `VirtualClusters.borrow`)."""
+        vc = self.vclusters.of_scope(scope)
+        return vc is not None and vc.status == "admitted" and self.vclusters.spec_of(vc.vc_id).grows
+
+    def _file(self, work_id: str) -> None:
+        """Keep the waiting index true for one piece of work after an event about it: filed while it waits, under
+        its shape once it has been explained (new or restarted work is filed alone: it is tried, and explained)."""
+        scope = self._scope(work_id)
+        if work_id not in scope.pending:
+            self._waiting.unfile(work_id)
+            return
+        actor = scope.actors.get(work_id)
+        if actor is None:
+            group = scope.groups[work_id]
+            key: BucketKey = (group.request.priority, ("group", work_id))
+            self._waiting.file(scope.scope_id, work_id, group.arrival, key, same_outcome=False, on_placement=False)
+            return
+        on_placement = self._waits_on_placement(work_id)
+        fresh = actor.explanation is None
+        key = (actor.request.priority, ("new", work_id) if fresh else _shape(actor.request))
+        self._waiting.file(
+            scope.scope_id,
+            work_id,
+            actor.arrival,
+            key,
+            same_outcome=not (fresh or on_placement),
+            on_placement=on_placement,
+        )
 
     def _queue_key(self, work_id: str) -> tuple[int, int]:
         scope = self._scope(work_id)
@@ -653,3 +707,23 @@ class Cluster:
                 raise NotFoundError(f"pg_id {work_id!r}: no such placement group")
             return self._group_decision(group)
         return self._decision_of(self._actor(work_id))
+
+
+def _work_id(event: AnyEvent) -> str:
+    """The actor or placement group an event is about ("" for other events)."""
+    if isinstance(event, ActorSubmitted):
+        return event.request.actor_id
+    if isinstance(event, PlacementGroupSubmitted):
+        return event.request.pg_id
+    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved):
+        return event.actor_id
+    if isinstance(
+        event, PlacementGroupPlaced | PlacementGroupPending | PlacementGroupBundlesLost | PlacementGroupRemoved
+    ):
+        return event.pg_id
+    return ""
+
+
+def _shape(request: ScheduleRequest) -> bytes:
+    """What decides whether an actor can be placed on a view: its request but for the id, priority and restarts."""
+    return msgspec.json.encode(msgspec.structs.replace(request, actor_id="", priority=0, max_restarts=0))
