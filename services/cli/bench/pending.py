@@ -154,13 +154,18 @@ def run(args: argparse.Namespace) -> int:
 def add_parsers(commands: Subcommands) -> None:
     """`corral bench pending`."""
     parser = commands.add_parser(
-        "pending", help="drain seconds of a burst of waiting actors, and unrelated requests' latency", description=__doc__
+        "pending",
+        help="drain seconds of a burst of waiting actors, and unrelated requests' latency",
+        description=__doc__,
     )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--nodes", type=positive_int, default=1000, help="batch nodes (default: 1000)")
     parser.add_argument("--pending", type=positive_int, default=20000, help="waiting actors (default: 20000)")
     parser.add_argument("--shapes", type=positive_int, default=4, help="distinct shapes among them (default: 4)")
     parser.add_argument(
-        "--unrelated", type=positive_int, default=200, help="unrelated submits before and after the drain (default: 200)"
+        "--unrelated",
+        type=positive_int,
+        default=200,
+        help="unrelated submits before and after the drain (default: 200)",
     )
     parser.set_defaults(run=run, parser=parser)
