@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from schemas import (
@@ -45,7 +47,7 @@ from services.core.request import (
     CompiledRequest,
     check_same_request,
 )
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits, replay
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
@@ -85,6 +87,8 @@ class Cluster:
         self._subject = ""
         self._freed: set[str] = set()
         """Scopes (ROOT or a cluster id) that got resources back during the current command."""
+        self._roomier: set[str] | None = set()
+        """Nodes of the root scope that got resources back during the current command (None: not known)."""
         self._use_view(ClusterView(seed))
 
     @classmethod
@@ -188,14 +192,14 @@ class Cluster:
                     self._fail_dead_node(scope, node_id)
             self._retry_pending(wake_all=True)
         elif isinstance(event, NodeRegistered | NodeLabelsChanged):
-            self._retry_pending(wake_all=True)
+            self._retry_pending(wake_all=True, roomier={event.node_id})
         elif isinstance(event, TaintsChanged):
             evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
             if evicting:
                 for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
                     self._evict(scope, node_id, evicting)
             removed = any(t not in event.taints for t in taints_before)
-            self._retry_pending(wake_all=bool(evicting) or removed)
+            self._retry_pending(wake_all=bool(evicting) or removed, roomier={event.node_id})
         elif isinstance(event, VirtualClusterRequested):
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
@@ -332,7 +336,7 @@ class Cluster:
         scope = self._scope(actor_id)
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
-        self._freed.add(scope.scope_id)
+        self._free(scope, [node_id])
         self.vclusters.shrink(scope, node_id)
         self._retry_freed()
 
@@ -385,7 +389,7 @@ class Cluster:
             again = restart and actor.restarts_left
             node_id = actor.node_id
             self._emit(ActorFailed(actor_id=actor_id, node_id=node_id or "", reason=reason, will_restart=again))
-            self._freed.add(scope.scope_id)
+            self._free(scope, [node_id])
             self.vclusters.shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
@@ -456,7 +460,7 @@ class Cluster:
         if group is None:
             raise NotFoundError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
-        self._freed.add(self._scope(pg_id).scope_id)
+        self._free(self._scope(pg_id), group.bundle_nodes)
         self._stop_group(pg_id, f"placement group {pg_id} removed")
         self._retry_freed()
 
@@ -554,24 +558,38 @@ class Cluster:
 
     # the pending queue
 
-    def _retry_pending(self, *, wake_all: bool, where: ClusterView | None = None) -> None:
+    def _retry_pending(
+        self, *, wake_all: bool, where: ClusterView | None = None, roomier: set[str] | None = None
+    ) -> None:
         """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
 
         `wake_all` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
         removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
         Otherwise only work that waits on another placement is re-tried, in the scope `where` that placement
         happened (affinity, DataFlow and bundles never reach across a virtual cluster's boundary).
+        `roomier`: the only nodes of the root scope the event changed (None: any may have changed).
         """
         self._freed.clear()
-        self._retry(self._scopes() if wake_all or where is None else [where], wake_all=wake_all)
+        self._roomier = set()
+        scopes = self._scopes() if wake_all or where is None else [where]
+        self._retry(scopes, wake_all=wake_all, roomier=roomier)
+
+    def _free(self, scope: ClusterView, node_ids: Iterable[str | None]) -> None:
+        """Note that `scope` got resources back on these nodes during the current command."""
+        self._freed.add(scope.scope_id)
+        if scope is self._view and self._roomier is not None:
+            self._roomier.update(node_id for node_id in node_ids if node_id is not None)
 
     def _note_freed(self, scope_id: str) -> None:
         self._freed.add(scope_id)  # not a bound `add`: `_retry_freed` swaps the set
+        if scope_id == ROOT:
+            self._roomier = None  # a virtual node shrank: where it gave back is not tracked
 
     def _retry_freed(self) -> None:
         """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
         that may still borrow from those, and the admission queues."""
         freed, self._freed = self._freed, set()
+        roomier, self._roomier = self._roomier, set()
         clusters = self._view.tree.clusters.values()
         scopes = [self._view] if ROOT in freed else []
         scopes += [
@@ -579,22 +597,33 @@ class Cluster:
             for vc in clusters
             if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self.vclusters.may_grow(vc)))
         ]
-        self._retry(scopes, wake_all=True)
+        self._retry(scopes, wake_all=True, roomier=roomier)
 
-    def _retry(self, scopes: list[ClusterView], *, wake_all: bool) -> None:
+    def _retry(self, scopes: list[ClusterView], *, wake_all: bool, roomier: set[str] | None = None) -> None:
+        """Re-try the scopes' waiting work until a pass places nothing; a first pass that wakes every kind of wait
+        skips, at the root, the buckets `roomier` says no changed node can take (see `_could_take`)."""
         while scopes:
             if wake_all and self._view.tree.clusters:
                 self.vclusters.admit_waiting()
-            scopes = [scope for scope in scopes if scope.pending and self._retry_scope(scope, wake_all=wake_all)]
-            wake_all = False
+            scopes = [
+                scope
+                for scope in scopes
+                if scope.pending and self._retry_scope(scope, wake_all=wake_all, roomier=roomier)
+            ]
+            wake_all, roomier = False, None
 
-    def _retry_scope(self, scope: ClusterView, *, wake_all: bool) -> bool:
+    def _retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
         """Re-try the scope's waiting work in queue order (with `wake_all` all of it, else only work waiting on a
         placement); once a try fails, the rest of its bucket is not tried on the same view (it fails alike),
         unless the scope may borrow, where a failed try does not tell how the next one goes."""
         placed_any = False
         alike = not self._borrows(scope)
-        walk = self._waiting.walk(scope.scope_id, everything=wake_all)
+        nodes = [scope.nodes[n] for n in sorted(roomier) if n in scope.nodes] if roomier is not None else None
+        walk = self._waiting.walk(
+            scope.scope_id,
+            everything=wake_all,
+            skip=None if nodes is None or scope is not self._view else lambda need: not _could_take(nodes, need),
+        )
         for work_id in walk:
             if work_id not in scope.pending:
                 continue
@@ -617,25 +646,21 @@ class Cluster:
         """Keep the waiting index true for one piece of work after an event about it: filed while it waits, under
         its shape once it has been explained (new or restarted work is filed alone: it is tried, and explained)."""
         scope = self._scope(work_id)
-        if work_id not in scope.pending:
+        actor, group = scope.actors.get(work_id), scope.groups.get(work_id)
+        if work_id not in scope.pending or (actor is None and group is None):
             self._waiting.unfile(work_id)
             return
-        actor = scope.actors.get(work_id)
         if actor is None:
-            group = scope.groups[work_id]
+            assert group is not None
             key: BucketKey = (group.request.priority, ("group", work_id))
             self._waiting.file(scope.scope_id, work_id, group.arrival, key, same_outcome=False, on_placement=False)
             return
         on_placement = self._waits_on_placement(work_id)
-        fresh = actor.explanation is None
-        key = (actor.request.priority, ("new", work_id) if fresh else _shape(actor.request))
+        alike = not (actor.explanation is None or on_placement)
+        key = (actor.request.priority, _shape(actor.request) if alike else ("new", work_id))
+        need = self._work_of(work_id).resources if alike and not actor.request.labels else None
         self._waiting.file(
-            scope.scope_id,
-            work_id,
-            actor.arrival,
-            key,
-            same_outcome=not (fresh or on_placement),
-            on_placement=on_placement,
+            scope.scope_id, work_id, actor.arrival, key, same_outcome=alike, on_placement=on_placement, need=need
         )
 
     def _queue_key(self, work_id: str) -> tuple[int, int]:
@@ -727,3 +752,13 @@ def _work_id(event: AnyEvent) -> str:
 def _shape(request: ScheduleRequest) -> bytes:
     """What decides whether an actor can be placed on a view: its request but for the id, priority and restarts."""
     return msgspec.json.encode(msgspec.structs.replace(request, actor_id="", priority=0, max_restarts=0))
+
+
+def _could_take(nodes: list[NodeState], need: Resources) -> bool:
+    """Whether one of the nodes an event changed has room for `need` now.
+
+    Label-less work waiting for no placement, explained after a failed try, fails on the view it was tried on;
+    an event that changed only `nodes` (room given back, a node added, relabelled or untainted) can let it in
+    only there, so work no node of `nodes` has room for need not be tried.
+    """
+    return any(fits(node.free, need) for node in nodes)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import heapq
 from bisect import insort
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+
+from services.core.state import Resources
 
 BucketKey = tuple[int, Hashable]
 """(priority, shape)."""
@@ -23,10 +25,12 @@ COMPACT_AFTER = 64
 class Bucket:
     """Work of one shape and priority in arrival order; entries of work that left stay until compacted."""
 
-    __slots__ = ("dead", "entries", "on_placement", "priority", "same_outcome")
+    __slots__ = ("dead", "entries", "need", "on_placement", "priority", "same_outcome")
 
-    def __init__(self, priority: int, *, same_outcome: bool, on_placement: bool) -> None:
+    def __init__(self, priority: int, *, same_outcome: bool, on_placement: bool, need: Resources | None) -> None:
         self.priority = priority
+        self.need = need
+        """What each piece of work here needs, when only room on a node can let it in (None: more may)."""
         self.same_outcome = same_outcome
         """Whether every piece of work here fails when one does, on the same view (a shape, not one piece)."""
         self.on_placement = on_placement
@@ -67,8 +71,10 @@ class WaitingIndex:
         *,
         same_outcome: bool,
         on_placement: bool,
+        need: Resources | None = None,
     ) -> None:
-        """File waiting work under `key` in its scope (moving it if it was filed elsewhere)."""
+        """File waiting work under `key` in its scope (moving it if it was filed elsewhere); the flags and `need`
+        describe the bucket, so all work filed under one key must agree on them."""
         filing = self._filed.get(work_id)
         if filing is not None:
             if filing.scope_id == scope_id and filing.key == key:
@@ -77,7 +83,8 @@ class WaitingIndex:
         buckets = self._scopes.setdefault(scope_id, {})
         bucket = buckets.get(key)
         if bucket is None:
-            bucket = buckets[key] = Bucket(key[0], same_outcome=same_outcome, on_placement=on_placement)
+            bucket = Bucket(key[0], same_outcome=same_outcome, on_placement=on_placement, need=need)
+            buckets[key] = bucket
         self._tokens += 1
         entry = (arrival, self._tokens, work_id)
         if not bucket.entries or bucket.entries[-1] < entry:
@@ -109,15 +116,15 @@ class WaitingIndex:
                 if filing is not None and filing.token == token:
                     del self._filed[work_id]
 
-    def filed(self, work_id: str) -> BucketKey | None:
-        """The key the work is filed under, if it is."""
-        filing = self._filed.get(work_id)
-        return filing.key if filing is not None else None
-
-    def walk(self, scope_id: str, *, everything: bool) -> Walk:
+    def walk(self, scope_id: str, *, everything: bool, skip: Callable[[Resources], bool] | None = None) -> Walk:
         """The scope's waiting work in queue order: every bucket, or (not `everything`) only work waiting on a
-        placement. The buckets are read as they are now: work filed during the walk waits for the next one."""
-        buckets = [bucket for bucket in self._scopes.get(scope_id, {}).values() if everything or bucket.on_placement]
+        placement; with `skip`, not the buckets whose `need` it refuses. The buckets are read as they are now:
+        work filed during the walk waits for the next one."""
+        buckets = [
+            bucket
+            for bucket in self._scopes.get(scope_id, {}).values()
+            if (everything or bucket.on_placement) and (skip is None or bucket.need is None or not skip(bucket.need))
+        ]
         return Walk(self, buckets)
 
     def holds(self, entry: tuple[int, int, str]) -> bool:

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas import ScheduleRequest
-from services.core import Cluster
+from schemas import ActorAffinitySchedulingStrategy, ScheduleRequest
+from services.core import Cluster, Pending
+from services.core.labels import ZONE
 from services.core.state import ClusterView
 from services.core.waiting import WaitingIndex
-from tests.core.builders import make_actor, make_cluster
+from tests.core.builders import affinity, make_actor, make_cluster, on_node
 from tests.core.test_properties import SETTINGS, NodeSpec, Op, actor_requests, add, apply, node_specs, ops
 
 
 class FullRetryCluster(Cluster):
     """The reference: every re-try walks the whole queue of the scope in order and tries each piece of work."""
 
-    def _retry_scope(self, scope: ClusterView, *, wake_all: bool) -> bool:
+    def _retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
         placed_any = False
         for work_id in sorted(scope.pending, key=self._queue_key):
             if work_id not in scope.pending or not (wake_all or self._waits_on_placement(work_id)):
@@ -92,7 +94,7 @@ def test_a_burst_of_one_shape_is_tried_once_per_freed_room() -> None:
     assert sorted(cluster.view.pending) == [f"wait{index:02d}" for index in range(1, 50)]
 
 
-def count_tries(cluster: Cluster) -> object:
+def count_tries(cluster: Cluster) -> Callable[[], int]:
     """Count the actors tried from now on; the returned function tells how many so far."""
     tried: list[str] = []
     original = cluster._try_actor
@@ -114,3 +116,16 @@ def test_an_index_follows_work_in_and_out() -> None:
     index.unfile("w2")
     assert list(index.walk("", everything=True)) == ["hi", "w1", "w3"]
     assert list(index.walk("", everything=False)) == []
+
+
+def test_work_kept_out_by_an_anti_affinity_comes_in_when_its_holder_leaves_a_node_too_small_for_it() -> None:
+    cluster = make_cluster(nodes=2, cpu=4, zones=1)
+    cluster.submit(make_actor("holder", 1, label_selector=on_node("n1"), scheduling_strategy=anti_app_a_in_zone()))
+    cluster.submit(make_actor("filler", 3, label_selector=on_node("n1")))
+    assert isinstance(cluster.submit(make_actor("app-a", 2, labels={"app": "a"})), Pending)
+    cluster.remove_actor("holder")  # n1 has 1 CPU free now, too little; n0, in the same zone, is open again
+    assert cluster.placements()["app-a"] == "n0"
+
+
+def anti_app_a_in_zone() -> ActorAffinitySchedulingStrategy:
+    return affinity("app", "NOT_IN", ["a"], topology_key=ZONE)
