@@ -35,7 +35,7 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import explain_actor, place_actor
+from services.core.decide.actor import actor_plans, explain_actor, place_actor
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
@@ -47,7 +47,7 @@ from services.core.request import (
     CompiledRequest,
     check_same_request,
 )
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits, replay
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
@@ -622,7 +622,9 @@ class Cluster:
         walk = self._waiting.walk(
             scope.scope_id,
             everything=wake_all,
-            skip=None if nodes is None or scope is not self._view else lambda need: not _could_take(nodes, need),
+            skip=None
+            if nodes is None or scope is not self._view
+            else lambda work_id: not self._could_take(nodes, work_id),
         )
         for work_id in walk:
             if work_id not in scope.pending:
@@ -636,6 +638,19 @@ class Cluster:
             if not placed and alike:
                 walk.drop_bucket()
         return placed_any
+
+    def _could_take(self, nodes: list[NodeState], work_id: str) -> bool:
+        """Whether one of the root nodes an event changed can take the actor now.
+
+        Label-less work waiting for no placement, explained after a failed try, fails on the view it was tried on;
+        an event that changed only `nodes` (room given back, a node added, relabelled or untainted) can let it in
+        only there, so work none of `nodes` can take need not be tried, nor the rest of its bucket.
+        """
+        work = self._work_of(work_id)
+        plans, _bundle = actor_plans(self._view, work)
+        return any(
+            fits(node.free, work.resources) and any(plan.rejects(node) is None for plan in plans) for node in nodes
+        )
 
     def _borrows(self, scope: ClusterView) -> bool:
         """Whether work in `scope` may be placed by growing its virtual cluster (see `VirtualClusters.borrow`)."""
@@ -658,9 +673,15 @@ class Cluster:
         on_placement = self._waits_on_placement(work_id)
         alike = not (actor.explanation is None or on_placement)
         key = (actor.request.priority, _shape(actor.request) if alike else ("new", work_id))
-        need = self._work_of(work_id).resources if alike and not actor.request.labels else None
+        room_only = alike and not actor.request.labels
         self._waiting.file(
-            scope.scope_id, work_id, actor.arrival, key, same_outcome=alike, on_placement=on_placement, need=need
+            scope.scope_id,
+            work_id,
+            actor.arrival,
+            key,
+            same_outcome=alike,
+            on_placement=on_placement,
+            room_only=room_only,
         )
 
     def _queue_key(self, work_id: str) -> tuple[int, int]:
@@ -752,13 +773,3 @@ def _work_id(event: AnyEvent) -> str:
 def _shape(request: ScheduleRequest) -> bytes:
     """What decides whether an actor can be placed on a view: its request but for the id, priority and restarts."""
     return msgspec.json.encode(msgspec.structs.replace(request, actor_id="", priority=0, max_restarts=0))
-
-
-def _could_take(nodes: list[NodeState], need: Resources) -> bool:
-    """Whether one of the nodes an event changed has room for `need` now.
-
-    Label-less work waiting for no placement, explained after a failed try, fails on the view it was tried on;
-    an event that changed only `nodes` (room given back, a node added, relabelled or untainted) can let it in
-    only there, so work no node of `nodes` has room for need not be tried.
-    """
-    return any(fits(node.free, need) for node in nodes)

@@ -13,8 +13,6 @@ import heapq
 from bisect import insort
 from collections.abc import Callable, Hashable, Iterator
 
-from services.core.state import Resources
-
 BucketKey = tuple[int, Hashable]
 """(priority, shape)."""
 
@@ -25,12 +23,13 @@ COMPACT_AFTER = 64
 class Bucket:
     """Work of one shape and priority in arrival order; entries of work that left stay until compacted."""
 
-    __slots__ = ("dead", "entries", "need", "on_placement", "priority", "same_outcome")
+    __slots__ = ("dead", "entries", "on_placement", "priority", "room_only", "same_outcome")
 
-    def __init__(self, priority: int, *, same_outcome: bool, on_placement: bool, need: Resources | None) -> None:
+    def __init__(self, priority: int, *, same_outcome: bool, on_placement: bool, room_only: bool) -> None:
         self.priority = priority
-        self.need = need
-        """What each piece of work here needs, when only room on a node can let it in (None: more may)."""
+        self.room_only = room_only
+        """Whether only a node that changed can let this work in (it fails on the view it was last tried on, and
+        no change elsewhere can help it: no affinity, no labels other actors' anti-affinity could name)."""
         self.same_outcome = same_outcome
         """Whether every piece of work here fails when one does, on the same view (a shape, not one piece)."""
         self.on_placement = on_placement
@@ -71,10 +70,10 @@ class WaitingIndex:
         *,
         same_outcome: bool,
         on_placement: bool,
-        need: Resources | None = None,
+        room_only: bool = False,
     ) -> None:
-        """File waiting work under `key` in its scope (moving it if it was filed elsewhere); the flags and `need`
-        describe the bucket, so all work filed under one key must agree on them."""
+        """File waiting work under `key` in its scope (moving it if it was filed elsewhere); the flags describe
+        the bucket, so all work filed under one key must agree on them."""
         filing = self._filed.get(work_id)
         if filing is not None:
             if filing.scope_id == scope_id and filing.key == key:
@@ -83,7 +82,7 @@ class WaitingIndex:
         buckets = self._scopes.setdefault(scope_id, {})
         bucket = buckets.get(key)
         if bucket is None:
-            bucket = Bucket(key[0], same_outcome=same_outcome, on_placement=on_placement, need=need)
+            bucket = Bucket(key[0], same_outcome=same_outcome, on_placement=on_placement, room_only=room_only)
             buckets[key] = bucket
         self._tokens += 1
         entry = (arrival, self._tokens, work_id)
@@ -116,16 +115,21 @@ class WaitingIndex:
                 if filing is not None and filing.token == token:
                     del self._filed[work_id]
 
-    def walk(self, scope_id: str, *, everything: bool, skip: Callable[[Resources], bool] | None = None) -> Walk:
+    def walk(self, scope_id: str, *, everything: bool, skip: Callable[[str], bool] | None = None) -> Walk:
         """The scope's waiting work in queue order: every bucket, or (not `everything`) only work waiting on a
-        placement; with `skip`, not the buckets whose `need` it refuses. The buckets are read as they are now:
-        work filed during the walk waits for the next one."""
+        placement; with `skip`, not the `room_only` buckets it refuses, given one piece of their work. The buckets
+        are read as they are now: work filed during the walk waits for the next one."""
         buckets = [
             bucket
             for bucket in self._scopes.get(scope_id, {}).values()
-            if (everything or bucket.on_placement) and (skip is None or bucket.need is None or not skip(bucket.need))
+            if (everything or bucket.on_placement)
+            and not (skip is not None and bucket.room_only and skip(self._head(bucket)))
         ]
         return Walk(self, buckets)
+
+    def _head(self, bucket: Bucket) -> str:
+        """The first work still filed in a bucket (a bucket is dropped once nothing is)."""
+        return next(entry[2] for entry in bucket.entries if self.holds(entry))
 
     def holds(self, entry: tuple[int, int, str]) -> bool:
         """Whether a bucket's entry is still where its work is filed."""
