@@ -16,6 +16,7 @@ from services.core.state import ClusterView
 from services.core.waiting import WaitingIndex
 from tests.core.builders import affinity, make_actor, make_cluster, on_node
 from tests.core.test_properties import SETTINGS, NodeSpec, Op, actor_requests, add, apply, node_specs, ops
+from tests.core.vc_builders import fixed, spec
 
 
 class FullRetryCluster(Cluster):
@@ -34,10 +35,20 @@ class FullRetryCluster(Cluster):
         return placed_any
 
 
+TENANTS = {"fixed": spec(fixed(2, 2)), "flex": spec(min_cpu=1, max_cpu=6)}
+"""Virtual clusters the workloads create first: one of fixed-size nodes, one whose flexible nodes borrow."""
+
+
 @st.composite
 def bursts(draw: st.DrawFn) -> Op:
-    """Several actors of one shape at once (different priorities and restarts): the buckets the index skips."""
-    return Op("burst", draw(st.integers(2, 6)), request=draw(actor_requests()))
+    """Several actors of one shape at once (different priorities and restarts), at the root or in a virtual
+    cluster: the buckets the index skips."""
+    request = draw(actor_requests())
+    tenant = draw(st.sampled_from([None, None, "fixed", "flex"]))
+    return Op("burst", draw(st.integers(2, 6)), request=msgspec.structs.replace(request, vcluster_id=tenant))
+
+
+destroys = st.builds(Op, st.just("destroy"), st.integers(0, 1))
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,22 @@ workloads = st.builds(
     Workload,
     st.integers(0, 2**32),
     st.lists(node_specs, min_size=1, max_size=6),
-    st.lists(st.one_of(ops(), bursts(), bursts()), min_size=10, max_size=40),
+    st.lists(st.one_of(ops(), bursts(), bursts(), destroys), min_size=10, max_size=40),
 )
 
 
 def run(cluster: Cluster, op: Op, step: int) -> None:
+    if op.kind == "destroy":
+        tenant = sorted(TENANTS)[op.pick]
+        if tenant in cluster.view.tree.clusters:
+            cluster.destroy_virtual_cluster(tenant, force=True)
+        return
     if op.kind != "burst":
         apply(cluster, op, step)
         return
     assert isinstance(op.request, ScheduleRequest)
+    if op.request.vcluster_id and op.request.vcluster_id not in cluster.view.tree.clusters:
+        return
     for copy in range(op.pick):
         request = msgspec.structs.replace(
             op.request, actor_id=f"b{step}-{copy}", priority=copy % 2, max_restarts=copy % 3 - 1
@@ -72,8 +90,10 @@ def run(cluster: Cluster, op: Op, step: int) -> None:
 def test_the_indexed_queue_decides_exactly_as_a_full_re_try(workload: Workload) -> None:
     indexed, full = Cluster(seed=workload.seed), FullRetryCluster(seed=workload.seed)
     for cluster in (indexed, full):
-        for index, spec in enumerate(workload.nodes):
-            add(cluster, spec, f"n{index}")
+        for index, node in enumerate(workload.nodes):
+            add(cluster, node, f"n{index}")
+        for tenant, tenant_spec in TENANTS.items():
+            cluster.create_virtual_cluster(tenant, tenant_spec)
     for step, op in enumerate(workload.ops):
         for cluster in (indexed, full):
             run(cluster, op, step)
