@@ -58,9 +58,6 @@ class WaitingIndex:
         self._filed: dict[str, Filing] = {}
         self._tokens = 0
 
-    def __len__(self) -> int:
-        return len(self._filed)
-
     def file(
         self,
         scope_id: str,
