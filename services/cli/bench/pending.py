@@ -28,12 +28,23 @@ from schemas import (
     AnyEvent,
     NodeRegistered,
     PlacementGroupPlaced,
-    PlacementGroupRequest,
     PlacementGroupSubmitted,
-    ScheduleRequest,
-    Taint,
 )
 from services.cli.args import positive_int
+from services.cli.bench.burst import (
+    BATCH_NODE,
+    BLOCKER,
+    KEPT,
+    SERVICE,
+    SERVICE_NODE,
+    Measured,
+    batch_nodes,
+    blocker,
+    service_nodes,
+    unrelated_request,
+    waiting_request,
+)
+from services.cli.bench.pending_mesh import run_mesh
 from services.cli.bench.workloads import percentile
 from services.cli.registry import Subcommands
 from services.core import Cluster
@@ -44,34 +55,18 @@ from services.core.state import replay
 DRAIN_TARGET_S = 5.0
 P99_TARGET_MS = 50.0
 SEED = 42
-SERVICE = Taint("service", "true")
-BLOCKER = "blocker"
-KEPT = 10
-"""Unrelated actors alive at once: each request removes the one submitted this many requests earlier."""
-
-
-def waiting_request(index: int, shapes: int) -> ScheduleRequest:
-    """One of the waiting actors: 1 CPU, and 1 to `shapes` GiB of memory."""
-    return ScheduleRequest(f"wait-{index:06d}", {"CPU": 1.0, "memory": float(1 + index % shapes)})
 
 
 def cluster_events(nodes: int) -> list[AnyEvent]:
     """The batch nodes held full by the blocking placement group, and the tainted service nodes."""
     events: list[AnyEvent] = []
-    batch = [f"batch-{index:05d}" for index in range(nodes)]
+    batch = batch_nodes(nodes)
     for node_id in batch:
-        events.append(NodeRegistered(node_id=node_id, resources={"CPU": 32.0, "memory": 256.0}, labels={"pool": "b"}))
-    for index in range(max(1, nodes // 10)):
-        events.append(
-            NodeRegistered(
-                node_id=f"service-{index:04d}",
-                resources={"CPU": 16.0, "memory": 64.0},
-                labels={"pool": "s"},
-                taints=[SERVICE],
-            )
-        )
-    blocker = PlacementGroupRequest(BLOCKER, [{"CPU": 32.0}] * nodes, "SPREAD")
-    events += [PlacementGroupSubmitted(request=blocker), PlacementGroupPlaced(pg_id=BLOCKER, bundle_nodes=batch)]
+        events.append(NodeRegistered(node_id=node_id, resources={**BATCH_NODE, "memory": 256.0}, labels={"pool": "b"}))
+    for node_id in service_nodes(nodes):
+        events.append(NodeRegistered(node_id=node_id, resources=SERVICE_NODE, labels={"pool": "s"}, taints=[SERVICE]))
+    group = blocker(nodes)
+    events += [PlacementGroupSubmitted(request=group), PlacementGroupPlaced(pg_id=BLOCKER, bundle_nodes=batch)]
     return events
 
 
@@ -90,15 +85,13 @@ def stream(cluster: Cluster, count: int, start: int) -> list[int]:
     timings: list[int] = []
     clock = time.perf_counter_ns
     for index in range(start, start + count):
-        request = ScheduleRequest(
-            f"unrelated-{index:06d}", {"CPU": 1.0}, label_selector={"pool": "s"}, tolerations={"service": "true"}
-        )
+        request = unrelated_request(index)
         began = clock()
         cluster.submit(request)
         timings.append(clock() - began)
         if index - KEPT >= start:
             began = clock()
-            cluster.remove_actor(f"unrelated-{index - KEPT:06d}")
+            cluster.remove_actor(unrelated_request(index - KEPT).actor_id)
             timings.append(clock() - began)
         cluster.take_events()
     return timings
@@ -109,8 +102,8 @@ def milliseconds(nanoseconds: int) -> float:
     return round(nanoseconds / 1e6, 2)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Build the cluster, time the stream, the drain and the stream again; print the figures."""
+def run_core(args: argparse.Namespace) -> Measured:
+    """Build the cluster, time the stream, the drain and the stream again, all on the core in this process."""
     cluster = setup(args)
     gc.collect()
     gc.freeze()
@@ -119,39 +112,50 @@ def run(args: argparse.Namespace) -> int:
     cluster.remove_placement_group(BLOCKER)
     drain, drain_cpu = time.perf_counter() - began, time.process_time() - cpu
     cluster.take_events()
-    left = sum(len(scope.pending) for scope in [cluster.view])
     after = stream(cluster, args.unrelated, args.unrelated)
     gc.unfreeze()
-    timings = sorted(before + after)
+    return Measured(round(drain, 2), len(cluster.view.pending), before, after, drain_cpu_s=round(drain_cpu, 2))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure on the core (or through a mesh) and print the figures."""
+    measured = run_mesh(args) if args.mesh else run_core(args)
+    timings = sorted(measured.before + measured.after)
     figures = {
+        "where": "mesh" if args.mesh else "core",
         "nodes": args.nodes,
         "pending": args.pending,
         "shapes": args.shapes,
-        "drain_s": round(drain, 2),
-        "drain_cpu_s": round(drain_cpu, 2),
-        "still_pending": left,
+        "drain_s": measured.drain_s,
+        "drain_cpu_s": measured.drain_cpu_s,
+        "still_pending": measured.still_pending,
         "unrelated_requests": len(timings),
         "unrelated_ms_p50": milliseconds(percentile(timings, 0.5)),
         "unrelated_ms_p99": milliseconds(percentile(timings, 0.99)),
-        "waiting_ms_p99": milliseconds(percentile(sorted(before), 0.99)),
+        "waiting_ms_p99": milliseconds(percentile(sorted(measured.before), 0.99)),
+        "during_drain_requests": len(measured.during),
+        "during_drain_ms_max": milliseconds(max(measured.during, default=0)),
         "drain_target_s": DRAIN_TARGET_S,
         "p99_target_ms": P99_TARGET_MS,
     }
     if args.json:
         print(json.dumps(figures))
         return 0
+    cpu = f" ({measured.drain_cpu_s} s of CPU)" if measured.drain_cpu_s is not None else ""
     print(
-        f"corral bench pending: {args.pending:,} waiting actors in {args.shapes} shapes, {args.nodes:,} batch nodes, "
-        f"{len(timings)} unrelated requests"
+        f"corral bench pending ({figures['where']}): {args.pending:,} waiting actors in {args.shapes} shapes, "
+        f"{args.nodes:,} batch nodes, {len(timings)} unrelated requests"
     )
-    print(
-        f"  drain: {figures['drain_s']} s ({figures['drain_cpu_s']} s of CPU) until {left} wait "
-        f"(target <= {DRAIN_TARGET_S:g} s)"
-    )
+    print(f"  drain: {measured.drain_s} s{cpu} until {measured.still_pending} wait (target <= {DRAIN_TARGET_S:g} s)")
     print(
         f"  unrelated requests: p50 {figures['unrelated_ms_p50']} ms, p99 {figures['unrelated_ms_p99']} ms "
         f"(while the burst waits: p99 {figures['waiting_ms_p99']} ms; target < {P99_TARGET_MS:g} ms)"
     )
+    if args.mesh:
+        print(
+            f"  during the drain: {len(measured.during)} unrelated requests, the slowest "
+            f"{figures['during_drain_ms_max']} ms"
+        )
     return 0
 
 
@@ -171,5 +175,8 @@ def add_parsers(commands: Subcommands) -> None:
         type=positive_int,
         default=200,
         help="unrelated submits before and after the drain (default: 200)",
+    )
+    parser.add_argument(
+        "--mesh", action="store_true", help="through an embedded mesh (local nats-server and redis-server)"
     )
     parser.set_defaults(run=run, parser=parser)
