@@ -13,6 +13,7 @@ from schemas import ActorAffinitySchedulingStrategy, ScheduleRequest
 from services.core import Cluster, Pending
 from services.core.labels import ZONE
 from services.core.state import ClusterView
+from services.core.state.snapshot import decode, dump, encode, restore
 from services.core.waiting import WaitingIndex
 from tests.core.builders import affinity, make_actor, make_cluster, on_node
 from tests.core.test_properties import SETTINGS, NodeSpec, Op, actor_requests, add, apply, node_specs, ops
@@ -88,17 +89,27 @@ def run(cluster: Cluster, op: Op, step: int) -> None:
 @SETTINGS
 @given(workloads)
 def test_the_indexed_queue_decides_exactly_as_a_full_re_try(workload: Workload) -> None:
-    indexed, full = Cluster(seed=workload.seed), FullRetryCluster(seed=workload.seed)
+    indexed: Cluster = Cluster(seed=workload.seed)
+    full: Cluster = FullRetryCluster(seed=workload.seed)
     for cluster in (indexed, full):
         for index, node in enumerate(workload.nodes):
             add(cluster, node, f"n{index}")
         for tenant, tenant_spec in TENANTS.items():
             cluster.create_virtual_cluster(tenant, tenant_spec)
     for step, op in enumerate(workload.ops):
+        if step == len(workload.ops) // 2:  # both taken over from a snapshot, the index rebuilt from the view
+            indexed, full = taken_over(indexed), taken_over(full)
         for cluster in (indexed, full):
             run(cluster, op, step)
         assert indexed.events() == full.events(), f"after step {step} ({op.kind})"
         assert list(indexed.view.pending) == list(full.view.pending)
+
+
+def taken_over(cluster: Cluster) -> Cluster:
+    """A cluster of the same class going on from a snapshot of this one's view, caught up as a new leader is."""
+    successor = type(cluster).from_view(restore(decode(encode(dump(cluster.view)))))
+    successor.reconcile()
+    return successor
 
 
 def test_a_burst_of_one_shape_is_tried_once_per_freed_room() -> None:
