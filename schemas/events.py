@@ -91,6 +91,11 @@ class ActorPlaced(Event, frozen=True, tag=True):
     bundle_index: int = -1
     request: ScheduleRequest | None = None
     resized: list[VirtualNodeSize] = []
+    prng: int = -1
+    """The scheduler's PRNG state just before it decided (-1: not recorded): with `folded`, what re-running the
+    decision needs (`corral why-placed`)."""
+    folded: int = 0
+    """The log sequence the deciding scheduler had folded (0: not recorded); its own later events come on top."""
 
 
 class ActorPending(Event, frozen=True, tag=True):

@@ -10,7 +10,7 @@ from services.cli.__main__ import main
 
 
 def test_a_tiny_run_drains_the_burst_and_prints_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "pending", "--nodes", "20", "--pending", "300", "--unrelated", "15", "--json"]) == 0
+    assert main(["bench", "pending", "--nodes", "20", "--pending", "300", "--unrelated", "15", "-o", "json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["pending"] == 300
     assert figures["still_pending"] == 0  # the one event freed room for all of them, and every one was placed

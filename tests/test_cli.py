@@ -80,14 +80,25 @@ def assert_figures(results: list[dict[str, object]], workloads: list[str], nodes
 
 
 def test_bench_core_in_process_prints_a_json_line_per_case(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "core", "--json", "--sizes", "200", "--workloads", "plain,pg_strict_spread", "--decisions", "50"]
+    argv = [
+        "bench",
+        "core",
+        "-o",
+        "json",
+        "--sizes",
+        "200",
+        "--workloads",
+        "plain,pg_strict_spread",
+        "--decisions",
+        "50",
+    ]
     assert main([*argv, "--in-process"]) == 0
     assert_figures(json_lines(capsys.readouterr().out), ["plain", "pg_strict_spread"], 200)
 
 
 def test_bench_core_runs_each_case_in_its_own_process(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
-        main(["bench", "core", "--json", "--sizes", "50", "--workloads", "anti_affinity_node", "--decisions", "20"])
+        main(["bench", "core", "-o", "json", "--sizes", "50", "--workloads", "anti_affinity_node", "--decisions", "20"])
         == 0
     )
     assert_figures(json_lines(capsys.readouterr().out), ["anti_affinity_node"], 50)
@@ -143,7 +154,7 @@ def test_bench_autoscaler_prints_milliseconds_per_round_beside_the_target(capsys
 
 
 def test_bench_autoscaler_json_has_the_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "autoscaler", "--json", "--nodes", "50", "--pending", "100", "--shapes", "10", "--types", "3"]
+    argv = ["bench", "autoscaler", "-o", "json", "--nodes", "50", "--pending", "100", "--shapes", "10", "--types", "3"]
     assert main([*argv, "--rounds", "1"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert (figures["nodes"], figures["pending"], figures["target_ms"]) == (50, 100, 200.0)

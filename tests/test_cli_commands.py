@@ -55,8 +55,15 @@ def test_help_lists_every_mesh_command(capsys: pytest.CaptureFixture[str]) -> No
         main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for command in ("up", "node", "sim", "taint", "label", "submit", "status", "why", "schema", "demo", "bench"):
-        assert f"    {command} " in out
+    groups = {title: out.index(f"\n{title}:\n") for title in ("Basic commands", "Cluster management", "Mesh")}
+    groups |= {title: out.index(f"\n{title}:\n") for title in ("Troubleshooting", "Other")}
+    assert list(groups) == sorted(groups, key=groups.__getitem__)  # in kubectl's order: basic commands first
+    listed = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line[2] != "-"}
+    for command in ("get", "describe", "submit", "create", "delete", "label", "taint", "cordon", "uncordon"):
+        assert command in listed
+    for command in ("drain", "up", "node", "sim", "why", "status", "dead-letters", "vc", "version", "completion"):
+        assert command in listed
+    assert out.index("  get ") < out.index("\nCluster management:") < out.index("  drain ") < out.index("\nMesh:")
 
 
 @pytest.mark.parametrize(
@@ -99,11 +106,11 @@ def test_a_taint_with_a_bad_effect_is_a_usage_error_naming_the_flag_and_the_valu
 @pytest.mark.parametrize(
     ("argv", "complaint"),
     [
-        (["taint", "--append", "gpu=true"], "one of the arguments --node-id --node-address is required"),
-        (["taint", "--node-id", "n1"], "one of the arguments --append --delete is required"),
-        (["taint", "--node-id", "n1", "--node-address", "10.0.0.1", "--delete", "gpu"], "not allowed with"),
-        (["taint", "--node-id", "n1", "--append", "gpu=true", "--delete", "gpu"], "not allowed with"),
-        (["node", "start", "n1", "--resources", "CPU=lots"], "amount 'lots' is not a number"),
+        (["taint", "--append", "gpu=true"], "expected `corral taint node ID ...`"),
+        (["taint", "--node-id", "n1"], "give one of --append or --delete"),
+        (["taint", "--node-id", "n1", "--node-address", "10.0.0.1", "--delete", "gpu"], "name the node once"),
+        (["taint", "--node-id", "n1", "--append", "gpu=true", "--delete", "gpu"], "give one of --append or --delete"),
+        (["node", "start", "n1", "--resources", "CPU=lots"], "resource CPU 'lots': must be a number >= 0"),
         (["node", "start", "n1"], "--resources"),
         (["node", "start", "n1", "--resources", "CPU=1", "--labels", "a=b=c"], "'a=b=c'"),
         (["label", "--node-id", "n1", "corral.io/zone=z1"], "reserved for system labels"),
@@ -113,7 +120,7 @@ def test_a_taint_with_a_bad_effect_is_a_usage_error_naming_the_flag_and_the_valu
         (["submit", "a1", "--selector", "zone=in(z1"], "selector 'zone=in(z1'"),
         (["submit", "a1", "--selector", "zone=z1", "--selector", "zone=z2"], "--selector: key 'zone' given twice"),
         (["submit", "a1", "--strategy", "RANDOM"], "invalid choice: 'RANDOM'"),
-        (["submit", "--json", "-", "--cpu", "2"], "drop --cpu"),
+        (["submit", "-f", "-", "--cpu", "2"], "drop --cpu"),
         (["sim", "--nodes", "0"], "'0' must be 1 or more"),
         (["up", "--nats-port", "70000"], "'70000' must be a port between 1 and 65535"),
         (["status", "--timeout", "soon"], "'soon' is not a number of seconds"),
@@ -153,7 +160,7 @@ def test_resources_parse_to_floats_and_refuse_bad_entries_by_name() -> None:
     assert types.resources("CPU=8, GPU=1,memory=16e9") == {"CPU": 8.0, "GPU": 1.0, "memory": 16e9}
     for text, complaint in [
         ("CPU", "expected NAME=AMOUNT"),
-        ("CPU=-1", "finite number >= 0"),
+        ("CPU=-1", "resource CPU '-1': must be a number >= 0"),
         ("CPU=1,CPU=2", "'CPU' in 'CPU=1,CPU=2': given twice"),
         ("9x=1", "name '9x'"),
         ("", "expected NAME=AMOUNT"),
@@ -207,22 +214,37 @@ def test_submit_with_cpu_zero_asks_for_no_cpu() -> None:
     assert build_request(parse(["submit", "tiny", "--cpu", "0"])).resources == {}
 
 
-def test_submit_json_reads_a_whole_request_and_actor_id_replaces_its_own(tmp_path: Path) -> None:
+def test_submit_f_reads_a_whole_request_as_json_or_yaml_and_actor_id_replaces_its_own(tmp_path: Path) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps({"actor_id": "from-file", "resources": {"CPU": 2}, "priority": 3}))
-    request = build_request(parse(["submit", "--json", str(path)]))
+    request = build_request(parse(["submit", "-f", str(path)]))
     assert (request.actor_id, request.resources, request.priority) == ("from-file", {"CPU": 2.0}, 3)
-    assert build_request(parse(["submit", "renamed", "--json", str(path)])).actor_id == "renamed"
+    assert build_request(parse(["submit", "renamed", "--filename", str(path)])).actor_id == "renamed"
+    manifest = tmp_path / "request.yaml"
+    manifest.write_text("actor_id: from-yaml\nresources:\n  CPU: 0.5\n")
+    assert build_request(parse(["submit", "-f", str(manifest)])).resources == {"CPU": 0.5}
 
 
-def test_submit_json_that_is_not_a_request_exits_1_naming_the_field(
+def test_submit_json_still_reads_a_request_file_with_a_deprecation_notice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps({"actor_id": "from-file"}))
+    assert build_request(parse(["submit", "--json", str(path)])).actor_id == "from-file"
+    assert "--json FILE is deprecated and will be removed; use -f/--filename FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["submit", "--help"])
+    assert "--json" not in capsys.readouterr().out
+
+
+def test_submit_f_that_is_not_a_request_exits_1_naming_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps({"actor_id": "a1", "priority": "high"}))
-    assert main(["submit", "--json", str(path)]) == 1
+    assert main(["submit", "-f", str(path)]) == 1
     err = capsys.readouterr().err
-    assert f"--json {path}: not a ScheduleRequest" in err
+    assert f"-f {path}: not a ScheduleRequest" in err
     assert "$.priority" in err
 
 
@@ -353,10 +375,12 @@ def test_refused_commands_exit_1_with_the_services_reason(
 ) -> None:
     err = run(["why", "ghost"], mesh, capsys, status=1)
     assert "corral why: error: unknown actor 'ghost'" in err
-    err = run(["taint", "--node-id", "ghost", "--delete", "gpu"], mesh, capsys, status=1)
-    assert "corral taint: error: the taints service refused it: node_id 'ghost': no such node" in err
-    err = run(["taint", "--node-address", "10.9.9.9", "--append", "gpu=true"], mesh, capsys, status=1)
-    assert "'10.9.9.9'" in err
+    err = run(["taint", "node", "ghost", "gpu-"], mesh, capsys, status=1)
+    assert "corral taint: error: node 'ghost': no such live node" in err
+    err = run(["taint", "node", "10.9.9.9", "gpu=true", "--by-address"], mesh, capsys, status=1)
+    assert "corral taint: error: no live node has address '10.9.9.9'" in err
+    err = run(["cordon", "ghost"], mesh, capsys, status=1)
+    assert "corral cordon: error: node 'ghost': no such live node" in err
     err = run(["node", "remove", "ghost"], mesh, capsys, status=1)
     assert "no such node" in err
 

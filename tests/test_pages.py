@@ -105,3 +105,17 @@ def test_a_pending_item_too_large_for_a_page_keeps_its_counts_and_fewer_node_ids
     (pending,) = joined(pages).pending
     assert pending.reasons == {"Insufficient CPU": 150_000}
     assert 0 < len(pending.nodes_by_reason["Insufficient CPU"]) < 150_000
+
+
+def test_a_cursor_of_another_query_never_reads_a_listing_held_under_the_same_id() -> None:
+    """Another instance's cursor can name an id this one gave a listing of another query (both at one point of the
+    log): its pages come from its own query, and this instance's listing is left to its reader."""
+    first_instance, second_instance = _Service(_status(30_000)), _Service(_status(30_000))
+    theirs = [first_instance.ask(StatusQuery())]
+    mine = [second_instance.ask(StatusQuery(limit=20_000))]  # listing id 1 here too, of another query
+    while theirs[-1].next:
+        theirs.append(second_instance.ask(StatusQuery(cursor=theirs[-1].next)))
+    while mine[-1].next:
+        mine.append(second_instance.ask(StatusQuery(cursor=mine[-1].next, limit=20_000)))
+    assert len(joined(theirs).actors) == 30_000
+    assert len(joined(mine).actors) == 20_000

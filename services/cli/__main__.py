@@ -9,26 +9,101 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from services.cli.commands import autoscaler, bench, deadletters, demo, node, ops, schema, sim, status, up, vc
+from services.cli.commands import (
+    autoscaler,
+    bench,
+    deadletters,
+    demo,
+    describe,
+    edit,
+    get,
+    history,
+    meta,
+    node,
+    ops,
+    schema,
+    sim,
+    status,
+    up,
+    vc,
+    work,
+)
+from services.cli.commands.meta import corral_version
 from services.cli.common import CliError, UsageError, not_answering
-from services.cli.registry import Registers, register
+from services.cli.registry import Registers, Subcommands, register
 from services.client import CorralError, RejectedError, ServiceFailedError, TooLargeError, UnavailableError
 from services.runtime.settings import SettingsError
 
-COMMANDS: tuple[Registers, ...] = (up, node, sim, ops, status, autoscaler, deadletters, vc, schema, demo, bench)
-"""Every command of `corral`, in the order `corral --help` lists them."""
+COMMANDS: tuple[Registers, ...] = (
+    get,
+    describe,
+    ops,
+    work,
+    edit,
+    up,
+    node,
+    sim,
+    status,
+    history,
+    autoscaler,
+    deadletters,
+    vc,
+    schema,
+    demo,
+    bench,
+    meta,
+)
+"""Every command module of `corral`."""
+
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Basic commands", ("get", "describe", "submit", "create", "delete")),
+    ("Cluster management", ("label", "taint", "cordon", "uncordon", "drain")),
+    ("Mesh", ("up", "node", "sim")),
+    ("Troubleshooting", ("why", "why-placed", "events", "status", "dead-letters")),  # a name not registered is skipped
+    ("Other", ("vc", "autoscaler", "schema", "demo", "bench", "version", "completion")),
+)
+"""How `corral --help` groups the commands, as kubectl's help does."""
+
+
+def command_groups(commands: Subcommands) -> str:
+    """The grouped command list of `corral --help`: each command with its one-line help (a command GROUPS does not
+    name is listed under the last group)."""
+    helps = {action.dest: action.help or "" for action in commands._choices_actions}
+    grouped = [(title, [name for name in names if name in helps]) for title, names in GROUPS]
+    ungrouped = [name for name in helps if all(name not in names for _, names in GROUPS)]
+    grouped[-1][1].extend(ungrouped)
+    width = max(map(len, helps)) + 2
+    blocks = [
+        f"{title}:\n" + "\n".join(f"  {name:<{width}}{helps[name]}" for name in names) for title, names in grouped
+    ]
+    return "\n\n".join(blocks)
+
+
+class GroupedHelp(argparse.RawDescriptionHelpFormatter):
+    """`corral --help`: the commands appear once, in the grouped list of the epilog, not as a positional."""
+
+    def add_arguments(self, actions: Iterable[argparse.Action]) -> None:
+        super().add_arguments([action for action in actions if not isinstance(action, argparse._SubParsersAction)])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `corral` parser: every command of COMMANDS (the mesh commands, `schema`, `demo` and `bench`)."""
+    """The `corral` parser: every command of COMMANDS, listed in GROUPS by `--help`."""
     parser = argparse.ArgumentParser(
         prog="corral",
-        description="Corral: a scheduling control plane for actors, tasks and placement groups. Mesh commands "
-        "connect to --nats-url (default: $CORRAL_NATS_URL, else nats://127.0.0.1:4222).",
+        usage="corral [-h] [--version] COMMAND ...",
+        formatter_class=GroupedHelp,
+        description="Corral: a scheduling control plane for actors, tasks and placement groups.",
     )
-    register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True), COMMANDS)
+    parser.add_argument("--version", action="version", version=f"corral {corral_version()}")
+    commands = parser.add_subparsers(prog="corral", dest="command", metavar="COMMAND", required=True)
+    register(commands, COMMANDS)
+    parser.epilog = (
+        f"{command_groups(commands)}\n\nMesh commands connect to --nats-url (default: $CORRAL_NATS_URL, else "
+        "nats://127.0.0.1:4222).\nUse `corral COMMAND --help` for a command's options."
+    )
+    parser.set_defaults(root=parser)
     return parser
 
 

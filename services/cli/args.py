@@ -13,12 +13,16 @@ from collections.abc import Callable
 from typing import get_args
 
 from schemas import Exists, SelectorValue, Taint, TaintEffect
-from services.core.errors import LabelError
+from services.cli.quantity import format_amount, parse_quantity
+from services.core.errors import LabelError, RejectedError
 from services.core.labels import parse_labels, validate_label_key, validate_label_value
 from services.core.selectors import parse_condition
 
 TAINT_EFFECTS: tuple[str, ...] = get_args(TaintEffect)
 """The taint effects the wire contract knows, in its order."""
+
+ALIASES = {"cpu": "CPU", "gpu": "GPU"}
+"""kubectl's lowercase resource names, taken as Corral's."""
 
 _RESOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
 
@@ -29,7 +33,8 @@ def _entries(text: str) -> list[str]:
 
 
 def resources(text: str) -> dict[str, float]:
-    """`CPU=8,GPU=1,memory=16e9` as `{"CPU": 8.0, ...}`: names once each, finite amounts >= 0."""
+    """`CPU=8,GPU=1,memory=16Gi` as `{"CPU": 8.0, ...}`: names once each, quantities >= 0 (`500m`, `4Gi`, `2k`);
+    `cpu` and `gpu` (kubectl's spelling) mean CPU and GPU."""
     parsed: dict[str, float] = {}
     entries = _entries(text)
     if not entries:
@@ -43,14 +48,11 @@ def resources(text: str) -> dict[str, float]:
                 f"resource {entry!r} in {text!r}: name {name!r} must start with a letter or '_' "
                 "and hold only letters, digits, '_', '.', '/', ':' or '-'"
             )
+        name = ALIASES.get(name, name)
         try:
-            amount = float(amount_text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"resource {entry!r} in {text!r}: amount {amount_text!r} is not a number"
-            ) from None
-        if not math.isfinite(amount) or amount < 0:
-            raise argparse.ArgumentTypeError(f"resource {entry!r} in {text!r}: amount must be a finite number >= 0")
+            amount = parse_quantity(f"resource {name}", amount_text)
+        except RejectedError as error:
+            raise argparse.ArgumentTypeError(f"{error} (in {text!r})") from None
         if name in parsed:
             raise argparse.ArgumentTypeError(f"resource {name!r} in {text!r}: given twice")
         parsed[name] = amount
@@ -58,14 +60,11 @@ def resources(text: str) -> dict[str, float]:
 
 
 def amount(text: str) -> float:
-    """A resource amount: a finite number >= 0 (`nan`, `inf` and negatives are refused)."""
+    """A resource amount: a quantity >= 0 (`2`, `500m`, `4Gi`; `nan`, `inf` and negatives are refused)."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number >= 0")
-    return value
+        return parse_quantity("amount", text)
+    except RejectedError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def labels(text: str) -> dict[str, str]:
@@ -188,6 +187,25 @@ def format_taint(value: Taint) -> str:
 
 
 def format_resources(values: dict[str, float]) -> str:
-    """`CPU=8,GPU=1` (names sorted, CPU first)."""
+    """`CPU=8,GPU=1,memory=4Gi` (names sorted, CPU first; quantities as `format_amount` spells them)."""
     names = sorted(values, key=lambda name: (name != "CPU", name))
-    return ",".join(f"{name}={values[name]:g}" for name in names)
+    return ",".join(f"{name}={format_amount(name, values[name])}" for name in names)
+
+
+def selector_list(text: str) -> list[tuple[str, SelectorValue]]:
+    """`-l zone=z1,tier=in(a,b),gpu!=true`: entries split on commas outside parentheses, each as `selector` takes
+    it (kubectl's `key!=value` is read as `key=!value`)."""
+    entries, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            entries.append(text[start:index])
+            start = index + 1
+    entries.append(text[start:])
+    parsed = []
+    for entry in (entry.strip() for entry in entries):
+        if not entry:
+            raise argparse.ArgumentTypeError(f"selector {text!r}: empty entry (expected KEY=CONDITION,...)")
+        key, bang, value = entry.partition("!=")
+        parsed.append(selector(f"{key}=!{value}" if bang and "=" not in key else entry))
+    return parsed

@@ -60,9 +60,14 @@ def default_nats_url() -> str:
 
 
 def add_connection_arguments(
-    parser: argparse.ArgumentParser, *, service: str, timeout: float = DEFAULT_TIMEOUT
+    parser: argparse.ArgumentParser,
+    *,
+    service: str,
+    timeout: float = DEFAULT_TIMEOUT,
+    timeout_help: str = "how long to wait to connect and for each answer",
 ) -> None:
-    """`--nats-url` and `--timeout`; `service` names what answers the command (for "did not answer" errors)."""
+    """`--nats-url` and `--timeout` (what it bounds: `timeout_help`); `service` names what answers the command (for
+    "did not answer" errors)."""
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--nats-url",
@@ -75,7 +80,7 @@ def add_connection_arguments(
         type=types.seconds,
         default=timeout,
         metavar="SECONDS",
-        help="how long to wait to connect and for each answer (default: %(default)s)",
+        help=f"{timeout_help} (default: %(default)s)",
     )
     parser.set_defaults(service=service)
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,12 @@ GATEWAY = "gateway"
 """The HTTP API `corral up` runs beside the services (on `CORRAL_HTTP_PORT`)."""
 AUTOSCALER = "autoscaler"
 """The fifth service, run when node types are given (`corral up --autoscaler CONFIG.yaml`)."""
+FIRST_BACK_OFF_S = 0.5
+"""How long a service that exits soon after starting, a second time in a row, waits to start; it doubles each time."""
+LONGEST_BACK_OFF_S = 30.0
+"""The longest wait before a service is started again."""
+STABLE_S = 60.0
+"""A service that ran this long before exiting is started again at once (its back-off starts over)."""
 
 
 @dataclass
@@ -38,6 +45,13 @@ class Mesh:
     """Where services serve `/metrics`: None nowhere, 0 on free ports, else on consecutive ports from this one."""
     metrics_ports: dict[str, int] = field(default_factory=dict)
     """Each service process's `/metrics` port (kept when it is started again)."""
+    clock: Callable[[], float] = time.monotonic
+    started_at: dict[str, float] = field(default_factory=dict)
+    """When each service process started (by `clock`)."""
+    quick_exits: dict[str, int] = field(default_factory=dict)
+    """Service process key -> how many times in a row it exited within `STABLE_S` of starting."""
+    restart_at: dict[str, float] = field(default_factory=dict)
+    """Service process key -> when (by `clock`) it is started again, for those that exited and wait."""
 
     @property
     def nats_url(self) -> str:
@@ -64,6 +78,7 @@ class Mesh:
             )
         self.processes[key] = process
         self.kinds[key] = name
+        self.started_at[key] = self.clock()
         return process
 
     def metrics_port(self, key: str) -> int:
@@ -77,15 +92,35 @@ class Mesh:
 
     def revive(self) -> list[str]:
         """Start again every service that exited with a code asking for it (`RESTART_EXIT_CODES`: lease lost, event
-        log replaced); a line for each (also kept in `revived`). Other exits are left for the caller to report."""
+        log replaced); a line for each (also kept in `revived`). Other exits are left for the caller to report.
+
+        The first time at once; a service that exits again within `STABLE_S` of starting waits before it starts
+        again, from `FIRST_BACK_OFF_S` and twice as long each time in a row, up to `LONGEST_BACK_OFF_S` (as
+        Kubernetes backs off a crash-looping container)."""
         lines = []
+        now = self.clock()
         for key, process in list(self.processes.items()):
             code = process.poll()
-            if code in RESTART_EXIT_CODES:
-                self.start_service(self.kinds[key], instance=key if key != self.kinds[key] else "")
-                lines.append(f"the {key} service exited with code {code}; started again")
+            if code not in RESTART_EXIT_CODES:
+                continue
+            if key not in self.restart_at:
+                quick = now - self.started_at.get(key, now) < STABLE_S
+                self.quick_exits[key] = self.quick_exits.get(key, 0) + 1 if quick else 0
+                self.restart_at[key] = now + self.back_off_s(key)
+            if now < self.restart_at[key]:
+                continue
+            waited = self.back_off_s(key)
+            del self.restart_at[key]
+            self.start_service(self.kinds[key], instance=key if key != self.kinds[key] else "")
+            after = f" after {waited:g}s (it exits soon after starting)" if waited else ""
+            lines.append(f"the {key} service exited with code {code}; started again{after}")
         self.revived.extend(lines)
         return lines
+
+    def back_off_s(self, key: str) -> float:
+        """How long service process `key` waits before it is started again, after its quick exits in a row."""
+        quick_exits = self.quick_exits.get(key, 0)
+        return 0.0 if quick_exits < 2 else min(LONGEST_BACK_OFF_S, FIRST_BACK_OFF_S * 2 ** (quick_exits - 2))
 
     def stop_service(self, key: str, *, hard: bool = False) -> None:
         """Stop one service: SIGTERM and wait (a graceful drain), or SIGKILL with `hard`."""

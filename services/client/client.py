@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime
 from typing import Any, Literal
 
 import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
+from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect, VirtualCluster
 from schemas import subjects as s
 from schemas.commands import (
     AddTaints,
@@ -45,6 +46,7 @@ from schemas.queries import (
     TaintsReply,
 )
 from schemas.replies import Accepted
+from services.client.history import HistoryCalls
 from services.client.job import Job
 from services.client.vclusters import VirtualClusterCalls
 from services.core.errors import UnavailableError
@@ -57,7 +59,7 @@ WorkKind = Literal["actor", "placement_group"]
 """What a decision is about."""
 
 
-class Client(VirtualClusterCalls):
+class Client(VirtualClusterCalls, HistoryCalls):
     """Connect with `async with Client(url)`; the URL defaults to `CORRAL_NATS_URL`."""
 
     def __init__(self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0) -> None:
@@ -150,9 +152,16 @@ class Client(VirtualClusterCalls):
         command = AddTaints(taints=taint_list, node_id=node_id, node_address=node_address)
         return await self._command(s.ADD_TAINTS, command)
 
-    async def remove_taints(self, node_id: str, keys: list[str], *, node_address: str = "") -> Accepted:
-        """Delete the taints with these keys."""
-        command = RemoveTaints(keys=list(keys), node_id=node_id, node_address=node_address)
+    async def remove_taints(
+        self,
+        node_id: str,
+        keys: list[str],
+        *,
+        effects: dict[str, list[TaintEffect]] | None = None,
+        node_address: str = "",
+    ) -> Accepted:
+        """Delete the taints with these keys, and those whose key and effect `effects` names (key -> effects)."""
+        command = RemoveTaints(keys=list(keys), effects=dict(effects or {}), node_id=node_id, node_address=node_address)
         return await self._command(s.REMOVE_TAINTS, command)
 
     async def remove_node(self, node_id: str) -> Accepted:
@@ -207,8 +216,11 @@ class Client(VirtualClusterCalls):
         answer: Decision = await self._ask(s.DECISION_QUERY, DecisionQuery(work_id, kind), Placed | Pending)
         return answer
 
-    async def why(self, actor_id: str) -> Decision:
-        """Why an actor waits (its `Pending`, with the nodes behind each reason), or where it runs."""
+    async def why(self, actor_id: str, at: int | datetime | str | None = None) -> Decision:
+        """Why an actor waits (its `Pending`, with the nodes behind each reason), or where it runs; with `at` (a log
+        sequence or a time), as it was then (`why_at`)."""
+        if at is not None:
+            return await self.why_at(actor_id, at)
         return await self.decision(actor_id)
 
     async def wait_placed(self, actor_id: str, timeout: float = 5.0) -> Placed:

@@ -78,6 +78,8 @@ class Cluster:
         self.sample_size = sample_size
         self.epoch = 0
         self.event_prefix = ""
+        self.folded = 0
+        """The log sequence this cluster's view has folded (a service sets it); placements record it."""
         self._prng = SplitMix64(seed)
         self._journal = Journal(keep_history=keep_history)
         self._emitted = 0
@@ -277,9 +279,9 @@ class Cluster:
         """Add taints (a taint with the same key and effect is replaced); NoExecute evicts untolerating actors."""
         self._command(taints_added(self._view, node_id, taints))
 
-    def remove_taints(self, node_id: str, keys: list[str]) -> None:
-        """Remove every taint with one of these keys."""
-        self._command(taints_removed(self._view, node_id, keys))
+    def remove_taints(self, node_id: str, keys: list[str], effects: dict[str, list[str]] | None = None) -> None:
+        """Remove every taint with one of these keys, and each taint whose key and effect `effects` names."""
+        self._command(taints_removed(self._view, node_id, keys, effects))
 
     def _command(self, event: NodeRegistered | NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
         node = self._view.nodes.get(event.node_id)
@@ -396,9 +398,9 @@ class Cluster:
         """Place the actor now if it can be; otherwise it waits (and a try that places nothing draws nothing from
         the seeded generator, so skipping a try known to fail changes no later choice)."""
         actor_id = actor.request.actor_id
-        drawn = self._prng.state
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
+        prng = self._prng.state
         placed = place_actor(scope, work, self._prng, self.sample_size)
         vc = self.vclusters.of_scope(scope)
         if placed is None and vc is not None:
@@ -409,11 +411,16 @@ class Cluster:
             group_id = target.placement_group_id if target is not None and bundle_index >= 0 else ""
             self._emit(
                 ActorPlaced(
-                    actor_id=actor_id, node_id=node.node_id, placement_group_id=group_id, bundle_index=bundle_index
+                    actor_id=actor_id,
+                    node_id=node.node_id,
+                    placement_group_id=group_id,
+                    bundle_index=bundle_index,
+                    prng=prng,
+                    folded=self.folded,
                 )
             )
             return True
-        self._prng.state = drawn
+        self._prng.state = prng
         if announce or actor.explanation is None:
             self._emit(ActorPending(actor_id=actor_id, explanation=self._explain(scope, work)))
         return False

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Literal
 
 import yaml
 
+from schemas import Taint
 from services.core.errors import LabelError
 
 SYSTEM_PREFIX = "corral.io/"
@@ -24,6 +27,23 @@ LAUNCH_ID = "corral.io/launch-id"
 """The autoscaler's launch a node was started by."""
 SCALE_DOWN_TAINT = "corral.io/scale-down"
 """The taint (`true:NoSchedule`) the autoscaler puts on an idle node it is about to terminate."""
+CORDON_TAINT = "corral.io/unschedulable"
+"""`corral cordon`'s taint (NoSchedule): no new work lands on the node."""
+DRAIN_TAINT = "corral.io/drain"
+"""`corral drain`'s taint (NoExecute): the node's work is evicted too."""
+NodeCondition = Literal["alive", "tainted", "cordoned", "draining"]
+
+
+def node_condition(taints: Sequence[Taint]) -> NodeCondition:
+    """`draining` (drained, or being scaled down by the autoscaler), `cordoned`, `tainted` (a NoSchedule or
+    NoExecute taint keeps work that does not tolerate it off), else `alive`."""
+    keys = {taint.key for taint in taints}
+    if DRAIN_TAINT in keys or SCALE_DOWN_TAINT in keys:
+        return "draining"
+    if CORDON_TAINT in keys:
+        return "cordoned"
+    return "tainted" if any(taint.effect in ("NoSchedule", "NoExecute") for taint in taints) else "alive"
+
 
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

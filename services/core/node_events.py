@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from schemas import NodeLabelsChanged, NodeRegistered, Taint, TaintsChanged
-from services.core.errors import LabelError, NotFoundError, RejectedError
+from services.core.errors import LabelError, NotFoundError, RejectedError, rule_error
 from services.core.labels import SYSTEM_PREFIX, default_labels, validate_labels
-from services.core.request import check_id, check_resources, check_taints, rare_taint_key
+from services.core.request import TAINT_EFFECTS, check_id, check_resources, check_taints, rare_taint_key
 from services.core.state import ClusterView, NodeState
 
 
@@ -67,10 +69,22 @@ def taints_added(view: ClusterView, node_id: str, taints: dict[str, str] | list[
     return TaintsChanged(node_id=node_id, taints=kept + added)
 
 
-def taints_removed(view: ClusterView, node_id: str, keys: list[str]) -> TaintsChanged:
-    """The node's taints without any taint whose key is in `keys`."""
+def taints_removed(
+    view: ClusterView, node_id: str, keys: list[str], effects: Mapping[str, Sequence[str]] | None = None
+) -> TaintsChanged:
+    """The node's taints without any taint whose key is in `keys`, nor any whose key and effect `effects` names."""
     node = live_node(view, node_id)
     if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
         raise RejectedError(f"keys {keys!r}: must be a list of taint keys")
-    gone = set(keys)
-    return TaintsChanged(node_id=node_id, taints=[taint for taint in node.taints if taint.key not in gone])
+    for key, named in (effects or {}).items():
+        if isinstance(named, str) or not all(effect in TAINT_EFFECTS for effect in named):
+            raise rule_error(f"effects[{key!r}]", named, f"must be a list of {', '.join(TAINT_EFFECTS)}")
+    gone, gone_effects = set(keys), effects or {}
+    return TaintsChanged(
+        node_id=node_id,
+        taints=[
+            taint
+            for taint in node.taints
+            if taint.key not in gone and taint.effect not in gone_effects.get(taint.key, ())
+        ],
+    )

@@ -25,6 +25,7 @@ from services.gateway.events import events
 from services.gateway.health import healthz, readyz
 from services.gateway.measure import measured
 from services.gateway.taints import taint_routers
+from services.gateway.ui import ui_routers
 from services.gateway.vclusters import vclusters_router
 from services.runtime import telemetry
 from services.runtime.runner import setup_logging
@@ -36,18 +37,6 @@ GRACE_SECONDS = 3
 """How long a stopping gateway lets open calls (event streams) finish before it closes them."""
 SCHEMA_PATH = "/schema"
 """Where Litestar serves the OpenAPI document and its docs page."""
-
-
-@get("/", include_in_schema=False)
-async def index(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    """What this gateway serves: its routes, the OpenAPI document and the docs page."""
-    routes = sorted(
-        f"{method} {route.path}"
-        for route in request.app.routes
-        for method in route.methods
-        if method not in ("HEAD", "OPTIONS")
-    )
-    return {"service": "corral gateway", "openapi": "/openapi.json", "docs": "/docs", "routes": routes}
 
 
 @get("/openapi.json", include_in_schema=False)
@@ -78,7 +67,7 @@ def create_app(settings: Settings) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            index,
+            *ui_routers(),
             openapi,
             docs,
             healthz,

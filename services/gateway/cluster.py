@@ -4,22 +4,36 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from litestar import Router, delete, get, post, put
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter, QueryParameter
 
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest
 from schemas.queries import ActorInfo, NodeInfo
 from schemas.replies import Accepted
 from services.client import Client
-from services.core.labels import parse_labels
+from services.core.labels import NodeCondition, node_condition, parse_labels
 from services.gateway.errors import CHANGES, CHANGES_WITH_BODY
 from services.gateway.parsing import selector_of
 
-Vcluster = Annotated[str, Parameter(query="vcluster", description="a virtual cluster's id: its own view")]
+Vcluster = Annotated[str, QueryParameter(name="vcluster", description="a virtual cluster's id: its own view")]
 IdempotencyKey = Annotated[
     str,
-    Parameter(header="Idempotency-Key", description="sent again with the same key, the request is stored once"),
+    HeaderParameter(name="Idempotency-Key", description="sent again with the same key, the request is stored once"),
 ]
+
+
+class NodeView(NodeInfo, frozen=True):
+    """A live node and its state: `draining` (drained, or being scaled down by the autoscaler), `cordoned`,
+    `tainted` (a NoSchedule or NoExecute taint keeps work that does not tolerate it off), else `alive`."""
+
+    state: NodeCondition = "alive"
+
+
+async def nodes_of(client: Client, selector: str = "", vcluster: str = "") -> list[NodeView]:
+    """Live nodes matching the selector, each with its state."""
+    nodes = await client.nodes(selector_of(selector), vcluster_id=vcluster or None)
+    return [NodeView(**msgspec.structs.asdict(node), state=node_condition(node.taints)) for node in nodes]
 
 
 @get("/nodes")
@@ -27,9 +41,9 @@ async def list_nodes(
     client: Client,
     selector: Annotated[str, Parameter(description="label selector: zone=z1,gpu=exists(),tier=in(a,b)")] = "",
     vcluster: Vcluster = "",
-) -> list[NodeInfo]:
-    """Live nodes (resources total and available, labels, taints) matching the selector."""
-    return await client.nodes(selector_of(selector), vcluster_id=vcluster or None)
+) -> list[NodeView]:
+    """Live nodes (resources total and available, labels, taints, state) matching the selector."""
+    return await nodes_of(client, selector, vcluster)
 
 
 @put("/nodes/{node_id:str}/labels", status_code=200, guards=CHANGES_WITH_BODY)

@@ -82,13 +82,17 @@ def bug(request: Request[Any, Any, Any], error: Exception) -> Response[ApiError]
     return Response(ApiError(message, "failed", 500), status_code=500)
 
 
+def token_matches(token: str, given: str | None) -> bool:
+    """Whether a call may change the cluster: the gateway has no token, or `given` is it."""
+    if not token:
+        return True
+    return given is not None and secrets.compare_digest(given.strip().encode(), token.encode())
+
+
 def require_token(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
     """A guard: `Authorization: Bearer <token>` when the gateway has a token (401 otherwise); open without one."""
-    token: str = connection.app.state.token
-    if not token:
-        return
     scheme, _, given = connection.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
+    if not token_matches(connection.app.state.token, given if scheme.lower() == "bearer" else None):
         raise NotAuthorizedException(
             "this call changes the cluster: send Authorization: Bearer <token> (the gateway's CORRAL_HTTP_TOKEN)",
             headers={"WWW-Authenticate": "Bearer"},

@@ -28,6 +28,13 @@ def taints_of(body: dict[str, str]) -> list[Taint]:
     return taints
 
 
+def removals_of(body: dict[str, str]) -> dict[str, TaintEffect | None]:
+    """A DELETE body (checked like an append's): each key -> the one effect to delete when its value names one
+    (`"value:Effect"` or `":Effect"`), or None to delete the key's taints of every effect (`"value"`)."""
+    taints = taints_of(body)
+    return {taint.key: taint.effect if ":" in body[taint.key] else None for taint in taints}
+
+
 def selector_of(text: str) -> dict[str, SelectorValue]:
     """`zone=z1,gpu=exists(),tier=in(a,b)`: entries split on the commas outside parentheses, each checked."""
     selector: dict[str, SelectorValue] = {}

@@ -9,9 +9,24 @@ from schemas import Taint
 from schemas.replies import Accepted
 from services.client import Client
 from services.gateway.errors import CHANGES_WITH_BODY
-from services.gateway.parsing import taints_of
+from services.gateway.parsing import removals_of, taints_of
 
 BODY = 'A JSON object of taints: key -> value, or key -> "value:Effect" (NoSchedule by default).'
+DELETE_BODY = (
+    'A JSON object: key -> value deletes the taints with that key (every effect); key -> "value:Effect" or '
+    '":Effect" deletes only the one with that effect.'
+)
+
+
+async def delete_taints_in(client: Client, node_id: str, body: dict[str, str], node_address: str = "") -> Accepted:
+    """Delete the body's taints, by key or by key and effect, in one command."""
+    removals = removals_of(body)
+    return await client.remove_taints(
+        node_id,
+        [key for key, effect in removals.items() if effect is None],
+        effects={key: [effect] for key, effect in removals.items() if effect is not None},
+        node_address=node_address,
+    )
 
 
 @post("/{node_id:str}", status_code=200, guards=CHANGES_WITH_BODY, description=f"Append taints to a node. {BODY}")
@@ -24,11 +39,11 @@ async def append_taints(client: Client, node_id: str, data: dict[str, str]) -> A
     "/{node_id:str}",
     status_code=200,
     guards=CHANGES_WITH_BODY,
-    description=f"Delete a node's taints with these keys. {BODY}",
+    description=f"Delete a node's taints. {DELETE_BODY}",
 )
 async def delete_taints(client: Client, node_id: str, data: dict[str, str]) -> Accepted:
-    """Proposal 002: delete taints (by key; the values are checked like an append's)."""
-    return await client.remove_taints(node_id, [taint.key for taint in taints_of(data)])
+    """Proposal 002: delete taints (by key, or by key and effect; the values are checked like an append's)."""
+    return await delete_taints_in(client, node_id, data)
 
 
 @post(
@@ -46,11 +61,11 @@ async def append_taints_by_address(client: Client, address: str, data: dict[str,
     "/{address:str}",
     status_code=200,
     guards=CHANGES_WITH_BODY,
-    description=f"Delete taints of the node at this address. {BODY}",
+    description=f"Delete taints of the node at this address. {DELETE_BODY}",
 )
 async def delete_taints_by_address(client: Client, address: str, data: dict[str, str]) -> Accepted:
     """Delete taints, naming the node by its address."""
-    return await client.remove_taints("", [taint.key for taint in taints_of(data)], node_address=address)
+    return await delete_taints_in(client, "", data, node_address=address)
 
 
 @get("/")

@@ -32,9 +32,8 @@ async def create(client: Client, data: NewVirtualCluster) -> Admitted | Queued:
     return await client.create_virtual_cluster(data.vc_id, data.spec, data.parent, data.priority)
 
 
-@get("/")
-async def tree(client: Client) -> list[TreeEntry]:
-    """Every virtual cluster, depth first from the roots (used, total and max resources in each)."""
+async def tree_of(client: Client) -> list[TreeEntry]:
+    """Every virtual cluster, depth first from the roots."""
     clusters = {info.cluster_id: info for info in await client.virtual_clusters()}
     entries: list[TreeEntry] = []
 
@@ -49,6 +48,12 @@ async def tree(client: Client) -> list[TreeEntry]:
         if info.parent is None or info.parent not in clusters:
             walk(info.cluster_id, 0)
     return entries
+
+
+@get("/")
+async def tree(client: Client) -> list[TreeEntry]:
+    """Every virtual cluster, depth first from the roots (used, total and max resources in each)."""
+    return await tree_of(client)
 
 
 @get("/{vc_id:str}")

@@ -106,10 +106,11 @@ class LogEntry:
 
     `consumer` and `delivered` say which consumer delivered it and as its how-manieth message: a reader that
     skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on; `pending`
-    is how many messages the consumer had left to deliver after it (the reader's lag).
+    is how many messages the consumer had left to deliver after it (the reader's lag); `time_ns` when the stream
+    stored it (Unix nanoseconds).
     """
 
-    __slots__ = ("consumer", "delivered", "error", "event", "pending", "raw", "sequence", "subject")
+    __slots__ = ("consumer", "delivered", "error", "event", "pending", "raw", "sequence", "subject", "time_ns")
 
     def __init__(
         self,
@@ -122,9 +123,11 @@ class LogEntry:
         delivered: int = 0,
         subject: str = "",
         pending: int = 0,
+        time_ns: int = 0,
     ) -> None:
         self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
         self.consumer, self.delivered, self.subject, self.pending = consumer, delivered, subject, pending
+        self.time_ns = time_ns
 
 
 OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
@@ -417,7 +420,7 @@ class Bus:
             await sub.unsubscribe()
 
     def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
-        consumer, sequence, delivered, pending = _delivery(msg)
+        consumer, sequence, delivered, pending, time_ns = _delivery(msg)
         event, error = self._event_of(msg, max_bytes)
         return LogEntry(
             sequence,
@@ -428,6 +431,7 @@ class Bus:
             delivered=delivered,
             subject=msg.subject,
             pending=pending,
+            time_ns=time_ns,
         )
 
     async def _check_election(self, entry: LogEntry) -> None:
@@ -574,13 +578,16 @@ class PullConsumer:
         await self.sub.unsubscribe()
 
 
-def _delivery(msg: Msg) -> tuple[str, int, int, int]:
-    """(consumer, stream sequence, consumer sequence, messages pending) from a JetStream message's reply subject,
-    read without building `msg.metadata`."""
+def _delivery(msg: Msg) -> tuple[str, int, int, int, int]:
+    """(consumer, stream sequence, consumer sequence, messages pending, stored at in Unix ns) from a JetStream
+    message's reply subject, read without building `msg.metadata`."""
     # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
     tokens = msg.reply.split(".")
     if len(tokens) == 9 and tokens[1] == "ACK":
-        return tokens[3], int(tokens[5]), int(tokens[6]), int(tokens[8])
+        return tokens[3], int(tokens[5]), int(tokens[6]), int(tokens[8]), int(tokens[7])
     metadata = msg.metadata  # the longer form, with a domain and an account hash
     sequence = metadata.sequence
-    return metadata.consumer or "", int(sequence.stream), int(sequence.consumer), int(metadata.num_pending or 0)
+    stored = metadata.timestamp
+    time_ns = round(stored.timestamp() * 1e9) if stored is not None else 0
+    consumer = metadata.consumer or ""
+    return consumer, int(sequence.stream), int(sequence.consumer), int(metadata.num_pending or 0), time_ns

@@ -31,10 +31,11 @@ CURSOR_WIDTH = 64
 
 
 class _Listing:
-    """A whole answer as of `sequence`, its lists flattened into one run of items (dicts as key-value pairs)."""
+    """A whole answer as of `sequence`, its lists flattened into one run of items (dicts as key-value pairs);
+    `query` is the query it answers, but for the cursor (a cursor of another query is not this listing's)."""
 
-    def __init__(self, reply: msgspec.Struct, sequence: int) -> None:
-        self.reply, self.sequence = reply, sequence
+    def __init__(self, reply: msgspec.Struct, sequence: int, query: bytes) -> None:
+        self.reply, self.sequence, self.query = reply, sequence, query
         self.sections: list[tuple[str, list[Any], bool]] = []
         for name in reply.__struct_fields__:
             value = getattr(reply, name)
@@ -70,23 +71,26 @@ class Pager:
     def page(self, query: Any, answer: Callable[[Any], msgspec.Struct]) -> msgspec.Struct:
         """The page of `answer(query)` that `query.cursor` names (the first page when it is empty)."""
         if not query.cursor:
-            return self._cut(self._keep(self._list(query, answer)), 0)
+            listing = self._list(query, answer)
+            return self._cut(listing, self._keep(listing), 0)
         listing_id, listed_at, position = _parse(query.cursor)
-        listing = self._listings.get(listing_id)
-        if listing is not None and listing.sequence == listed_at:
+        held = self._listings.get(listing_id)
+        if held is not None and held.sequence == listed_at and held.query == _query_key(query):
             self._listings.move_to_end(listing_id)
-            return self._cut(listing_id, position)
+            return self._cut(held, listing_id, position)
         if listed_at != self.sequence():
             raise ConflictError(
                 f"cursor {query.cursor!r}: the listing of sequence {listed_at} is no longer held here and the log "
                 f"has moved on (now at {self.sequence()}); list again from the first page"
             )
-        self._listings[listing_id] = self._list(query, answer)  # another instance began it, at this same point
-        self._trim()
-        return self._cut(listing_id, position)
+        listing = self._list(query, answer)  # another instance began it, at this same point
+        if listing_id not in self._listings:  # (an id this instance gave another listing stays that listing's)
+            self._listings[listing_id] = listing
+            self._trim()
+        return self._cut(listing, listing_id, position)
 
     def _list(self, query: Any, answer: Callable[[Any], msgspec.Struct]) -> _Listing:
-        return _Listing(_limited(answer(query), query.limit), self.sequence())
+        return _Listing(_limited(answer(query), query.limit), self.sequence(), _query_key(query))
 
     def _keep(self, listing: _Listing) -> int:
         listing_id = self._next_id
@@ -99,9 +103,8 @@ class Pager:
         while len(self._listings) > KEPT_LISTINGS:
             self._listings.popitem(last=False)
 
-    def _cut(self, listing_id: int, position: int) -> msgspec.Struct:
+    def _cut(self, listing: _Listing, listing_id: int, position: int) -> msgspec.Struct:
         """The items from `position` on that fit the budget (at least one), and the cursor of the rest."""
-        listing = self._listings[listing_id]
         budget = self.limit() - HEADROOM
         room = budget - listing.envelope
         taken: dict[str, list[Any]] = {name: [] for name, _, _ in listing.sections}
@@ -119,7 +122,7 @@ class Pager:
         end = position + count
         sections = {name: dict(taken[name]) if is_dict else taken[name] for name, _, is_dict in listing.sections}
         cursor = f"{listing_id}.{listing.sequence}.{end}" if end < listing.total else ""
-        if not cursor:
+        if not cursor and self._listings.get(listing_id) is listing:
             del self._listings[listing_id]  # read to its end: only listings under way are kept
         return msgspec.structs.replace(listing.reply, **sections, next=cursor)
 
@@ -172,6 +175,10 @@ def _limited(reply: msgspec.Struct, limit: int) -> msgspec.Struct:
         elif isinstance(value, dict):
             cut[name] = dict(itertools.islice(value.items(), limit))
     return msgspec.structs.replace(reply, **cut)
+
+
+def _query_key(query: Any) -> bytes:
+    return encode(msgspec.structs.replace(query, cursor=""))
 
 
 def _parse(cursor: str) -> tuple[int, int, int]:

@@ -114,4 +114,4 @@ class FoldedCluster:
     def load(self, blob: bytes, sequence: int) -> None:
         """Replace the view from snapshot bytes of the view at `sequence`."""
         self.cluster = Cluster.from_view(load_view(blob, sequence), self.rare_resources, keep_history=False)
-        self.sequence = sequence
+        self.sequence = self.cluster.folded = sequence

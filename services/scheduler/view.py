@@ -24,7 +24,7 @@ class SchedulerView(FoldedCluster):
 
     def fold(self, event: AnyEvent, sequence: int) -> None:
         """Fold one event from the log (the leader's own events were applied when it decided them)."""
-        self.sequence = sequence
+        self.sequence = self.cluster.folded = sequence
         if event is self.own_echo:  # the bus hands back the stand-in for every event this leader wrote
             return
         self.cluster.fold(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))

@@ -23,12 +23,13 @@ class TaintsHandlers:
         return [taints_added(self.view.cluster, node_id, list(command.taints))]
 
     def remove(self, command: RemoveTaints) -> Outcome:
-        """Delete every taint with one of the keys."""
+        """Delete every taint with one of the keys, and those whose key and effect `effects` names."""
         node_id = self.view.resolve(command.node_id, command.node_address)
-        node = self.view.cluster.nodes.get(node_id)
-        if node is not None and not any(t.key in command.keys for t in node.taints):
-            return f"node {node_id} has no taint with key {', '.join(command.keys) or '(none given)'}"
-        return [taints_removed(self.view.cluster, node_id, list(command.keys))]
+        event = taints_removed(self.view.cluster, node_id, list(command.keys), command.effects)
+        if len(event.taints) == len(self.view.cluster.nodes[node_id].taints):
+            named = [*command.keys, *(f"{key}:{effect}" for key, each in command.effects.items() for effect in each)]
+            return f"node {node_id} has no taint {', '.join(named) or '(none given)'}"
+        return [event]
 
     def isolate_rare(self) -> Outcome:
         """Nodes with a rare resource but without its taint get it (rare resources configured after they joined)."""

@@ -476,3 +476,22 @@ def test_a_no_execute_taint_re_reserves_untolerating_bundles(tolerations: Select
     other = "b" if first == "a" else "a"
     cluster.add_taints(first, [Taint("dedicated", "ml", "NoExecute")])
     assert cluster.placement_groups() == {"pg": [other if moves else first]}
+
+
+def test_removing_a_key_with_an_effect_keeps_its_taints_of_other_effects() -> None:
+    cluster = Cluster()
+    taints = [Taint("gpu", "a", "NoSchedule"), Taint("gpu", "a", "PreferNoSchedule"), Taint("zone", "x", "NoSchedule")]
+    cluster.add_node("n0", {"CPU": 4}, taints=taints)
+    events_before = len(cluster.events())
+    cluster.remove_taints("n0", [], {"gpu": ["NoSchedule"]})
+    assert cluster.view.nodes["n0"].taints == (taints[1], taints[2])
+    assert len(cluster.events()) == events_before + 1  # one change: no moment without the other taints
+
+
+@pytest.mark.parametrize("effects", [{"gpu": ["NoPlease"]}, {"gpu": "NoSchedule"}])
+def test_an_effect_that_is_not_one_is_refused_naming_the_key(effects: Any) -> None:
+    cluster = Cluster()
+    cluster.add_node("n0", {"CPU": 4}, taints={"gpu": "a"})
+    with pytest.raises(ValueError, match=r"effects\['gpu'\].*must be a list of NoSchedule, PreferNoSchedule"):
+        cluster.remove_taints("n0", [], effects)
+    assert [taint.key for taint in cluster.view.nodes["n0"].taints] == ["gpu"]

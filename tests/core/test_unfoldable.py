@@ -16,10 +16,16 @@ from schemas import (
     ActorRemoved,
     ActorSubmitted,
     AnyEvent,
+    AutoscalerElected,
     Explanation,
     NodeDied,
+    NodeDrainCancelled,
+    NodeDrainStarted,
     NodeLabelsChanged,
+    NodeLaunchFailed,
     NodeRegistered,
+    NodesLaunchRequested,
+    NodeTerminationRequested,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
     PlacementGroupPlaced,
@@ -40,7 +46,9 @@ from schemas import (
     VirtualNodeSize,
     VirtualNodesReserved,
 )
+from services.autoscaler.view import AutoscalerView
 from services.core import Cluster, UnfoldableEventError, replay
+from services.core.labels import LAUNCH_ID
 from services.core.state import ClusterView
 from services.core.state.snapshot import digest, dump, encode
 from services.labels.view import LabelsView
@@ -85,7 +93,21 @@ def virtual_cluster() -> Cluster:
     return cluster
 
 
-BASES = {"plain": plain_cluster().events(), "virtual": virtual_cluster().events()}
+def autoscaled_cluster() -> Cluster:
+    """The plain cluster plus an autoscaler's launches: one registered and draining, one still launching."""
+    cluster = plain_cluster()
+    cluster.fold(AutoscalerElected(instance="as", epoch=1), react=False)
+    cluster.fold(NodesLaunchRequested(node_type="cpu-4", launch_ids=["L1", "L2"], reason="pending work", work=["big"]))
+    cluster.fold(NodeRegistered(node_id="n9", resources={"CPU": 4.0}, labels={LAUNCH_ID: "L1"}), react=False)
+    cluster.fold(NodeDrainStarted(node_id="n9", launch_id="L1", reason="idle"), react=False)
+    return cluster
+
+
+BASES = {
+    "plain": plain_cluster().events(),
+    "virtual": virtual_cluster().events(),
+    "autoscaled": autoscaled_cluster().events(),
+}
 """The logs of the valid clusters the generated events are folded into."""
 
 
@@ -126,6 +148,8 @@ group_requests = st.builds(
 sizes = st.builds(VirtualNodeSize, cluster_ids, node_ids, node_ids, amounts)
 grants = st.builds(VirtualNodeGrant, node_ids, node_ids, amounts, slot=indices)
 envelope = {"event_id": st.sampled_from(["", "e1"]), "epoch": st.integers(0, 2)}
+launch_ids = st.sampled_from(["L1", "L2", "ghost", ""])
+at = st.sampled_from([0.0, 1.0, -1.0, 1e300])
 
 events = st.one_of(
     st.builds(NodeRegistered, node_id=node_ids, resources=amounts, labels=labels, taints=taints, **envelope),
@@ -162,6 +186,20 @@ events = st.one_of(
     st.builds(VirtualNodeResized, vc_id=cluster_ids, vnode_id=node_ids, parent_node=node_ids, resources=amounts),
     st.builds(VirtualClusterDestroyRequested, vc_id=cluster_ids, force=st.booleans()),
     st.builds(VirtualClusterDestroyed, vc_id=cluster_ids, stopped=st.just([]), **envelope),
+    st.builds(AutoscalerElected, instance=st.just("as"), **envelope),
+    st.builds(
+        NodesLaunchRequested,
+        node_type=st.sampled_from(["cpu-4", ""]),
+        launch_ids=st.lists(launch_ids, max_size=2),
+        reason=st.just("x"),
+        work=st.lists(actor_ids, max_size=2),
+        requested_at=at,
+        **envelope,
+    ),
+    st.builds(NodeLaunchFailed, launch_id=launch_ids, reason=st.just("x"), failed_at=at, **envelope),
+    st.builds(NodeDrainStarted, node_id=node_ids, launch_id=launch_ids, reason=st.just("x"), at=at, **envelope),
+    st.builds(NodeDrainCancelled, node_id=node_ids, launch_id=launch_ids, reason=st.just("x"), at=at, **envelope),
+    st.builds(NodeTerminationRequested, node_id=node_ids, launch_id=launch_ids, reason=st.just("x"), requested_at=at),
 )
 
 
@@ -183,12 +221,15 @@ def test_any_event_folds_whole_or_not_at_all(base: str, event: AnyEvent, then: A
             assert state_of(view) == before, f"refusing {each} changed the view"
 
 
-def service_views() -> dict[str, Callable[[], LabelsView | TaintsView | VClustersView | SchedulerView]]:
+def service_views() -> dict[
+    str, Callable[[], LabelsView | TaintsView | VClustersView | SchedulerView | AutoscalerView]
+]:
     return {
         "labels": lambda: LabelsView(clock=lambda: 0.0),
         "taints": TaintsView,
         "vclusters": VClustersView,
         "scheduler": lambda: SchedulerView(0, ()),
+        "autoscaler": AutoscalerView,
     }
 
 

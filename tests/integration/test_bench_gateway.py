@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_bench_gateway_reports_the_four_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "gateway", "--nodes", "20", "--seconds", "1", "--workers", "2", "--json"]) == 0
+    assert main(["bench", "gateway", "--nodes", "20", "--seconds", "1", "--workers", "2", "-o", "json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert (figures["nodes"], figures["workers"], figures["seconds"]) == (20, 2, 1)
     rows = {(row["operation"], row["via"]): row for row in figures["rows"]}

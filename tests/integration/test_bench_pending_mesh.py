@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_burst_drains_through_the_mesh(capsys: pytest.CaptureFixture[str]) -> None:
-    arguments = ["--nodes", "10", "--pending", "200", "--unrelated", "12", "--mesh", "--json"]
+    arguments = ["--nodes", "10", "--pending", "200", "--unrelated", "12", "--mesh", "-o", "json"]
     assert main(["bench", "pending", *arguments]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["where"] == "mesh"

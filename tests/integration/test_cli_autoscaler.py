@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from schemas import ScheduleRequest
 from services.cli.servers import free_port
@@ -58,6 +59,8 @@ def test_corral_up_runs_the_autoscaler_that_status_and_why_report(
     status = output("autoscaler", "status", "--nats-url", url)
     assert "NODE TYPES (3):" in status and "gpu-a100" in status
     assert "1 x actor {CPU: 1}" in status
+    reply = yaml.safe_load(output("autoscaler", "status", "-o", "yaml", "--nats-url", url))
+    assert "gpu-a100" in str(reply)
     why = output("why", "odd", "--nats-url", url)
     assert "Actor odd is pending." in why and "autoscaler: no node type can host it" in why
     code, _ = stop(up, signal.SIGTERM)

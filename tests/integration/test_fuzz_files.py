@@ -1,4 +1,4 @@
-"""Fuzz suite for the files the CLI reads from a user (`corral submit --json FILE`, `corral vc create --spec @FILE`,
+"""Fuzz suite for the files the CLI reads from a user (`corral submit -f FILE`, `corral vc create --spec @FILE`,
 either from standard input with `-`), against one real mesh: hostile contents (random bytes, invalid UTF-8, deep
 nesting, over the size limit, JSON of the wrong type, unknown fields, impossible amounts, empty), a directory or a
 missing path instead of a file, and valid files (padded up to the size limit, too).
@@ -43,7 +43,7 @@ KNOWN = {
 """The fields each file may hold."""
 EXAMPLES = int(os.environ.get("CORRAL_FUZZ_EXAMPLES", "100"))
 COMMANDS = ("submit", "vc")
-"""`corral submit --json FILE` and `corral vc create --spec @FILE`."""
+"""`corral submit -f FILE` and `corral vc create --spec @FILE`."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class FileFuzzer:
             if not stdin:
                 Path(source).write_bytes(case.data)
         if command == "submit":
-            argv, named = ["submit", f"a{number}", "--json", source], f"--json {source}"
+            argv, named = ["submit", f"a{number}", "-f", source], f"-f {source}"
         else:
             argv, named = ["vc", "create", f"vc{number}", "--spec", f"@{source}"], f"--spec @{source}"
         saved = sys.stdin
@@ -242,8 +242,8 @@ def corral(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]
 @pytest.mark.parametrize(
     ("argv", "stdin", "says"),
     [
-        (["submit", "--json", "/dev/zero"], b"", b"--json /dev/zero: over the 1048576-byte limit"),
-        (["submit", "--json", "-"], b"\xed\xb3\xbf" * 10, b"--json -: not a ScheduleRequest: not valid JSON"),
+        (["submit", "-f", "/dev/zero"], b"", b"-f /dev/zero: over the 1048576-byte limit"),
+        (["submit", "-f", "-"], b"\xed\xb3\xbf" * 10, b"-f -: not a ScheduleRequest in JSON or YAML: not valid JSON"),
         (["vc", "create", "v", "--spec", os.fsdecode(b'{"\xff": 1}')], b"", b"--spec: not a VirtualCluster spec: "),
         (["vc", "create", "v", "--spec", "@-"], b'{"x\\n\\u2028y": 1}', b"unknown field `x\\n\\u2028y`"),
     ],

@@ -71,6 +71,50 @@ def test_a_taint_value_picks_its_effect_and_taints_go_by_node_address(http: http
     assert corral.taints("p2") in ({}, {"p2": []})
 
 
+def test_a_delete_naming_an_effect_deletes_only_the_taint_with_that_effect(
+    http: httpx.Client, corral: SyncClient
+) -> None:
+    corral.register_node("k1", {"CPU": 1}, address="10.0.0.11:7000", heartbeat=False)
+    for effect in ("NoSchedule", "NoExecute", "PreferNoSchedule"):
+        assert http.post("/nodes/taints/k1", json={"maint": f"now:{effect}"}, headers=AUTH).status_code == 200
+    http.post("/nodes/taints/k1", json={"gpu": "true"}, headers=AUTH)
+
+    removed = http.request("DELETE", "/nodes/taints/k1", json={"maint": ":NoExecute"}, headers=AUTH)
+    assert removed.status_code == 200, removed.text
+    assert {(taint.key, taint.effect) for taint in corral.taints("k1")["k1"]} == {
+        ("maint", "NoSchedule"),
+        ("maint", "PreferNoSchedule"),
+        ("gpu", "NoSchedule"),
+    }
+    by_address = {"maint": "now:PreferNoSchedule"}
+    assert http.request("DELETE", "/api/v1/taints/by-address/10.0.0.11:7000", json=by_address, headers=AUTH).is_success
+    assert {(taint.key, taint.effect) for taint in corral.taints("k1")["k1"]} == {
+        ("maint", "NoSchedule"),
+        ("gpu", "NoSchedule"),
+    }
+    assert http.request("DELETE", "/nodes/taints/k1", json={"maint": "now", "gpu": "x"}, headers=AUTH).is_success
+    assert corral.taints("k1") in ({}, {"k1": []})
+
+
+def test_a_node_is_alive_tainted_cordoned_or_draining_by_its_taints(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("s1", {"CPU": 1}, heartbeat=False)
+    corral.register_node("s2", {"CPU": 1}, taints={"maint": "now"}, heartbeat=False)
+    corral.register_node("s3", {"CPU": 1}, taints=[Taint("slow", "yes", "PreferNoSchedule")], heartbeat=False)
+    corral.register_node("s4", {"CPU": 1}, taints={"corral.io/scale-down": "true"}, heartbeat=False)
+    corral.register_node("s5", {"CPU": 1}, taints={"corral.io/unschedulable": ""}, heartbeat=False)
+    corral.register_node("s6", {"CPU": 1}, taints=[Taint("corral.io/drain", "", "NoExecute")], heartbeat=False)
+
+    states = {node["node_id"]: node["state"] for node in http.get("/api/v1/nodes").json()}
+    assert [states[f"s{number}"] for number in range(1, 7)] == [
+        "alive",
+        "tainted",
+        "alive",
+        "draining",
+        "cordoned",
+        "draining",
+    ]
+
+
 def test_nodes_labels_actors_groups_pending_and_why(http: httpx.Client, corral: SyncClient) -> None:
     corral.register_node("l1", {"CPU": 2}, labels={"disk": "ssd"}, heartbeat=False)
     corral.register_node("l2", {"CPU": 2}, labels={"disk": "hdd"}, heartbeat=False)
@@ -175,7 +219,8 @@ def test_health_readiness_index_and_openapi(http: httpx.Client) -> None:
     assert http.get("/healthz").json() == {"status": "ok"}
     ready = http.get("/readyz").json()
     assert ready["ready"] is True and set(ready["services"]) == {"scheduler", "labels", "taints", "vclusters"}
-    assert "POST /nodes/taints/{node_id:str}" in http.get("/").json()["routes"]
+    assert "POST /nodes/taints/{node_id:str}" in http.get("/api/v1").json()["routes"]
+    assert http.get("/", headers={"Accept": "application/json"}).json()["page"] == "/"
     paths = http.get("/openapi.json").json()["paths"]
     assert {"/nodes/taints/{node_id}", "/api/v1/nodes", "/api/v1/events", "/api/v1/vclusters"} <= set(paths)
     docs = http.get("/docs", follow_redirects=True)
@@ -270,3 +315,6 @@ def test_a_service_that_does_not_answer_is_503_naming_it(tmp_path: Path, server_
         running.stop_service("scheduler")
         submitted = http.post("/api/v1/actors", json={"actor_id": "late", "resources": {"CPU": 1}}, headers=AUTH)
         assert (submitted.status_code, submitted.json()["service"]) == (503, "scheduler")
+        page = http.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and 'id="nodes"' in page.text
+        assert page.text.count("Not available now:") == 2  # pending work and placement groups ask the scheduler

@@ -28,6 +28,7 @@ from schemas import (
     Taint,
 )
 from services.cli.args import positive_int
+from services.cli.output import add_output_argument
 from services.cli.registry import Subcommands
 from services.core.autoscale import Fleet, NodeType, ProviderConfig, ScalePlan, ScalingConfig, plan
 from services.core.labels import NODE_ID, NODE_TYPE
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         "ms_per_round_max": round(max(timings), 1),
         "target_ms": TARGET_MS,
     }
-    if args.json:
+    if args.output == "json":
         print(json.dumps(figures))
         return 0
     print(
@@ -159,7 +160,7 @@ def add_parsers(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "autoscaler", help="milliseconds per planning round of the autoscaler's planner", description=__doc__
     )
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    add_output_argument(parser, ("table", "json"), json=True)
     parser.add_argument("--nodes", type=positive_int, default=5000, help="existing nodes (default: 5000)")
     parser.add_argument("--pending", type=positive_int, default=10000, help="pending requests (default: 10000)")
     parser.add_argument("--shapes", type=positive_int, default=100, help="distinct request shapes (default: 100)")

@@ -32,6 +32,7 @@ from services.cli.bench.workloads import (
     build_events,
     percentile,
 )
+from services.cli.output import add_output_argument
 from services.cli.registry import Subcommands
 from services.core import Cluster, Pending
 
@@ -110,7 +111,7 @@ def run_one(name: str, nodes: int, args: argparse.Namespace) -> Figures:
 
 def run_in_subprocess(workload: str, nodes: int, args: argparse.Namespace) -> Figures | None:
     """Run one case in a fresh interpreter (so peak RSS is the case's own); None if it failed."""
-    command = [sys.executable, "-m", "services.cli", "bench", "core", "--json", "--decisions", str(args.decisions)]
+    command = [sys.executable, "-m", "services.cli", "bench", "core", "-o", "json", "--decisions", str(args.decisions)]
     command += ["--tenants", str(args.tenants), "--churn", str(args.churn), "--one", f"{workload}:{nodes}"]
     finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     if finished.returncode != 0:
@@ -208,7 +209,7 @@ def add_parsers(commands: Subcommands) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `corral bench core`."""
-    parser.add_argument("--json", action="store_true", help="print one JSON object per case and line")
+    add_output_argument(parser, ("table", "json"), json=True)
     parser.add_argument(
         "--sizes",
         type=_sizes,
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(run_one(name, nodes, args)), flush=True)
         return 0
     cases = plan_cases(args.workloads, args.sizes)
-    if not args.json:
+    if args.output != "json":
         print("corral bench core: 10 placed actors per node before timing; one line per case as it finishes")
         print("  ".join(title.ljust(w) if key == "workload" else title.rjust(w) for key, w, title in COLUMNS))
     results: list[Figures] = []
@@ -281,10 +282,10 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         results.append(result)
-        print(json.dumps(result) if args.json else _row(result), flush=True)
-        if name == "vclusters" and not args.json:
+        print(json.dumps(result) if args.output == "json" else _row(result), flush=True)
+        if name == "vclusters" and args.output != "json":
             print("\n".join(vclusters.summary_lines(cast(vclusters.VClusterFigures, result))), flush=True)
     line = scaling_line(results, 5000, 20000)
-    if line and not args.json:
+    if line and args.output != "json":
         print(line)
     return 1 if failed else 0

@@ -27,6 +27,7 @@ from schemas import ScheduleRequest
 from services.cli.args import positive_int
 from services.cli.common import CliError
 from services.cli.mesh import GATEWAY, SERVICES, Mesh, start_mesh
+from services.cli.output import add_output_argument
 from services.cli.registry import Subcommands
 from services.cli.servers import free_port
 from services.client import Client
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             rows = asyncio.run(bench(mesh, port, token, args))
         finally:
             mesh.close()
-    if args.json:
+    if args.output == "json":
         print(
             json.dumps(
                 {
@@ -185,7 +186,7 @@ def add_parsers(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "gateway", help="requests/s and latency of the HTTP API beside the Python client", description=__doc__
     )
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    add_output_argument(parser, ("table", "json"), json=True)
     parser.add_argument("--nodes", type=positive_int, default=1000, help="registered nodes (default: 1000)")
     parser.add_argument("--seconds", type=positive_int, default=5, help="seconds per measurement (default: 5)")
     parser.add_argument("--workers", type=positive_int, default=8, help="concurrent callers (default: 8)")

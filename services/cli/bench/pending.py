@@ -46,6 +46,7 @@ from services.cli.bench.burst import (
 )
 from services.cli.bench.pending_mesh import run_mesh
 from services.cli.bench.workloads import percentile
+from services.cli.output import add_output_argument
 from services.cli.registry import Subcommands
 from services.core import Cluster
 from services.core.decide.actor import explain_actor
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         "drain_target_s": DRAIN_TARGET_S,
         "p99_target_ms": P99_TARGET_MS,
     }
-    if args.json:
+    if args.output == "json":
         print(json.dumps(figures))
         return 0
     cpu = f" ({measured.drain_cpu_s} s of CPU)" if measured.drain_cpu_s is not None else ""
@@ -166,7 +167,7 @@ def add_parsers(commands: Subcommands) -> None:
         help="drain seconds of a burst of waiting actors, and unrelated requests' latency",
         description=__doc__,
     )
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    add_output_argument(parser, ("table", "json"))
     parser.add_argument("--nodes", type=positive_int, default=1000, help="batch nodes (default: 1000)")
     parser.add_argument("--pending", type=positive_int, default=20000, help="waiting actors (default: 20000)")
     parser.add_argument("--shapes", type=positive_int, default=4, help="distinct shapes among them (default: 4)")

@@ -8,7 +8,8 @@ import asyncio
 
 from schemas.queries import AutoscalerStatusReply, LaunchInfo
 from services.cli.commands.status import section
-from services.cli.common import add_connection_arguments, connected, json_text, say
+from services.cli.common import add_connection_arguments, connected, say
+from services.cli.output import add_output_argument, structured
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 
@@ -27,7 +28,7 @@ def add_parsers(commands: Subcommands) -> None:
         "idle / draining counts and back-off, and the newest launches and terminations. Exits 1 when no autoscaler "
         "runs.",
     )
-    status.add_argument("--json", action="store_true", help="print the AutoscalerStatusReply as JSON")
+    add_output_argument(status, ("table", "json", "yaml"), json=True)
     add_connection_arguments(status, service="autoscaler")
     status.set_defaults(run=run_status, parser=status)
 
@@ -105,5 +106,5 @@ def run_status(args: argparse.Namespace) -> int:
             return await client.autoscaler_status()
 
     status = asyncio.run(main())
-    say(json_text(status) if args.json else render(status))
+    say(render(status) if args.output == "table" else structured(status, args.output))
     return 0

@@ -14,7 +14,8 @@ from schemas import subjects as s
 from schemas.queries import NodeInfo
 from services.cli import args as types
 from services.cli.commands.status import cpu_usage, label_list, other_resources, taint_list
-from services.cli.common import CliError, UsageError, add_connection_arguments, connected, json_text, say, stop_signals
+from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say, stop_signals
+from services.cli.output import add_output_argument, structured
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.core.errors import CodecError, LabelError
@@ -78,7 +79,7 @@ def add_parsers(commands: Subcommands) -> None:
         metavar="KEY=COND",
         help="only nodes whose labels match, repeatable: zone=z1, zone=in(z1,z2), gpu=exists()",
     )
-    listing.add_argument("--json", action="store_true", help="print the nodes as JSON")
+    add_output_argument(listing, ("table", "json", "yaml"), json=True)
     add_connection_arguments(listing, service="labels service")
     listing.set_defaults(run=run_list, parser=listing)
 
@@ -202,8 +203,8 @@ def run_list(args: argparse.Namespace) -> int:
             return await client.nodes(selector)
 
     nodes = asyncio.run(main())
-    if args.json:
-        say(json_text(nodes))
+    if args.output != "table":
+        say(structured(nodes, args.output))
     elif nodes:
         say(nodes_table(nodes))
     else:

@@ -9,11 +9,15 @@ from collections.abc import Sequence
 from schemas import Pending, Placed
 from schemas.queries import ActorInfo, NodeInfo, StatusReply
 from services.cli.args import format_taint, positive_int
-from services.cli.common import CliError, add_connection_arguments, connected, json_text, say
+from services.cli.commands.history import flag_value
+from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
+from services.cli.output import add_output_argument, structured
+from services.cli.quantity import format_amount
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import CorralError, RejectedError
 from services.client.client import WorkKind
+from services.client.times import parse_at
 from services.core.labels import ZONE, user_labels
 
 MAX_NODE_IDS = 10
@@ -22,14 +26,10 @@ MAX_NODE_IDS = 10
 NONE = "<none>"
 
 
-def _amount(value: float) -> str:
-    return f"{value:g}"
-
-
 def cpu_usage(node: NodeInfo) -> str:
     """`used/total` CPU of a node."""
     total = node.resources.get("CPU", 0.0)
-    return f"{_amount(total - node.available.get('CPU', 0.0))}/{_amount(total)}"
+    return f"{format_amount('CPU', total - node.available.get('CPU', 0.0))}/{format_amount('CPU', total)}"
 
 
 def other_resources(node: NodeInfo) -> str:
@@ -39,7 +39,9 @@ def other_resources(node: NodeInfo) -> str:
         if name == "CPU":
             continue
         total = node.resources[name]
-        parts.append(f"{name} {_amount(total - node.available.get(name, 0.0))}/{_amount(total)}")
+        parts.append(
+            f"{name} {format_amount(name, total - node.available.get(name, 0.0))}/{format_amount(name, total)}"
+        )
     return ", ".join(parts) or NONE
 
 
@@ -134,7 +136,7 @@ def add_parsers(commands: Subcommands) -> None:
         description="Show three tables: nodes (zone, CPU used/total, other resources, taints, actors), actors "
         "(status, node, restarts) and pending work (with the reason it waits), as the scheduler sees them.",
     )
-    status.add_argument("--json", action="store_true", help="print the scheduler's StatusReply as JSON")
+    add_output_argument(status, ("table", "json", "yaml"), json=True)
     status.add_argument(
         "--vc", metavar="ID", help="only this virtual cluster: its virtual nodes, its actors and its pending work"
     )
@@ -157,6 +159,12 @@ def add_parsers(commands: Subcommands) -> None:
     )
     why.add_argument("actor_id", metavar="ACTOR_ID", help="the actor (or, with --placement-group, the group)")
     why.add_argument("--placement-group", action="store_true", help="ACTOR_ID names a placement group")
+    why.add_argument(
+        "--at",
+        metavar="TIME|SEQ",
+        help="explain it as the scheduler did at that point: a log sequence, or a UTC time (HH:MM[:SS] today, or "
+        "ISO 8601), folded from the log (from the scheduler's snapshot in $CORRAL_REDIS_URL when one is early enough)",
+    )
     add_connection_arguments(why, service="scheduler")
     why.set_defaults(run=run_why, parser=why)
 
@@ -173,16 +181,25 @@ def run_status(args: argparse.Namespace) -> int:
             return StatusReply(nodes, work.actors, work.placement_groups, work.pending, work.sequence)
 
     status = asyncio.run(main())
-    say(json_text(status) if args.json else render_status(status))
+    say(render_status(status) if args.output == "table" else structured(status, args.output))
     return 0
 
 
 def run_why(args: argparse.Namespace) -> int:
     """`corral why ACTOR_ID`."""
     kind: WorkKind = "placement_group" if args.placement_group else "actor"
+    at = flag_value(parse_at, "--at", args.at) if args.at is not None else None
+    if at is not None and kind != "actor":
+        raise UsageError("--at: explains actors only, not placement groups")
 
     async def main() -> tuple[Placed | Pending, str]:
         async with connected(args) as client:
+            if at is not None:
+                try:
+                    sequence = await client.sequence_at(at)
+                    return await client.why(args.actor_id, at=sequence), f"(as of log sequence {sequence})"
+                except RejectedError as error:  # read from the log: no service refused it
+                    raise CliError(str(error)) from None
             try:
                 decision = await client.decision(args.actor_id, kind)
             except RejectedError as error:
@@ -195,6 +212,6 @@ def run_why(args: argparse.Namespace) -> int:
             except CorralError:  # no autoscaler runs (or it cannot say): the scheduler's answer alone
                 return decision, ""
 
-    decision, autoscaling = asyncio.run(main())
-    say(render_why(decision, args.actor_id, kind) + (f"\n{autoscaling}" if autoscaling else ""))
+    decision, footnote = asyncio.run(main())
+    say(render_why(decision, args.actor_id, kind) + (f"\n{footnote}" if footnote else ""))
     return 0

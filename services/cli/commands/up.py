@@ -12,7 +12,16 @@ from pathlib import Path
 from services.cli import args as types
 from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
-from services.cli.mesh import AUTOSCALER, GATEWAY, SERVICES, Mesh, start_mesh
+from services.cli.mesh import (
+    AUTOSCALER,
+    FIRST_BACK_OFF_S,
+    GATEWAY,
+    LONGEST_BACK_OFF_S,
+    SERVICES,
+    STABLE_S,
+    Mesh,
+    start_mesh,
+)
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
 from services.client import Client, CorralError
@@ -31,13 +40,15 @@ def add_parsers(commands: Subcommands) -> None:
         "up",
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
-        "services (and the autoscaler, with --autoscaler) and the gateway (the HTTP API) on this machine, wait until "
-        "every service answers (dots on stderr), print where NATS and the HTTP API listen, then run until SIGINT or "
-        "SIGTERM and stop everything. The event log, "
+        "services (and the autoscaler, with --autoscaler) and the gateway (the web page and the HTTP API) on this "
+        "machine, wait until every service answers (dots on stderr), print where NATS and the HTTP API listen, then "
+        "run until SIGINT or SIGTERM and stop everything. The event log, "
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
-        "lease) or 4 (the event log was replaced) is started again. With CORRAL_METRICS_PORT=N each service serves "
+        "lease) or 4 (the event log was replaced) is started again: at once, then, while it keeps exiting within "
+        f"{STABLE_S:g} s of starting, after {FIRST_BACK_OFF_S:g} s, twice as long each time, up to "
+        f"{LONGEST_BACK_OFF_S:g} s. With CORRAL_METRICS_PORT=N each service serves "
         "/metrics on its own port from N on (printed).",
     )
     up.add_argument(
@@ -52,7 +63,9 @@ def add_parsers(commands: Subcommands) -> None:
         type=types.port,
         default=DEFAULT_HTTP_PORT,
         metavar="N",
-        help="the HTTP API's port on 127.0.0.1 (default: %(default)s; CORRAL_HTTP_TOKEN, when set, guards its changes)",
+        help="the port of the web page and the HTTP API on 127.0.0.1 (default: %(default)s: open "
+        "http://127.0.0.1:%(default)s/ in a browser; CORRAL_HTTP_TOKEN, when set, guards its changes: the page asks "
+        "for it)",
     )
     up.add_argument("--redis-port", type=types.port, metavar="N", help="Redis port (default: a free port)")
     up.add_argument(

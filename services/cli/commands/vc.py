@@ -9,9 +9,12 @@ from collections.abc import Sequence
 import msgspec
 
 from schemas import Admitted, Destroyed, Queued, VirtualCluster, VirtualClusterInfo
-from services.cli.common import CliError, add_connection_arguments, connected, json_text, read_input, say
+from services.cli.common import CliError, add_connection_arguments, connected, read_input, say
+from services.cli.files import read_file
+from services.cli.output import add_output_argument, structured
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
+from services.cli.wait import wait_admitted
 from services.core.errors import CodecError
 from services.core.labels import SYSTEM_PREFIX
 from services.runtime.codec import decode
@@ -134,22 +137,25 @@ def add_parsers(commands: Subcommands) -> None:
         '"STRICT_SPREAD"}], "tolerations": {}}. Exit 0 whether admitted or queued.',
     )
     create.add_argument("vc_id", metavar="ID", help="the cluster's id (used as a label value)")
-    create.add_argument(
-        "--spec", required=True, metavar="JSON|@FILE", help="the VirtualCluster spec, or @file (@-: stdin)"
-    )
+    spec = create.add_mutually_exclusive_group(required=True)
+    spec.add_argument("--spec", metavar="JSON|@FILE", help="the VirtualCluster spec as JSON, or @file (@-: stdin)")
+    spec.add_argument("-f", "--filename", metavar="FILE", help="the VirtualCluster spec as JSON or YAML (-: stdin)")
+    create.add_argument("--wait", action="store_true", help="wait until it is admitted (at most --timeout seconds)")
     create.add_argument("--parent", metavar="ID", help="create it inside this virtual cluster (default: the root)")
     create.add_argument("--priority", type=int, default=0, metavar="N", help="higher is admitted first (default: 0)")
-    add_connection_arguments(create, service="vclusters")
+    add_connection_arguments(
+        create, service="vclusters", timeout_help="how long to wait to connect, for admission or queueing, and --wait"
+    )
     create.set_defaults(run=run_create, parser=create)
 
     listing = verbs.add_parser("list", help="every virtual cluster as a tree with used/total resources")
-    listing.add_argument("--json", action="store_true", help="print the VirtualClusterInfo list as JSON")
+    add_output_argument(listing, ("table", "json", "yaml"), json=True)
     add_connection_arguments(listing, service="vclusters")
     listing.set_defaults(run=run_list, parser=listing)
 
     show = verbs.add_parser("show", help="one virtual cluster: state, resources, virtual nodes")
     show.add_argument("vc_id", metavar="ID", help="the cluster's id")
-    show.add_argument("--json", action="store_true", help="print the VirtualClusterInfo as JSON")
+    add_output_argument(show, ("table", "json", "yaml"), json=True)
     add_connection_arguments(show, service="vclusters")
     show.set_defaults(run=run_show, parser=show)
 
@@ -167,13 +173,17 @@ def add_parsers(commands: Subcommands) -> None:
 
 def run_create(args: argparse.Namespace) -> int:
     """`corral vc create`."""
-    spec = read_spec(args.spec)
+    spec = read_spec(args.spec) if args.spec is not None else read_file(args.filename, VirtualCluster)
 
     async def main() -> Admitted | Queued:
         async with connected(args) as client:
-            return await client.create_virtual_cluster(
+            outcome = await client.create_virtual_cluster(
                 args.vc_id, spec, parent=args.parent, priority=args.priority, timeout=args.timeout
             )
+            if isinstance(outcome, Queued) and args.wait:
+                say(render_outcome(outcome))
+                return Admitted(args.vc_id, await wait_admitted(client, args.vc_id, args.timeout))
+            return outcome
 
     say(render_outcome(asyncio.run(main())))
     return 0
@@ -187,7 +197,10 @@ def run_list(args: argparse.Namespace) -> int:
             return await client.virtual_clusters()
 
     infos = asyncio.run(main())
-    say(json_text(infos) if args.json else tree_table(infos) if infos else "no virtual clusters")
+    if args.output != "table":
+        say(structured(infos, args.output))
+    else:
+        say(tree_table(infos) if infos else "no virtual clusters")
     return 0
 
 
@@ -199,7 +212,7 @@ def run_show(args: argparse.Namespace) -> int:
             return await client.virtual_cluster(args.vc_id)
 
     info = asyncio.run(main())
-    say(json_text(info) if args.json else render_show(info))
+    say(render_show(info) if args.output == "table" else structured(info, args.output))
     return 0
 
 

@@ -300,6 +300,12 @@ class Bins:
         self._planned[unused.type_name] -= 1
         self.budget += 1
 
+    def reopen(self, dropped: Bin, place: int) -> None:
+        """Launch `dropped` again, at the place it had among its type's bins (the replay meets them in order)."""
+        self.open[dropped.type_name].insert(place, dropped)
+        self._planned[dropped.type_name] += 1
+        self.budget -= 1
+
     def keep_minimum(self) -> None:
         """Plan the nodes each type lacks to reach its `min_workers` (within its max and the budget)."""
         for name, node_type in self.config.node_types.items():

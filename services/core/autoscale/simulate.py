@@ -5,7 +5,8 @@ policy (DEFAULT fills a node to half, then spreads), so the two can disagree. On
 put on them is placed again by `place_actor` and `decide_group`, on every bin at once (as the nodes will be when
 they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
 unplaced gets more nodes of the type the packing chose for it (doubling), else planned nodes it leaves empty are
-dropped and it replays again (fewer nodes change its choices), three replays at most. What it cannot foresee is
+dropped and it replays again (fewer nodes change its choices), three replays at most. Once all of it is placed,
+the planned nodes with the fewest loads are each tried away (the work replayed without them). What it cannot foresee is
 how the scheduler breaks a tie between equally good nodes (its PRNG is its own): then work can be stranded, and
 the next round counts it again.
 """
@@ -28,6 +29,8 @@ from services.core.state.indexes import DomainIndex
 CORRECTIONS = 3
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
 already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
+TRIMS = 3
+"""Planned nodes the replayed work is tried without, per round (each try replays once or twice)."""
 REPLAYED_AT_MOST = 128
 """Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
 packing's places, and a later round corrects what that got wrong."""
@@ -104,9 +107,34 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
             continue
         empty = [target for targets in bins.open.values() for target in targets if _unused(target)]
         if not empty:
+            _trim(view, bins, puts)
             return
         for target in empty:  # fewer nodes change the scheduler's choices: the next round replays again
             bins.drop(target)
+
+
+def _trim(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
+    """Drop the planned nodes the replayed work can do without, fewest loads first, `TRIMS` tries at most: the
+    scheduler, breaking its ties otherwise than the replay, would leave such a node empty."""
+    fixed = [put for put in puts if not put.simulated] + [put for put in puts if put.simulated][REPLAYED_AT_MOST:]
+    kept = {id(target) for put in fixed for target, _ in put.on}
+    trials = sorted(
+        (
+            target
+            for targets in bins.open.values()
+            for target in targets
+            if target.planned and not target.for_minimum and id(target) not in kept
+        ),
+        key=lambda target: (len(target.loads), -bins.cost(target.type_name)),
+    )
+    for target in trials[:TRIMS]:
+        place = bins.open[target.type_name].index(target)
+        bins.drop(target)
+        if _replay(view, bins, puts):
+            bins.reopen(target, place)
+            _replay(view, bins, puts)
+    for target in [target for targets in bins.open.values() for target in targets if _unused(target)]:
+        bins.drop(target)
 
 
 def _unused(target: Bin) -> bool:

@@ -71,7 +71,7 @@ _HASH_KEY = attrgetter("hash_key")
 EXCLUDED_REASON = "was taken by another bundle of this placement group (STRICT_SPREAD)"
 
 
-def _policy_key(plan: Plan, node: NodeState) -> float:
+def policy_key(plan: Plan, node: NodeState) -> float:
     """How the policy ranks a node (lower is better): SPREAD the least used, else the most used below half, then
     the least used above; "used" is `NodeState.utilisation(plan.need)`, computed inline here (the hot path)."""
     need, free = plan.need, node.free
@@ -103,11 +103,14 @@ def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeStat
     return [nodes[node_id] for node_id in dict.fromkeys(ids) if node_id in nodes]
 
 
-def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> NodeState | None:
+def choose(
+    view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, trace: list[tuple[int, NodeState]] | None = None
+) -> NodeState | None:
     """The node to place on now, or None when no node can take the work now.
 
     The highest soft weight wins, then the lowest policy key; among nodes equal on both, a seeded choice in
     `hash_key` order (only the tied nodes are sorted, so the choice does not depend on the scan order).
+    A `trace` list receives every node scored, with its soft weight (to explain the choice afterwards).
     """
     preferred = _preferred(view, plan, prng)
     seen = {node.node_id for node in preferred}
@@ -116,6 +119,8 @@ def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> Node
         if fits(plan.room(node), plan.need) and plan.rejects(node) is None:
             scored.append((plan.weight(node), node))
     scored.extend(_sample(view, plan, prng, sample, seen))
+    if trace is not None:
+        trace.extend(scored)
     if len(scored) <= 1:
         return scored[0][1] if scored else None
     best_weight = max(scored, key=_WEIGHT)[0]
@@ -124,7 +129,7 @@ def choose(view: ClusterView, plan: Plan, prng: SplitMix64, sample: int) -> Node
     for weight, node in scored:
         if weight != best_weight:
             continue
-        key = _policy_key(plan, node)
+        key = policy_key(plan, node)
         if not ties or key < top:
             top, ties = key, [node]
         elif key == top:

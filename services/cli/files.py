@@ -1,0 +1,62 @@
+"""`-f/--filename FILE`: a request read from a JSON or YAML file (`-`: standard input), as kubectl reads manifests."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TypeVar
+
+import msgspec
+import yaml
+
+from services.cli.common import CliError, read_input
+from services.cli.output import deprecated
+from services.core.errors import CodecError
+from services.runtime.codec import decode
+
+T = TypeVar("T")
+
+
+def add_filename_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """`-f/--filename FILE`: the whole `what` as JSON or YAML."""
+    parser.add_argument(
+        "-f", "--filename", metavar="FILE", help=f"read the whole {what} as JSON or YAML from FILE (`-`: stdin)"
+    )
+
+
+def add_deprecated_json(parser: argparse.ArgumentParser) -> None:
+    """The old `--json FILE` (a request file): hidden from --help; `filename_of` warns when it is used."""
+    parser.add_argument("--json", dest="json_file", metavar="FILE", help=argparse.SUPPRESS)
+
+
+def filename_of(args: argparse.Namespace) -> str | None:
+    """`-f FILE`, or the retired `--json FILE` with a notice on stderr; both given is bad usage."""
+    old = getattr(args, "json_file", None)
+    if old is None:
+        return args.filename  # type: ignore[no-any-return]
+    print(deprecated("--json FILE", "-f/--filename FILE"), file=sys.stderr)
+    if args.filename is not None:
+        raise CliError("give the request once: -f/--filename (or the retired --json), not both")
+    return old  # type: ignore[no-any-return]
+
+
+def read_file(source: str, kind: type[T], option: str = "-f") -> T:
+    """The `kind` the file `source` holds, as JSON (strict) or YAML; a `CliError` naming the file and the field."""
+    data = read_input(source, f"{option} {source}")
+    try:
+        decoded: T = decode(data, kind)
+        return decoded
+    except CodecError as error:
+        if data.lstrip()[:1] in (b"{", b"["):  # JSON: its own error says what is wrong
+            raise CliError(f"{option} {source}: not a {kind.__name__}: {error.reason}") from None
+        json_error = error.reason
+    try:
+        loaded: Any = yaml.safe_load(data)
+    except (yaml.YAMLError, RecursionError):
+        loaded = None
+    if not isinstance(loaded, dict):
+        raise CliError(f"{option} {source}: not a {kind.__name__} in JSON or YAML: {json_error}")
+    try:
+        return msgspec.convert(loaded, kind)
+    except msgspec.ValidationError as error:
+        raise CliError(f"{option} {source}: not a {kind.__name__}: {error}") from None

@@ -1,0 +1,170 @@
+"""The web page's routes: `/` (the page, or the route index as JSON to a caller that asks for JSON), each section
+as an HTML fragment under `/ui/`, the taint forms of a browser without the script, and the static files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlsplit
+
+import msgspec
+from litestar import MediaType, Request, Response, get, post
+from litestar.enums import RequestEncodingType
+from litestar.exceptions import NotFoundException, PermissionDeniedException
+from litestar.params import Body
+from litestar.response import Redirect
+from litestar.static_files import create_static_files_router
+
+from services.client import Client
+from services.core.errors import CorralError, UnavailableError
+from services.gateway import page
+from services.gateway.cluster import nodes_of
+from services.gateway.errors import token_matches
+from services.gateway.parsing import taints_of
+from services.gateway.taints import delete_taints_in
+from services.gateway.vclusters import tree_of
+
+STATIC = Path(__file__).parent / "static"
+"""The page's stylesheet and script."""
+
+
+async def section(client: Client, name: str, token_required: bool) -> str:
+    """One section's body, read from the services now."""
+    if name == "nodes":
+        return page.nodes_section(await nodes_of(client), token_required)
+    if name == "pending":
+        return page.pending_section(await client.pending())
+    if name == "groups":
+        return page.groups_section(await client.placement_groups())
+    if name == "vclusters":
+        return page.vclusters_section(await tree_of(client))
+    raise NotFoundException(f"no section {name!r}: one of {', '.join(page.TITLES)}")
+
+
+async def section_or_why_not(client: Client, name: str, token_required: bool) -> str:
+    """One section's body, or which service did not answer for it (the rest of the page still shows)."""
+    try:
+        return await section(client, name, token_required)
+    except UnavailableError as error:
+        return page.unavailable(str(error))
+
+
+def html(text: str) -> Response[str]:
+    """An HTML answer the browser must not cache (it is the cluster now)."""
+    return Response(text, media_type=MediaType.HTML, headers={"Cache-Control": "no-store"})
+
+
+def token_required(request: Request[Any, Any, Any]) -> bool:
+    """Whether changes need the gateway's token."""
+    return bool(request.app.state.token)
+
+
+def wants_json(request: Request[Any, Any, Any]) -> bool:
+    """A caller that asks for JSON and not for HTML (curl, scripts) gets the route index at `/`."""
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def route_index(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """What this gateway serves: its routes, the OpenAPI document, the docs page and the web page."""
+    routes = sorted(
+        f"{method} {route.path}"
+        for route in request.app.routes
+        for method in route.methods
+        if method not in ("HEAD", "OPTIONS")
+    )
+    return {"service": "corral gateway", "page": "/", "openapi": "/openapi.json", "docs": "/docs", "routes": routes}
+
+
+@get("/api/v1", include_in_schema=False)
+async def api_index(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """The route index."""
+    return route_index(request)
+
+
+@get("/", include_in_schema=False)
+async def home(request: Request[Any, Any, Any], client: Client, error: str = "") -> Response[Any]:
+    """The page: every section rendered here (it reads well without the script), the event stream's start for
+    the script, and `error` (what a form post of the page was refused for) shown on top."""
+    if wants_json(request):
+        return Response(route_index(request))
+    required = token_required(request)
+    since = await client.bus.last_sequence() + 1  # read first: an event after it and before the sections is sent
+    bodies = await asyncio.gather(*(section_or_why_not(client, name, required) for name in page.TITLES))
+    return html(
+        page.page(dict(zip(page.TITLES, bodies, strict=True)), token_required=required, since=since, error=error)
+    )
+
+
+@get("/ui/{name:str}", include_in_schema=False)
+async def fragment(request: Request[Any, Any, Any], client: Client, name: str) -> Response[str]:
+    """One section's body, what the script swaps in after an event changed it."""
+    return html(await section(client, name, token_required(request)))
+
+
+class TaintForm(msgspec.Struct, frozen=True):
+    """A taint form of the page: the node, the taint and, without the script, the token."""
+
+    node_id: str
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+    token: str = ""
+
+
+Form = Annotated[TaintForm, Body(media_type=RequestEncodingType.URL_ENCODED)]
+
+
+def same_origin(request: Request[Any, Any, Any]) -> None:
+    """A form post from another site's page is refused (403): without a token the gateway would obey it."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
+        raise PermissionDeniedException(f"Origin {origin!r}: the page's forms post only from this gateway's page")
+
+
+def back(form: TaintForm, error: str = "") -> Redirect:
+    """To the page (303, so a reload does not post again), at the node, with the refusal when there was one."""
+    query = f"?error={quote(error)}" if error else ""
+    return Redirect(f"/{query}#node-{quote(form.node_id)}", status_code=303)
+
+
+async def from_form(
+    request: Request[Any, Any, Any], form: TaintForm, change: Callable[[], Awaitable[object]]
+) -> Redirect:
+    """Check the origin and the token, make the change, and go back to the page (with the refusal if any)."""
+    same_origin(request)
+    if not token_matches(request.app.state.token, form.token):
+        return back(form, "wrong or missing token: this gateway's changes need its CORRAL_HTTP_TOKEN")
+    try:
+        await change()
+    except CorralError as error:
+        return back(form, str(error))
+    return back(form)
+
+
+@post("/ui/taints/add", include_in_schema=False)
+async def add_taint(request: Request[Any, Any, Any], client: Client, data: Form) -> Redirect:
+    """The add form without the script: proposal 002's append of one taint."""
+    body = {data.key: f"{data.value}:{data.effect}"}
+    return await from_form(request, data, lambda: client.add_taints(data.node_id, taints_of(body)))
+
+
+@post("/ui/taints/remove", include_in_schema=False)
+async def remove_taint(request: Request[Any, Any, Any], client: Client, data: Form) -> Redirect:
+    """A chip's remove button without the script: delete the taint with this key and effect."""
+    body = {data.key: f":{data.effect}"}
+    return await from_form(request, data, lambda: delete_taints_in(client, data.node_id, body))
+
+
+def ui_routers() -> list[Any]:
+    """The page, its fragments and forms, the route index, and the static files."""
+    return [
+        home,
+        api_index,
+        fragment,
+        add_taint,
+        remove_taint,
+        create_static_files_router("/static", directories=[STATIC]),
+    ]
