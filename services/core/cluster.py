@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from operator import attrgetter
+from typing import Any
 
 import msgspec
 
@@ -148,9 +150,9 @@ class Cluster:
 
     def _fold_view(self, event: AnyEvent) -> None:
         self._view.fold(event)
-        work_id = _work_id(event)
-        if work_id:
-            self._file(work_id)
+        work_of = _WORK_OF.get(type(event))
+        if work_of is not None:
+            self._file(work_of(event))
         if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
@@ -668,14 +670,14 @@ class Cluster:
         """Keep the waiting index true for one piece of work after an event about it: filed while it waits, under
         its shape once it has been explained (new or restarted work is filed alone: it is tried, and explained)."""
         scope = self._scope(work_id)
-        actor, group = scope.actors.get(work_id), scope.groups.get(work_id)
-        if work_id not in scope.pending or (actor is None and group is None):
-            self._waiting.unfile(work_id)
-            return
-        if actor is None:
-            assert group is not None
+        actor = scope.actors.get(work_id) if work_id in scope.pending else None
+        group = scope.groups.get(work_id) if actor is None and work_id in scope.pending else None
+        if group is not None:
             key: BucketKey = (group.request.priority, ("group", work_id))
             self._waiting.file(scope.scope_id, work_id, group.arrival, key, same_outcome=False, on_placement=False)
+            return
+        if actor is None:  # not waiting (an id left in the queue by work gone for good waits for nothing either)
+            self._waiting.unfile(work_id)
             return
         on_placement = self._waits_on_placement(work_id)
         alike = not (actor.explanation is None or on_placement)
@@ -762,19 +764,16 @@ class Cluster:
         return self._decision_of(self._actor(work_id))
 
 
-def _work_id(event: AnyEvent) -> str:
-    """The actor or placement group an event is about ("" for other events)."""
-    if isinstance(event, ActorSubmitted):
-        return event.request.actor_id
-    if isinstance(event, PlacementGroupSubmitted):
-        return event.request.pg_id
-    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved):
-        return event.actor_id
-    if isinstance(
-        event, PlacementGroupPlaced | PlacementGroupPending | PlacementGroupBundlesLost | PlacementGroupRemoved
-    ):
-        return event.pg_id
-    return ""
+_WORK_OF: dict[type, Callable[[Any], str]] = {
+    ActorSubmitted: lambda event: event.request.actor_id,
+    PlacementGroupSubmitted: lambda event: event.request.pg_id,
+    **dict.fromkeys((ActorPlaced, ActorPending, ActorFailed, ActorRemoved), attrgetter("actor_id")),
+    **dict.fromkeys(
+        (PlacementGroupPlaced, PlacementGroupPending, PlacementGroupBundlesLost, PlacementGroupRemoved),
+        attrgetter("pg_id"),
+    ),
+}
+"""Event type -> the actor or placement group an event of it is about (the waiting index files it again)."""
 
 
 def _shape(request: ScheduleRequest) -> bytes:
