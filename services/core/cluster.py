@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from operator import attrgetter
+from typing import Any
+
 import msgspec
 
 from schemas import (
@@ -33,7 +37,7 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import explain_actor, place_actor
+from services.core.decide.actor import actor_plans, explain_actor, place_actor
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
@@ -45,10 +49,11 @@ from services.core.request import (
     CompiledRequest,
     check_same_request,
 )
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, replay
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
+from services.core.waiting import BucketKey, WaitingIndex
 
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
@@ -86,6 +91,8 @@ class Cluster:
         self._subject = ""
         self._freed: set[str] = set()
         """Scopes (ROOT or a cluster id) that got resources back during the current command."""
+        self._roomier: set[str] | None = set()
+        """Nodes of the root scope that got resources back during the current command (None: not known)."""
         self._use_view(ClusterView(seed))
 
     @classmethod
@@ -107,6 +114,10 @@ class Cluster:
 
     def _use_view(self, view: ClusterView) -> None:
         self._view = view
+        self._waiting = WaitingIndex()
+        for scope in [view, *(vc.scope for vc in view.tree.clusters.values())]:
+            for work_id in scope.pending:
+                self._file(work_id)
         hooks = ClusterHooks(
             emit=self._emit,
             begin=self._begin,
@@ -139,12 +150,16 @@ class Cluster:
 
     def _fold_view(self, event: AnyEvent) -> None:
         self._view.fold(event)
+        work_of = _WORK_OF.get(type(event))
+        if work_of is not None:
+            self._file(work_of(event))
         if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
             self._groups.pop(event.pg_id, None)
         elif isinstance(event, VirtualClusterDestroyed):
             self.vclusters.forget(event.vc_id)
+            self._waiting.forget_scope(event.vc_id)
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
@@ -181,14 +196,14 @@ class Cluster:
                     self._fail_dead_node(scope, node_id)
             self._retry_pending(wake_all=True)
         elif isinstance(event, NodeRegistered | NodeLabelsChanged):
-            self._retry_pending(wake_all=True)
+            self._retry_pending(wake_all=True, roomier={event.node_id})
         elif isinstance(event, TaintsChanged):
             evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
             if evicting:
                 for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
                     self._evict(scope, node_id, evicting)
             removed = any(t not in event.taints for t in taints_before)
-            self._retry_pending(wake_all=bool(evicting) or removed)
+            self._retry_pending(wake_all=bool(evicting) or removed, roomier={event.node_id})
         elif isinstance(event, VirtualClusterRequested):
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
@@ -325,7 +340,7 @@ class Cluster:
         scope = self._scope(actor_id)
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
-        self._freed.add(scope.scope_id)
+        self._free(scope, [node_id])
         self.vclusters.shrink(scope, node_id)
         self._retry_freed()
 
@@ -378,10 +393,12 @@ class Cluster:
             again = restart and actor.restarts_left
             node_id = actor.node_id
             self._emit(ActorFailed(actor_id=actor_id, node_id=node_id or "", reason=reason, will_restart=again))
-            self._freed.add(scope.scope_id)
+            self._free(scope, [node_id])
             self.vclusters.shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
+        """Place the actor now if it can be; otherwise it waits (and a try that places nothing draws nothing from
+        the seeded generator, so skipping a try known to fail changes no later choice)."""
         actor_id = actor.request.actor_id
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
@@ -405,6 +422,7 @@ class Cluster:
                 )
             )
             return True
+        self._prng.state = prng
         if announce or actor.explanation is None:
             self._emit(ActorPending(actor_id=actor_id, explanation=self._explain(scope, work)))
         return False
@@ -451,7 +469,7 @@ class Cluster:
         if group is None:
             raise NotFoundError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
-        self._freed.add(self._scope(pg_id).scope_id)
+        self._free(self._scope(pg_id), group.bundle_nodes)
         self._stop_group(pg_id, f"placement group {pg_id} removed")
         self._retry_freed()
 
@@ -484,7 +502,9 @@ class Cluster:
             self._emit(PlacementGroupBundlesLost(pg_id=pg_id, bundle_indices=sorted(indices), reason=reason))
 
     def _try_group(self, group: GroupState, *, announce: bool) -> bool:
+        """Reserve the group now if it can be; otherwise it waits (drawing nothing, as `_try_actor`)."""
         pg_id = group.request.pg_id
+        drawn = self._prng.state
         kept = {i: node_id for i, node_id in enumerate(group.bundle_nodes) if node_id is not None}
         option = group.option if kept else None
         scope = self._scope(pg_id)
@@ -494,6 +514,7 @@ class Cluster:
             index, nodes = decision
             self._emit(PlacementGroupPlaced(pg_id=pg_id, bundle_nodes=nodes, option=index))
             return True
+        self._prng.state = drawn
         if announce or group.explanation is None:
             self._emit(PlacementGroupPending(pg_id=pg_id, explanation=decision))
         return False
@@ -546,24 +567,38 @@ class Cluster:
 
     # the pending queue
 
-    def _retry_pending(self, *, wake_all: bool, where: ClusterView | None = None) -> None:
+    def _retry_pending(
+        self, *, wake_all: bool, where: ClusterView | None = None, roomier: set[str] | None = None
+    ) -> None:
         """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
 
         `wake_all` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
         removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
         Otherwise only work that waits on another placement is re-tried, in the scope `where` that placement
         happened (affinity, DataFlow and bundles never reach across a virtual cluster's boundary).
+        `roomier`: the only nodes of the root scope the event changed (None: any may have changed).
         """
         self._freed.clear()
-        self._retry(self._scopes() if wake_all or where is None else [where], wake_all=wake_all)
+        self._roomier = set()
+        scopes = self._scopes() if wake_all or where is None else [where]
+        self._retry(scopes, wake_all=wake_all, roomier=roomier)
+
+    def _free(self, scope: ClusterView, node_ids: Iterable[str | None]) -> None:
+        """Note that `scope` got resources back on these nodes during the current command."""
+        self._freed.add(scope.scope_id)
+        if scope is self._view and self._roomier is not None:
+            self._roomier.update(node_id for node_id in node_ids if node_id is not None)
 
     def _note_freed(self, scope_id: str) -> None:
         self._freed.add(scope_id)  # not a bound `add`: `_retry_freed` swaps the set
+        if scope_id == ROOT:
+            self._roomier = None  # a virtual node shrank: where it gave back is not tracked
 
     def _retry_freed(self) -> None:
         """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
         that may still borrow from those, and the admission queues."""
         freed, self._freed = self._freed, set()
+        roomier, self._roomier = self._roomier, set()
         clusters = self._view.tree.clusters.values()
         scopes = [self._view] if ROOT in freed else []
         scopes += [
@@ -571,26 +606,92 @@ class Cluster:
             for vc in clusters
             if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self.vclusters.may_grow(vc)))
         ]
-        self._retry(scopes, wake_all=True)
+        self._retry(scopes, wake_all=True, roomier=roomier)
 
-    def _retry(self, scopes: list[ClusterView], *, wake_all: bool) -> None:
+    def _retry(self, scopes: list[ClusterView], *, wake_all: bool, roomier: set[str] | None = None) -> None:
+        """Re-try the scopes' waiting work until a pass places nothing; a first pass that wakes every kind of wait
+        skips, at the root, the buckets `roomier` says no changed node can take (see `_could_take`)."""
         while scopes:
             if wake_all and self._view.tree.clusters:
                 self.vclusters.admit_waiting()
-            scopes = [scope for scope in scopes if scope.pending and self._retry_scope(scope, wake_all=wake_all)]
-            wake_all = False
+            scopes = [
+                scope
+                for scope in scopes
+                if scope.pending and self._retry_scope(scope, wake_all=wake_all, roomier=roomier)
+            ]
+            wake_all, roomier = False, None
 
-    def _retry_scope(self, scope: ClusterView, *, wake_all: bool) -> bool:
+    def _retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
+        """Re-try the scope's waiting work in queue order (with `wake_all` all of it, else only work waiting on a
+        placement); once a try fails, the rest of its bucket is not tried on the same view (it fails alike),
+        unless the scope may borrow, where a failed try does not tell how the next one goes."""
         placed_any = False
-        for work_id in sorted(scope.pending, key=self._queue_key):
-            if work_id not in scope.pending or not (wake_all or self._waits_on_placement(work_id)):
+        alike = not self._borrows(scope)
+        nodes = [scope.nodes[n] for n in sorted(roomier) if n in scope.nodes] if roomier is not None else None
+        walk = self._waiting.walk(
+            scope.scope_id,
+            everything=wake_all,
+            skip=None
+            if nodes is None or scope is not self._view
+            else lambda work_id: not self._could_take(nodes, work_id),
+        )
+        for work_id in walk:
+            if work_id not in scope.pending:
                 continue
             actor = scope.actors.get(work_id)
             if actor is not None:
-                placed_any |= self._try_actor(actor, announce=False)
+                placed = self._try_actor(actor, announce=False)
             else:
-                placed_any |= self._try_group(scope.groups[work_id], announce=False)
+                placed = self._try_group(scope.groups[work_id], announce=False)
+            placed_any |= placed
+            if not placed and alike:
+                walk.drop_bucket()
         return placed_any
+
+    def _could_take(self, nodes: list[NodeState], work_id: str) -> bool:
+        """Whether one of the root nodes an event changed can take the actor now.
+
+        Label-less work waiting for no placement, explained after a failed try, fails on the view it was tried on;
+        an event that changed only `nodes` (room given back, a node added, relabelled or untainted) can let it in
+        only there, so work none of `nodes` can take need not be tried, nor the rest of its bucket.
+        """
+        work = self._work_of(work_id)
+        plans, _bundle = actor_plans(self._view, work)
+        return any(
+            fits(node.free, work.resources) and any(plan.rejects(node) is None for plan in plans) for node in nodes
+        )
+
+    def _borrows(self, scope: ClusterView) -> bool:
+        """Whether work in `scope` may be placed by growing its virtual cluster (see `VirtualClusters.borrow`)."""
+        vc = self.vclusters.of_scope(scope)
+        return vc is not None and vc.status == "admitted" and self.vclusters.spec_of(vc.vc_id).grows
+
+    def _file(self, work_id: str) -> None:
+        """Keep the waiting index true for one piece of work after an event about it: filed while it waits, under
+        its shape once it has been explained (new or restarted work is filed alone: it is tried, and explained)."""
+        scope = self._scope(work_id)
+        actor = scope.actors.get(work_id) if work_id in scope.pending else None
+        group = scope.groups.get(work_id) if actor is None and work_id in scope.pending else None
+        if group is not None:
+            key: BucketKey = (group.request.priority, ("group", work_id))
+            self._waiting.file(scope.scope_id, work_id, group.arrival, key, same_outcome=False, on_placement=False)
+            return
+        if actor is None:  # not waiting (an id left in the queue by work gone for good waits for nothing either)
+            self._waiting.unfile(work_id)
+            return
+        on_placement = self._waits_on_placement(work_id)
+        alike = not (actor.explanation is None or on_placement)
+        key = (actor.request.priority, _shape(actor.request) if alike else ("new", work_id))
+        room_only = alike and not actor.request.labels
+        self._waiting.file(
+            scope.scope_id,
+            work_id,
+            actor.arrival,
+            key,
+            same_outcome=alike,
+            on_placement=on_placement,
+            room_only=room_only,
+        )
 
     def _queue_key(self, work_id: str) -> tuple[int, int]:
         scope = self._scope(work_id)
@@ -661,3 +762,20 @@ class Cluster:
                 raise NotFoundError(f"pg_id {work_id!r}: no such placement group")
             return self._group_decision(group)
         return self._decision_of(self._actor(work_id))
+
+
+_WORK_OF: dict[type, Callable[[Any], str]] = {
+    ActorSubmitted: lambda event: event.request.actor_id,
+    PlacementGroupSubmitted: lambda event: event.request.pg_id,
+    **dict.fromkeys((ActorPlaced, ActorPending, ActorFailed, ActorRemoved), attrgetter("actor_id")),
+    **dict.fromkeys(
+        (PlacementGroupPlaced, PlacementGroupPending, PlacementGroupBundlesLost, PlacementGroupRemoved),
+        attrgetter("pg_id"),
+    ),
+}
+"""Event type -> the actor or placement group an event of it is about (the waiting index files it again)."""
+
+
+def _shape(request: ScheduleRequest) -> bytes:
+    """What decides whether an actor can be placed on a view: its request but for the id, priority and restarts."""
+    return msgspec.json.encode(msgspec.structs.replace(request, actor_id="", priority=0, max_restarts=0))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.cli.bench import autoscaler, core, gateway
+from services.cli.bench import autoscaler, core, gateway, pending
 from services.cli.registry import Registers, Subcommands, register
 
-BENCHMARKS: tuple[Registers, ...] = (core, autoscaler, gateway)
+BENCHMARKS: tuple[Registers, ...] = (core, autoscaler, gateway, pending)
 """Every benchmark, in the order `corral bench --help` lists them."""
 
 
