@@ -95,16 +95,14 @@ class NoOpDecider:
         config = api.ConsumerConfig(
             durable_name=CONSUMER, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=10.0, max_ack_pending=-1
         )
-        pull = await self.bus.js.pull_subscribe(
-            REQUESTS_SUBJECTS, durable=CONSUMER, stream=REQUESTS_STREAM, config=config
-        )
+        pull = await self.bus.pull(REQUESTS_SUBJECTS, REQUESTS_STREAM, config)  # the scheduler's own fetch
         self.began = time.perf_counter()
         self.ready.set()
         try:
             while not stop.is_set():
                 try:
                     batch = await pull.fetch(self.batch, timeout=0.5)
-                except (TimeoutError, nats.errors.TimeoutError):
+                except TimeoutError:
                     continue
                 fetched = time.perf_counter()
                 futures = []
