@@ -81,7 +81,8 @@ def taint_chip(node_id: str, key: str, value: str, effect: str, token_required: 
     """A taint with its remove button (proposal 002's DELETE; a form post without the script)."""
     text = f"{key}={value}:{effect}" if value else f"{key}:{effect}"
     return (
-        f'<form class="chip taint" method="post" action="/ui/taints/remove" data-node="{esc(node_id)}">'
+        f'<form class="chip taint" method="post" action="/ui/taints/remove" data-node="{esc(node_id)}" '
+        f'data-key="{esc(key)}">'
         f'<input type="hidden" name="node_id" value="{esc(node_id)}">'
         f'<input type="hidden" name="key" value="{esc(key)}">'
         f'<input type="hidden" name="effect" value="{esc(effect)}">'

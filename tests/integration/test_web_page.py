@@ -92,19 +92,22 @@ def click(wait: WebDriverWait[WebDriver], selector: str) -> None:
     wait.until(clicked)
 
 
-def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_live(
+def test_the_page_adds_a_taint_the_waiting_actors_reason_changes_and_removing_the_taints_places_it(
     browser: WebDriver, mesh: Mesh, corral: SyncClient, http: httpx.Client
 ) -> None:
     driver = browser
-    corral.register_node("w1", {"CPU": 4, "slot": 1}, labels={"disk": "ssd"}, heartbeat=False)
+    corral.register_node("w1", {"CPU": 4, "slot": 1}, labels={"disk": "ssd"}, taints={"maint": "now"}, heartbeat=False)
     corral.register_node("w2", {"CPU": 8, "memory": 16e9}, labels={"zone": "z2"}, heartbeat=False)
     assert http.post("/api/v1/actors", json={"actor_id": "w-busy", "resources": {"CPU": 6}}, headers=AUTH).is_success
+    waiting = http.post("/api/v1/actors", json={"actor_id": "w-slot", "resources": {"slot": 1}}, headers=AUTH).json()
+    assert waiting["type"] == "pending"  # only w1 has a slot, and it is tainted maint=now
     wait = WebDriverWait(driver, WAIT, ignored_exceptions=[StaleElementReferenceException])
 
     driver.get(http_base(mesh) + "/")
     wait.until(shown.text_to_be_present_in_element((By.ID, "live"), "live"))
     assert {"w1", "w2"} <= {card.get_attribute("data-node") for card in driver.find_elements(By.CSS_SELECTOR, ".node")}
     assert "6 / 8" in driver.find_element(By.ID, "node-w2").text
+    assert "untolerated taint {maint: now}" in driver.find_element(By.ID, "pending-w-slot").text
     driver.find_element(By.ID, "token").send_keys(TOKEN)
     driver.find_element(By.CSS_SELECTOR, "#login button").click()
     assert driver.execute_script("return sessionStorage.getItem('corral-token')") == TOKEN
@@ -116,17 +119,17 @@ def test_the_page_adds_a_taint_shows_the_work_it_keeps_waiting_and_removes_it_li
     Select(form.find_element(By.NAME, "effect")).select_by_value("NoSchedule")
     form.find_element(By.CSS_SELECTOR, "button").click()
     wait.until(shown.text_to_be_present_in_element((By.CSS_SELECTOR, "#node-w1 .taints"), "gpu_node=true:NoSchedule"))
-    assert corral.taints("w1")["w1"][0].key == "gpu_node"
+    assert sorted(taint.key for taint in corral.taints("w1")["w1"]) == ["gpu_node", "maint"]
     assert "tainted" in driver.find_element(By.CSS_SELECTOR, "#node-w1 .state").text
-
-    waiting = http.post("/api/v1/actors", json={"actor_id": "w-slot", "resources": {"slot": 1}}, headers=AUTH).json()
-    assert waiting["type"] == "pending"
-    wait.until(shown.text_to_be_present_in_element((By.ID, "pending-w-slot"), "untolerated taint"))
-    pending = driver.find_element(By.ID, "pending-w-slot")
-    assert "w1" in [chip.text for chip in pending.find_elements(By.CSS_SELECTOR, ".chip.id")]
     screenshot(driver, "page-taint-added")
 
-    click(wait, "#node-w1 form.taint button")
+    click(wait, "#node-w1 form.taint[data-key='maint'] button")  # the first taint goes: the reason is the new one
+    wait.until(shown.text_to_be_present_in_element((By.ID, "pending-w-slot"), "untolerated taint {gpu_node: true}"))
+    pending = driver.find_element(By.ID, "pending-w-slot")
+    assert "w1" in [chip.text for chip in pending.find_elements(By.CSS_SELECTOR, ".chip.id")]
+    screenshot(driver, "page-reason-changed")
+
+    click(wait, "#node-w1 form.taint[data-key='gpu_node'] button")
     wait.until(shown.invisibility_of_element_located((By.ID, "pending-w-slot")))
     assert corral.wait_placed("w-slot").node_id == "w1"
     wait.until(shown.text_to_be_present_in_element((By.ID, "node-w1"), "1 / 1"))
