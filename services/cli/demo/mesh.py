@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from schemas import AnyEvent, PlacementGroupRequest, ScheduleRequest, Taint, VirtualCluster
+from services.cli.commands.history import render_trace
 from services.cli.demo import autoscaling, inprocess
 from services.cli.demo.workload import RARE_RESOURCES, SEED, add_nodes
+from services.cli.history import history_lines
 from services.cli.mesh import start_mesh
 from services.client import SyncClient
 from services.core import Cluster
@@ -87,6 +90,20 @@ async def _settled_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
         await bus.close()
 
 
+HISTORY_OF = ("cache", "web-2")
+"""Actors whose history the demo prints: one restarted after its node died, one evicted by a NoExecute taint."""
+
+
+def show_history(client: SyncClient) -> None:
+    """What the log says happened to a few actors, and how the last one's latest placement was decided."""
+    print("\nHISTORY (from the event log: `corral events --actor ID`, the end of `corral describe actor ID`)")
+    for actor_id in HISTORY_OF:
+        print(f"{actor_id}:")
+        print("\n".join(f"  {line}" for line in history_lines(client.history(actor_id=actor_id))))
+    print(f"\nHOW {HISTORY_OF[-1]} WAS PLACED (`corral why-placed {HISTORY_OF[-1]}`)")
+    print(render_trace(client.why_placed(HISTORY_OF[-1])))
+
+
 def run() -> int:
     """Start the mesh, run the demo through it, stop everything; then the autoscaler's act on a mesh of its own;
     0 when done."""
@@ -97,12 +114,15 @@ def run() -> int:
         )
         settings = {"CORRAL_RARE_RESOURCES": ",".join(RARE_RESOURCES), "CORRAL_SEED": str(SEED)}
         mesh = start_mesh(Path(data), settings=settings)
+        os.environ.update(settings, CORRAL_REDIS_URL=mesh.env["CORRAL_REDIS_URL"])  # for why-placed: the
+        # client re-runs a past decision as the scheduler made it, from the scheduler's snapshot
         try:
             with SyncClient(mesh.nats_url, timeout=10.0) as client:
                 client.wait_ready()
                 driver = ThroughTheBus(client, mesh.nats_url)
                 add_nodes(driver)
                 status = inprocess.run(driver, where=f"through the bus at {mesh.nats_url}")
+                show_history(client)
         finally:
             mesh.stop()
         print("mesh stopped cleanly", file=sys.stderr)
