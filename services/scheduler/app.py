@@ -47,9 +47,10 @@ class Writer:
         self.dirty = asyncio.Event()
 
     def settled(self) -> bool:
-        """No event of ours is waiting to be appended or to come back through the log."""
+        """No event of ours is waiting to be appended or to come back through the log, and we were not deposed
+        (then the view holds decisions every fold of the log ignores: it must never be a snapshot)."""
         unwritten = self.lock.locked() or self.unconfirmed or self.view.cluster.has_untaken_events()
-        return not unwritten and self.confirmed <= self.view.sequence
+        return not unwritten and self.confirmed <= self.view.sequence and not self.view.deposed()
 
     async def flush(self) -> int:
         """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.

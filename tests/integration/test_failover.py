@@ -122,6 +122,9 @@ async def test_a_leader_deposed_without_noticing_answers_nothing_and_the_next_on
     deposed = mesh.processes["scheduler"]
     assert await asyncio.to_thread(deposed.wait, 10) == EXIT_LEASE_LOST
     assert "a newer scheduler was elected: this batch is left unanswered" in log_of(mesh, "scheduler")
+    # Its view holds the batch it decided, which every fold of the log ignores: it must save no snapshot, or the
+    # next leader would load "late" as placed, answer the request from it and never write the placement.
+    assert "snapshot saved" not in log_of(mesh, "scheduler")
 
     mesh.start_service("scheduler", instance="next")
     await wait_ready(client)
