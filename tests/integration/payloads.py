@@ -92,6 +92,9 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         event("ActorSubmitted", request=schedule_request),
         event("ActorPlaced", actor_id=ids(ACTORS), node_id=ids(NODES)),
         event("ActorPlaced", actor_id=ids(ACTORS), node_id=ids(NODES), request=schedule_request),
+        event(
+            "ActorPlaced", actor_id=ids(ACTORS), node_id=ids(NODES), prng=st.integers(-1, 2**64), folded=st.integers()
+        ),
         event("ActorPending", actor_id=ids(ACTORS), explanation=st.just({"total": 0, "message": "waits"})),
         event("ActorFailed", actor_id=ids(ACTORS), node_id=ids(NODES), reason=st.just("x"), will_restart=st.booleans()),
         event("ActorRemoved", actor_id=ids(ACTORS)),
@@ -139,10 +142,16 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
 
 MESSAGES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     s.REGISTER_NODE: struct(node_id=ids(NODES), resources=resources, labels=st.just({"tier": "web"})),
-    s.SET_LABELS: struct(node_id=ids(NODES), labels=st.just({"tier": "db"})),
+    s.SET_LABELS: struct(
+        node_id=ids(NODES),
+        labels=st.just({"tier": "db"}),
+        merge=st.booleans(),
+        remove=st.just(["disk"]),
+        overwrite=st.booleans(),
+    ),
     s.REMOVE_NODE: struct(node_id=ids(NODES)),
     s.ADD_TAINTS: struct(node_id=ids(NODES), taints=st.lists(taint, max_size=2)),
-    s.REMOVE_TAINTS: struct(node_id=ids(NODES), keys=st.just(["gpu"])),
+    s.REMOVE_TAINTS: struct(node_id=ids(NODES), keys=st.just(["gpu"]), effects=st.just({"gpu": ["NoSchedule"]})),
     s.CREATE_VCLUSTER: struct(vc_id=ids(CLUSTERS), spec=spec),
     s.DESTROY_VCLUSTER: struct(vc_id=ids(CLUSTERS), force=st.booleans()),
     s.SCHEDULE: struct("kind", "schedule", request=schedule_request),

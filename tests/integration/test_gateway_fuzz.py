@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from services.cli.mesh import Mesh
 from services.client import SyncClient
 from services.testing.servers import ServerPath
-from tests.integration.gateway import AUTH, JSON, cluster_state, gateway_mesh, http_base
+from tests.integration.gateway import AUTH, JSON, TOKEN, cluster_state, gateway_mesh, http_base
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -102,6 +102,33 @@ def test_malformed_bodies_on_every_mutating_route_are_4xx_and_change_nothing(mes
             answer = http.request(route[0], route[1], content=body, headers=headers)
             assert 400 <= answer.status_code < 500, (route, body[:200], answer.status_code, answer.text[:300])
             assert answer.json()["status"] == answer.status_code
+
+        refused()
+        assert cluster_state(http) == before
+
+
+form_fields = st.fixed_dictionaries(
+    {
+        "node_id": st.sampled_from(["f1", "ghost", ""]) | st.text(max_size=20),
+        "key": st.sampled_from(["old", "gpu"]) | st.text(max_size=30),
+        "value": st.text(max_size=30),
+        "effect": st.sampled_from(["NoSchedule", "Sometimes", ""]) | st.text(max_size=20),
+        "token": st.sampled_from(["", "wrong"]) | st.text(max_size=20).filter(lambda token: token != TOKEN),
+    }
+)
+
+
+def test_hostile_forms_of_the_page_without_the_token_are_refused_and_change_nothing(mesh: Mesh) -> None:
+    """The page's form posts (a browser without the script): any fields, without the token, are answered with the
+    page and the refusal (a redirect) or a 4xx, never a 500, and change nothing."""
+    with httpx.Client(base_url=http_base(mesh), timeout=15.0) as http:
+        before = cluster_state(http)
+
+        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(path=st.sampled_from(["/ui/taints/add", "/ui/taints/remove"]), form=form_fields)
+        def refused(path: str, form: dict[str, str]) -> None:
+            answer = http.post(path, data=form, follow_redirects=False)
+            assert answer.status_code == 303 or 400 <= answer.status_code < 500, (path, form, answer.status_code)
 
         refused()
         assert cluster_state(http) == before
