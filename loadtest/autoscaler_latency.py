@@ -16,17 +16,15 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import nats
-
-from schemas import ActorPending, AnyEvent, NodesLaunchRequested, ScheduleRequest
-from schemas import subjects as s
+from schemas import ActorPending, ActorPlaced, AnyEvent, NodesLaunchRequested, ScheduleRequest
 from services.cli.args import positive_int
 from services.cli.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.client import Client
-from services.runtime.codec import decode
+from services.runtime.bus import Bus
+from services.runtime.settings import Settings
 
 NODE_TYPES = """
 provider: {type: local}
@@ -42,26 +40,50 @@ TARGET_EXTRA_S = 0.1
 """The issue's bound: a launch request at most one interval plus this after the work went pending."""
 
 
-async def event_times(nats_url: str) -> tuple[dict[str, datetime], dict[str, datetime]]:
-    """From the whole log: each actor's first pending moment and the first launch request naming it."""
-    pending: dict[str, datetime] = {}
-    launched: dict[str, datetime] = {}
-    connection = await nats.connect(nats_url)
+@dataclass(frozen=True)
+class Timeline:
+    """Moments read from the log (Unix seconds, stamped by nats-server): per actor, its first `ActorPending`, the
+    first `NodesLaunchRequested` naming it and its first `ActorPlaced`."""
+
+    pending: dict[str, float] = field(default_factory=dict)
+    launched: dict[str, float] = field(default_factory=dict)
+    placed: dict[str, float] = field(default_factory=dict)
+
+    def delays(self, until: dict[str, float]) -> list[float]:
+        """Seconds from each actor's first pending moment to its moment in `until` (actors in both only)."""
+        return [until[actor] - moment for actor, moment in self.pending.items() if actor in until]
+
+
+async def timed_events(nats_url: str) -> list[tuple[float, AnyEvent]]:
+    """The whole log, in order: each readable event with the moment nats-server stored it (Unix seconds)."""
+    bus = await Bus.connect(Settings.from_env({"CORRAL_NATS_URL": nats_url}), "loadtest-log-reader", timeout=10.0)
+    events: list[tuple[float, AnyEvent]] = []
     try:
-        js = connection.jetstream()
-        last = (await js.stream_info(s.EVENTS_STREAM)).state.last_seq
-        for sequence in range(1, last + 1):
-            message = await js.get_msg(s.EVENTS_STREAM, sequence)
-            assert message.data is not None and message.time is not None
-            event = decode(message.data, AnyEvent)
-            if isinstance(event, ActorPending):
-                pending.setdefault(event.actor_id, message.time)
-            elif isinstance(event, NodesLaunchRequested):
-                for work_id in event.work:
-                    launched.setdefault(work_id, message.time)
+        last = await bus.last_sequence()
+        if last < 1:
+            return events
+        async for entry in bus.read_log(1):
+            if entry.event is not None:
+                events.append((entry.time_ns / 1e9, entry.event))
+            if entry.sequence >= last:
+                break
     finally:
-        await connection.close()
-    return pending, launched
+        await bus.close()
+    return events
+
+
+def event_times(events: Sequence[tuple[float, AnyEvent]]) -> Timeline:
+    """Each actor's first pending moment, the first launch request naming it and its first placement."""
+    timeline = Timeline()
+    for moment, event in events:
+        if isinstance(event, ActorPending):
+            timeline.pending.setdefault(event.actor_id, moment)
+        elif isinstance(event, ActorPlaced):
+            timeline.placed.setdefault(event.actor_id, moment)
+        elif isinstance(event, NodesLaunchRequested):
+            for work_id in event.work:
+                timeline.launched.setdefault(work_id, moment)
+    return timeline
 
 
 async def drive(mesh: Mesh, actors: int, interval: float, seed: int) -> list[float]:
@@ -75,8 +97,8 @@ async def drive(mesh: Mesh, actors: int, interval: float, seed: int) -> list[flo
             await asyncio.sleep(spacing.uniform(0.0, interval))
         for index in range(actors):
             await client.wait_placed(f"actor-{index:04d}", timeout=120.0)
-    pending, launched = await event_times(mesh.nats_url)
-    return [(launched[actor] - moment).total_seconds() for actor, moment in pending.items() if actor in launched]
+    timeline = event_times(await timed_events(mesh.nats_url))
+    return timeline.delays(timeline.launched)
 
 
 def report(delays: list[float], actors: int, interval: float) -> dict[str, float | int]:
