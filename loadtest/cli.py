@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds at half the measured throughput, for p99 (0 skips it; skipped with --rate)",
     )
+    parser.add_argument(
+        "--autoscaler-duration",
+        type=any_seconds,
+        default=Config.autoscaler_duration,
+        help="seconds of the autoscaler phase's users, on a mesh of its own with the autoscaler (local provider), "
+        "also with --nats-url; its nodes are launched for them and scaled down after (default: 8; 0 skips it)",
+    )
     parser.add_argument("--warmup", type=any_seconds, default=1.0, help="unmeasured seconds before each phase")
     parser.add_argument("--hold", type=positive_int, default=20, help="actors a user holds before removing its oldest")
     parser.add_argument("--connections", type=positive_int, default=4, help="client connections the users share")
@@ -87,6 +94,7 @@ def config_of(args: argparse.Namespace) -> Config:
         quiet=args.quiet,
         tenants=args.tenants,
         floor_processes=args.floor_processes,
+        autoscaler_duration=args.autoscaler_duration,
     )
 
 

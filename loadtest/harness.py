@@ -12,14 +12,30 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest import floor, floor_drive
+from loadtest.autoscaled import (
+    EXISTING_NODES,
+    HOLD,
+    IDLE_TIMEOUT_S,
+    SCALE_DOWN_GRACE_S,
+    SETTLE_S,
+    USERS,
+    AutoscaledTarget,
+    AutoscalerFigures,
+    autoscaler_figures,
+    start_autoscaled_mesh,
+    wait_scaled_down,
+    wait_settled,
+)
+from loadtest.autoscaled import WORKLOADS as AUTOSCALED_WORK
+from loadtest.autoscaler_latency import timed_events
 from loadtest.nodes import node_shapes, register_nodes, wait_until_seen
 from loadtest.procs import CpuMeter
-from loadtest.report import Phase, Report, goals
+from loadtest.report import Phase, Report, autoscaler_goals, goals
 from loadtest.stats import Recorder, latency
 from loadtest.tenants import (
     InsideTenants,
@@ -32,7 +48,7 @@ from loadtest.tenants import (
 )
 from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, Target
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
-from loadtest.workloads import REMOVE, WORKLOADS
+from loadtest.workloads import REMOVE, WORKLOADS, Workload
 from services.cli.mesh import Mesh, start_mesh
 from services.client import Client, CorralError
 from services.runtime import collector
@@ -60,6 +76,8 @@ class Config:
     """Virtual clusters for the tenants phase (0 skips it)."""
     floor_processes: int = max(1, (os.cpu_count() or 1) // 4)
     """Generator and decider processes of the floor phase, each (1: the users in this process, as for Corral)."""
+    autoscaler_duration: float = 8.0
+    """Seconds the users of the autoscaler phase run, on a mesh of its own with the autoscaler (0 skips it)."""
 
 
 def progress(config: Config, text: str) -> None:
@@ -90,8 +108,9 @@ def _phase(
     outcome: Outcome,
     cpu: dict[str, float],
     decider: floor.DeciderFigures | None = None,
+    workloads: tuple[Workload, ...] = WORKLOADS,
 ) -> Phase:
-    rows = recorder.rows([workload.name for workload in WORKLOADS] + [REMOVE])
+    rows = recorder.rows([workload.name for workload in workloads] + [REMOVE])
     total = rows[-1]
     removes = recorder.tallies[REMOVE].requests if REMOVE in recorder.tallies else 0
     seconds = recorder.seconds
@@ -124,9 +143,15 @@ def _phase(
 
 
 async def drive_phase(
-    name: str, target: Target, conns: Sequence[Connection], drive: Drive, config: Config, pids: dict[str, int]
+    name: str,
+    target: Target,
+    conns: Sequence[Connection],
+    drive: Drive,
+    config: Config,
+    pids: dict[str, int],
+    workloads: tuple[Workload, ...] = WORKLOADS,
 ) -> tuple[Phase, Outcome]:
-    """Run one phase (closed or open loop) and measure it, with the CPU each process used."""
+    """Run one phase (closed or open loop, requests drawn from `workloads`) and measure it, with each process's CPU."""
     how = f"{drive.users} users" if drive.rate <= 0 else f"{drive.rate:,.0f} req/s"
     progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
     meter = CpuMeter(pids)
@@ -135,8 +160,8 @@ async def drive_phase(
         if drive.rate > 0:
             recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
         else:
-            recorder, outcome = await closed_loop(target, conns, drive)
-    return _phase(name, target, drive, recorder, outcome, meter.stop()), outcome
+            recorder, outcome = await closed_loop(target, conns, drive, workloads)
+    return _phase(name, target, drive, recorder, outcome, meter.stop(), workloads=workloads), outcome
 
 
 async def floor_phase(
@@ -245,6 +270,56 @@ async def tenants_phase(
     return figures, phase
 
 
+async def autoscaler_phase(config: Config, data_dir: Path | None, prefix: str) -> tuple[AutoscalerFigures, Phase]:
+    """On a mesh of its own with the autoscaler: users whose work only launched nodes can host, until their last
+    actors are placed; then those are removed and the idle nodes scaled down. Figures and checks from its log."""
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="corral-loadtest-")))
+        progress(config, "autoscaler: starting a mesh with the autoscaler (local provider)")
+        mesh = await asyncio.to_thread(start_autoscaled_mesh, data_dir / "autoscaler")
+        try:
+            async with connected(mesh.nats_url, 2, config.timeout) as (clients, conns):
+                await wait_for_services(clients[0])
+                await clients[0].wait_autoscaler(timeout=30.0)
+                shapes = node_shapes(EXISTING_NODES, prefix)
+                await register_nodes(clients, shapes, quiet=True)
+                await wait_until_seen(clients[0], prefix + "-", len(shapes))
+                drive = Drive(
+                    tag=prefix, users=USERS, seconds=config.autoscaler_duration, warmup=0.0, hold=HOLD, seed=config.seed
+                )
+                target = AutoscaledTarget(config.timeout)
+                phase, outcome = await drive_phase(
+                    "autoscaler", target, conns, drive, config, mesh_pids(mesh), AUTOSCALED_WORK
+                )
+                await wait_settled(clients[0], SETTLE_S)
+                await _remove_all(config, conns, outcome.held, [])
+                settled_at = time.time()
+                progress(config, f"autoscaler: waiting for the idle nodes to go (idle timeout {IDLE_TIMEOUT_S:g} s)")
+                scale_down = await wait_scaled_down(clients[0], IDLE_TIMEOUT_S + SCALE_DOWN_GRACE_S)
+                events = await timed_events(mesh.nats_url)
+            return autoscaler_figures(events, settled_at, scale_down), phase
+        finally:
+            await asyncio.to_thread(mesh.stop)
+    raise AssertionError("unreachable")
+
+
+@contextlib.asynccontextmanager
+async def connected(nats_url: str, count: int, timeout: float) -> AsyncIterator[tuple[list[Client], list[Connection]]]:
+    """`count` client connections to `nats_url`, each with its reply inbox; closed after."""
+    clients = [Client(nats_url, name=f"loadtest-{i}", timeout=timeout) for i in range(count)]
+    conns: list[Connection] = []
+    try:
+        for client in clients:
+            await client.connect()
+            conns.append(Connection(client, Replies(client)))
+            await conns[-1].replies.start()
+        yield clients, conns
+    finally:
+        for client in clients:
+            await client.close()
+
+
 async def _remove_all(config: Config, conns: Sequence[Connection], actors: list[str], nodes: list[str]) -> None:
     """Take these actors and nodes out of the mesh (best effort)."""
     gate = asyncio.Semaphore(config.register_in_flight)
@@ -263,17 +338,19 @@ async def _remove_all(config: Config, conns: Sequence[Connection], actors: list[
     await asyncio.gather(*(remove(i, None, node) for i, node in enumerate(nodes)))
 
 
-async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = None, *, clean_up: bool) -> Report:
-    """Every phase against the mesh at `nats_url`; `pids` names the processes whose CPU is reported."""
+async def run_load(
+    config: Config,
+    nats_url: str,
+    pids: dict[str, int] | None = None,
+    *,
+    clean_up: bool,
+    data_dir: Path | None = None,
+) -> Report:
+    """Every phase against the mesh at `nats_url`; `pids` names the processes whose CPU is reported. The autoscaler
+    phase starts a mesh of its own, in `data_dir`/autoscaler (default: a temporary folder)."""
     pids = {**(pids or {}), "loadtest": os.getpid()}
     run = secrets.token_hex(2)
-    clients = [Client(nats_url, name=f"loadtest-{i}", timeout=config.timeout) for i in range(config.connections)]
-    conns: list[Connection] = []
-    try:
-        for client in clients:
-            await client.connect()
-            conns.append(Connection(client, Replies(client)))
-            await conns[-1].replies.start()
+    async with connected(nats_url, config.connections, config.timeout) as (clients, conns):
         await wait_for_services(clients[0])
         prefix = f"lt{run}"
         shapes = node_shapes(config.nodes, prefix)
@@ -313,6 +390,10 @@ async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = 
                 clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
             )
         share, targets = goals(phases)
+        autoscaler = None
+        if config.autoscaler_duration > 0:
+            autoscaler, phases["autoscaler"] = await autoscaler_phase(config, data_dir, f"{prefix}a")
+            targets += autoscaler_goals(autoscaler)
         if clean_up:
             await _remove_all(config, conns, held, [shape.node_id for shape in shapes])
         return Report(
@@ -327,10 +408,8 @@ async def run_load(config: Config, nats_url: str, pids: dict[str, int] | None = 
             floor_share=share,
             targets=targets,
             tenants=tenants,
+            autoscaler=autoscaler,
         )
-    finally:
-        for client in clients:
-            await client.close()
 
 
 def mesh_pids(mesh: Mesh) -> dict[str, int]:
@@ -352,7 +431,7 @@ def run(config: Config, nats_url: str | None = None, data_dir: Path | None = Non
         progress(config, f"starting an embedded mesh in {data_dir}")
         mesh = start_mesh(data_dir)
         stack.callback(mesh.stop)
-        report = asyncio.run(run_load(config, mesh.nats_url, mesh_pids(mesh), clean_up=False))
+        report = asyncio.run(run_load(config, mesh.nats_url, mesh_pids(mesh), clean_up=False, data_dir=data_dir))
         report["embedded_mesh"] = True
         return report
     raise AssertionError("unreachable")

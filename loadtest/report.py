@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
+from loadtest.autoscaled import IDLE_TIMEOUT_S, AutoscalerFigures
 from loadtest.floor import DeciderFigures
 from loadtest.stats import Latency, Row
 from loadtest.tenants import TenantFigures
@@ -73,6 +74,8 @@ class Report(TypedDict):
     targets: list[Goal]
     tenants: TenantFigures | None
     """The virtual-cluster phase (None when it did not run)."""
+    autoscaler: AutoscalerFigures | None
+    """The autoscaler phase (None when it did not run)."""
 
 
 def _throughput(corral: Phase | None) -> Goal:
@@ -221,6 +224,65 @@ def _tenant_lines(figures: TenantFigures) -> list[str]:
     return lines
 
 
+def autoscaler_goals(figures: AutoscalerFigures) -> list[Goal]:
+    """The phase's checks, each met or not (a failed check is reported, never raised)."""
+    peaks = ", ".join(f"{name} {figures['peak'][name]}/{most}" for name, most in figures["max_workers"].items())
+    idle = figures["idle_with_demand"]
+    scaled = figures["scale_down_s"]
+    return [
+        Goal(
+            name="autoscaler_launches",
+            goal="autoscaler: no launch failed",
+            measured=f"{figures['launches_failed']} of {figures['launched']} failed",
+            met=figures["launches_failed"] == 0,
+        ),
+        Goal(
+            name="autoscaler_used",
+            goal="autoscaler: no launched node left without work while work it was launched for waited",
+            measured=f"{figures['with_work']} of {figures['registered']} registered nodes got work"
+            + (f"; left idle: {', '.join(idle)}" if idle else ""),
+            met=not idle,
+        ),
+        Goal(
+            name="autoscaler_max_workers",
+            goal="autoscaler: max_workers never exceeded",
+            measured=f"peak {peaks}",
+            met=all(figures["peak"][name] <= most for name, most in figures["max_workers"].items()),
+        ),
+        Goal(
+            name="autoscaler_settled",
+            goal="autoscaler: every actor placed or removed",
+            measured=f"{figures['still_pending']:,} of {figures['actors']:,} still pending after the users stopped",
+            met=figures["still_pending"] == 0,
+        ),
+        Goal(
+            name="autoscaler_scale_down",
+            goal="autoscaler: idle launched nodes scaled down",
+            measured=f"{figures['final_launched']} launched nodes left"
+            + (f" after {scaled:.1f} s" if scaled is not None else ""),
+            met=figures["final_launched"] == 0,
+        ),
+    ]
+
+
+def _autoscaler_lines(figures: AutoscalerFigures) -> list[str]:
+    """The phase's figures as text."""
+    types = ", ".join(f"{name} (max {most})" for name, most in figures["max_workers"].items())
+    launch, placed = figures["pending_to_launch_ms"], figures["pending_to_placed_ms"]
+    scaled = figures["scale_down_s"]
+    gone = f"gone {scaled:.1f} s after the last actor was removed" if scaled is not None else "not all gone in time"
+    return [
+        f"== autoscaler: {types} launched for the users' work ({figures['existing_nodes']} plain nodes exist)",
+        f"  growth: {figures['launched']} nodes launched, {figures['registered']} registered, "
+        f"{figures['with_work']} got work, {figures['launches_failed']} launches failed; "
+        f"{figures['placements_per_s']:,.1f} placements/s over {figures['growth_s']:.1f} s of growth",
+        f"  pending -> launch request ms: p50 {launch['p50']:.1f} p99 {launch['p99']:.1f} ({launch['actors']:,} "
+        f"actors); pending -> placed ms: p50 {placed['p50']:.1f} p99 {placed['p99']:.1f} ({placed['actors']:,} actors)",
+        f"  scale-down (idle timeout {IDLE_TIMEOUT_S:g} s): launched nodes {gone}; "
+        f"{figures['final_nodes']} nodes left ({figures['final_launched']} launched)",
+    ]
+
+
 def _verdict(met: bool | None) -> str:
     return "not measured" if met is None else ("met" if met else "not met")
 
@@ -236,6 +298,8 @@ def format_report(report: Report) -> str:
         parts += ["", _heading(phase), phase_table(phase), *_summary(phase)]
     if report["tenants"] is not None:
         parts += ["", *_tenant_lines(report["tenants"])]
+    if report["autoscaler"] is not None:
+        parts += ["", *_autoscaler_lines(report["autoscaler"])]
     parts += ["", "targets (from the issues):"]
     width = max(len(_verdict(goal["met"])) for goal in report["targets"])
     for goal in report["targets"]:

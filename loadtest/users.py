@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from loadtest.stats import Recorder, percentile
 from loadtest.transport import Connection, Result, Target
-from loadtest.workloads import REMOVE, Mix, Ticket
+from loadtest.workloads import REMOVE, WORKLOADS, Mix, Ticket, Workload
 
 ERROR_PAUSE = 0.05
 """A user that failed pauses this long before its next request, so a dead mesh is not hammered."""
@@ -66,15 +66,17 @@ def _held(result: Result) -> bool:
     return result.outcome in ("placed", "pending")
 
 
-async def closed_loop(target: Target, conns: Sequence[Connection], drive: Drive) -> tuple[Recorder, Outcome]:
-    """`drive.users` users, each sending one request at a time until the phase ends."""
+async def closed_loop(
+    target: Target, conns: Sequence[Connection], drive: Drive, workloads: tuple[Workload, ...] = WORKLOADS
+) -> tuple[Recorder, Outcome]:
+    """`drive.users` users, each sending one request at a time (drawn from `workloads`) until the phase ends."""
     began = time.perf_counter()
     recorder = Recorder(began + drive.warmup, began + drive.warmup + drive.seconds)
     ids = _Ids(drive.tag)
 
     async def user(index: int) -> list[str]:
         conn = conns[index % len(conns)]
-        mix = Mix(drive.seed * 7919 + index)
+        mix = Mix(drive.seed * 7919 + index, workloads)
         held: deque[str] = deque()
         while time.perf_counter() < recorder.end:
             while len(held) > drive.hold:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.autoscaled import EXISTING_NODES, GPU_TYPE, USERS
 from loadtest.cli import main
 from loadtest.floor_drive import shares
 from loadtest.harness import Config, mesh_pids, run_load
@@ -31,6 +32,7 @@ TINY = Config(
     timeout=5.0,
     quiet=True,
     tenants=4,
+    autoscaler_duration=0.0,
 )
 
 
@@ -110,7 +112,7 @@ def test_the_command_prints_one_json_object_against_a_running_mesh(
 ) -> None:
     argv = ["--nats-url", mesh.nats_url, "--json", "--quiet", "--nodes", "20", "--users", "2", "--duration", "1"]
     argv += ["--floor-duration", "0", "--fixed-duration", "0", "--warmup", "0.2", "--connections", "1"]
-    argv += ["--tenants", "0"]
+    argv += ["--tenants", "0", "--autoscaler-duration", "0"]
 
     assert main(argv) == 0
 
@@ -121,6 +123,37 @@ def test_the_command_prints_one_json_object_against_a_running_mesh(
     assert_ordered(report["phases"]["corral"]["latency_ms"])
     assert [goal["met"] for goal in report["targets"]][1:] == [None, None, None]
     assert report["tenants"] is None
+
+
+@pytest.mark.integration
+def test_the_autoscaler_phase_grows_the_cluster_for_the_users_and_scales_it_down(
+    mesh: Mesh, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a mesh of its own with the autoscaler: nodes launched for the users' work, used, and gone after."""
+    argv = ["--nats-url", mesh.nats_url, "--json", "--quiet", "--nodes", "20", "--users", "2", "--duration", "1"]
+    argv += ["--floor-duration", "0", "--fixed-duration", "0", "--warmup", "0.2", "--connections", "1"]
+    argv += ["--tenants", "0", "--autoscaler-duration", "2"]
+
+    assert main(argv) == 0
+
+    report = json.loads(capsys.readouterr().out)
+    assert list(report["phases"]) == ["corral", "autoscaler"]
+    users = report["phases"]["autoscaler"]
+    assert users["users"] == USERS and users["requests"] > 0 and users["errors"] == 0
+    assert [row["name"] for row in users["rows"]] == ["autoscaled_cpu", "autoscaled_gpu", "remove_actor", "Aggregated"]
+    figures = report["autoscaler"]
+    assert 0 < figures["launched"] == figures["registered"] == figures["with_work"]
+    assert figures["launches_failed"] == 0 and figures["idle_with_demand"] == []
+    assert all(figures["peak"][name] <= most for name, most in figures["max_workers"].items())
+    assert figures["peak"][GPU_TYPE] > 0, "the tolerating GPU work got a GPU node"
+    assert figures["actors"] > 0 and figures["still_pending"] == 0
+    assert figures["growth_s"] > 0 and figures["placements_per_s"] > 0
+    for delays in (figures["pending_to_launch_ms"], figures["pending_to_placed_ms"]):
+        assert delays["actors"] > 0 and 0 <= delays["p50"] <= delays["p99"]
+    assert figures["scale_down_s"] is not None
+    assert (figures["final_nodes"], figures["final_launched"]) == (EXISTING_NODES, 0)
+    checks = [goal for goal in report["targets"] if goal["name"].startswith("autoscaler_")]
+    assert [goal["met"] for goal in checks] == [True] * 5
 
 
 @pytest.mark.parametrize(
@@ -222,6 +255,7 @@ def test_the_text_report_says_met_or_not_met() -> None:
         floor_share=share,
         targets=targets,
         tenants=None,
+        autoscaler=None,
     )
     lines = [re.split(r"\s{2,}", line.strip()) for line in format_report(report).splitlines()]
     verdicts = {parts[-1]: parts[0] for parts in lines}
