@@ -272,7 +272,7 @@ def _autoscaler_lines(figures: AutoscalerFigures) -> list[str]:
     scaled = figures["scale_down_s"]
     gone = f"gone {scaled:.1f} s after the last actor was removed" if scaled is not None else "not all gone in time"
     return [
-        f"== autoscaler: {types} launched for the users' work ({figures['existing_nodes']} plain nodes exist)",
+        f"== autoscaled nodes: {types} launched for the users' work ({figures['existing_nodes']} plain nodes exist)",
         f"  growth: {figures['launched']} nodes launched, {figures['registered']} registered, "
         f"{figures['with_work']} got work, {figures['launches_failed']} launches failed; "
         f"{figures['placements_per_s']:,.1f} placements/s over {figures['growth_s']:.1f} s of growth",

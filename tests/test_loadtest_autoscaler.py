@@ -111,5 +111,6 @@ def test_each_broken_rule_is_reported_as_not_met_in_the_table() -> None:
         autoscaler=figures,
     )
     text = format_report(report)
+    assert "== autoscaled nodes: lt-cpu (max 4), lt-gpu (max 3) launched for the users' work" in text
     assert "not met  autoscaler: no launched node left without work while work it was launched for waited" in text
     assert "launched nodes not all gone in time; 4 nodes left (2 launched)" in text
