@@ -178,8 +178,9 @@ def autoscaler_figures(
     settled_at: float,
     scale_down: tuple[float | None, int, int],
 ) -> AutoscalerFigures:
-    """The figures from the whole log (with nats-server's times); `settled_at` is when the users' last actors were
-    removed (Unix seconds), `scale_down` what `wait_scaled_down` saw after it."""
+    """The figures from the whole log (with nats-server's times); `settled_at` is when the users had stopped and
+    their work had had time to be placed, just before their last actors were removed (Unix seconds), and
+    `scale_down` what `wait_scaled_down` saw after that removal."""
     timeline = event_times(events)
     launch_type: dict[str, str] = {}
     launch_work: dict[str, list[str]] = {}

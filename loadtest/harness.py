@@ -293,8 +293,8 @@ async def autoscaler_phase(config: Config, data_dir: Path | None, prefix: str) -
                     "autoscaler", target, conns, drive, config, mesh_pids(mesh), AUTOSCALED_WORK
                 )
                 await wait_settled(clients[0], SETTLE_S)
-                await _remove_all(config, conns, outcome.held, [])
                 settled_at = time.time()
+                await _remove_all(config, conns, outcome.held, [])
                 progress(config, f"autoscaler: waiting for the idle nodes to go (idle timeout {IDLE_TIMEOUT_S:g} s)")
                 scale_down = await wait_scaled_down(clients[0], IDLE_TIMEOUT_S + SCALE_DOWN_GRACE_S)
                 events = await timed_events(mesh.nats_url)
