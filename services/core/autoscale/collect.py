@@ -10,15 +10,14 @@ from services.core.autoscale.demand import ActorDemand, Demand
 from services.core.autoscale.gangs import GroupDemand, QueuedClusterDemand
 from services.core.request import CompiledGroup, CompiledRequest
 from services.core.state import ClusterView
-from services.core.state.tree import ROOT
 from services.core.vclusters.spec import CompiledSpec
 
 _ENCODE = msgspec.json.Encoder().encode
 
 
 def collect(view: ClusterView, rare_resources: tuple[str, ...]) -> list[Demand]:
-    """The pending actors and placement groups of the root and every virtual cluster, and every queued top-level
-    virtual cluster, identical ones grouped (same request but for the id).
+    """The pending actors and placement groups of the root and every virtual cluster, and every queued virtual
+    cluster (under the root or another cluster), identical ones grouped (same request but for the id).
 
     Actors waiting for a bundle of their placement group are not demand: the group is.
     """
@@ -44,12 +43,13 @@ def collect(view: ClusterView, rare_resources: tuple[str, ...]) -> list[Demand]:
                     demand = groups[key] = GroupDemand(key, scope, CompiledGroup(group, rare_resources))
             demand.work_ids.append(work_id)
     for vc in view.tree.clusters.values():
-        if vc.status == "queued" and vc.parent == ROOT and not vc.destroying:
-            key = b"vcluster" + _ENCODE((vc.spec, vc.priority))
+        if vc.status == "queued" and not vc.destroying:
+            key = b"vcluster" + _ENCODE((vc.spec, vc.priority)) + vc.parent.encode()
             demand = groups.get(key)
             if demand is None:
                 spec = CompiledSpec(vc.vc_id, vc.spec, rare_resources)
-                demand = groups[key] = QueuedClusterDemand(key, view, vc, spec, rare_resources)
+                parent = Chain(view, view.tree.clusters[vc.parent], rare_resources) if vc.parent else None
+                demand = groups[key] = QueuedClusterDemand(key, view, vc, spec, rare_resources, parent)
             demand.work_ids.append(vc.vc_id)
     for demand in groups.values():
         demand.work_ids.sort()
