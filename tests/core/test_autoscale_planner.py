@@ -18,6 +18,8 @@ from schemas import (
     NodeLabelSchedulingStrategy,
     NodeRegistered,
     PlacementGroupRequest,
+    Prefer,
+    RunAfter,
     ScheduleRequest,
     VirtualCluster,
 )
@@ -123,6 +125,8 @@ QUEUED_SQUAD = VirtualCluster(
     fixed_size_nodes=[FixedSizeNodes([FixedSizeNode({"CPU": 4})] * 2, "STRICT_SPREAD")],
 )
 """A cluster whose minimum is two fixed-size nodes of 4 CPUs on distinct nodes and 2 flexible CPUs."""
+PREFER_UP_ZONE = RunAfter("up", "Prefer", prefer=[Prefer("zone", 100)])
+"""Run after `up`, preferring a node in the zone it ran in."""
 
 
 @dataclass(frozen=True)
@@ -523,6 +527,27 @@ CASES = [
         ),
         {},
         says="virtual cluster squad grows only on nodes virtual cluster team holds already",
+    ),
+    Case(
+        "a DataFlow operation is replayed after its upstream: preferring the upstream's zone, it shares its node",
+        both(
+            lambda c: c.submit(ScheduleRequest("up", {"CPU": 1}, label_selector={"zone": "usa-2"})),
+            lambda c: c.submit(ScheduleRequest("down", {"CPU": 4}, run_after=PREFER_UP_ZONE)),
+        ),
+        {"cpu-16": 1},
+        work="down",
+        says="launching 1 cpu-16 for this",
+    ),
+    Case(
+        "work in a virtual cluster is replayed as the cluster grows: its grown flexible node takes the next actor",
+        both(
+            vcluster("vc", VirtualCluster(flexible_resource_max={"CPU": 32})),
+            lambda c: c.submit(ScheduleRequest("up", {"CPU": 1}, label_selector={"zone": "usa-2"}, vcluster_id="vc")),
+            lambda c: c.submit(ScheduleRequest("down", {"CPU": 4}, vcluster_id="vc")),
+        ),
+        {"cpu-16": 1},
+        work="down",
+        says="launching 1 cpu-16 for this",
     ),
     Case(
         "new nodes for work in a virtual cluster must pass the cluster's tolerations",

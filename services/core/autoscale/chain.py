@@ -25,6 +25,8 @@ class Chain:
             current = root.tree.clusters.get(current.parent) if current.parent else None
         self.host_scope = parent_scope(root, vc)
         """The scope whose nodes `vc`'s flexible nodes are carved from."""
+        self.claimed: Resources = {}
+        """What queued child clusters counted as demand will take of `vc`'s growth (admission comes first)."""
         self._filters = [(other.vc_id, TaintFilter(spec.tolerations)) for other, spec in self.clusters]
         self._stand_ins: dict[str, NodeState | None] = {}
         self._within: set[str] | None = None
@@ -35,8 +37,17 @@ class Chain:
         for vc, spec in self.clusters:
             held = vc.flexible_total
             for name in room:
-                room[name] = min(room[name], spec.headroom(name, held.get(name, 0.0)))
+                taken = held.get(name, 0.0) + (self.claimed.get(name, 0.0) if vc is self.vc else 0.0)
+                room[name] = min(room[name], spec.headroom(name, taken))
         return room
+
+    def claim(self, need: Resources) -> str:
+        """Count a queued child cluster's `need` against `vc`'s growth; why it cannot be ("" when it is)."""
+        why = self.blocked() or self.short(need)
+        if not why:
+            for name, amount in need.items():
+                self.claimed[name] = self.claimed.get(name, 0.0) + amount
+        return why
 
     def blocked(self) -> str:
         """Why no new node can help `vc` grow ("" when one can): a cluster of the chain is queued or never grows,

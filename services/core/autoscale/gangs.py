@@ -80,8 +80,11 @@ class GangDemand(Demand):
         return plan.rejects(node)
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
+        return self._take_free(rooms, self.work_ids)
+
+    def _take_free(self, rooms: FreeRooms, work_ids: list[str]) -> list[str]:
         self.room = rooms.of(self.scope)
-        for index, work_id in enumerate(self.work_ids):
+        for index, work_id in enumerate(work_ids):
             if not any(_place(self, option, work_id, None) for option in self.options):
                 if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
                     self.capped = (
@@ -89,7 +92,7 @@ class GangDemand(Demand):
                         "(it grows for actors, not for placement groups)"
                     )
                     return []
-                return self.work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
+                return work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
         return []
 
     def judge(self, bins: Bins) -> Verdicts:
@@ -254,6 +257,15 @@ class QueuedClusterDemand(GangDemand):
         self.strategy = "gang"
         self.chain = chain
         self.need = admission_need(vc, spec)
+        self.refused: dict[str, str] = {}
+        """Clusters of this group the parent may not grow for, and why."""
+
+    def queue(self, vc_id: str) -> None:
+        """Count one more identical cluster (given in admission order): under a parent, only if it may grow for it."""
+        self.work_ids.append(vc_id)
+        why = self.chain.claim(self.need) if self.chain is not None else ""
+        if why:
+            self.refused[vc_id] = why
 
     def rejects(self, plan: Plan, node: NodeState) -> str | None:
         if self.chain is None:
@@ -262,8 +274,5 @@ class QueuedClusterDemand(GangDemand):
         return self.chain.refusal(node) if seen is None else plan.rejects(seen)
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
-        if self.chain is not None:
-            self.capped = self.chain.blocked() or self.chain.short(self.need)
-            if self.capped:
-                return []
-        return super().take_free(rooms)
+        self.capped = "; ".join(dict.fromkeys(self.refused.values()))
+        return self._take_free(rooms, [work_id for work_id in self.work_ids if work_id not in self.refused])
