@@ -316,12 +316,6 @@ def test_demand_inside_a_virtual_cluster_never_exceeds_what_it_may_borrow(asks: 
     assert sum(cpu[work_id] for work_id in counted) <= cap
 
 
-def admitted_or_placed(cluster: Cluster, work_id: str) -> bool:
-    """Whether an actor or placement group is placed, or a virtual cluster admitted."""
-    vc = cluster.view.tree.clusters.get(work_id)
-    return vc.status == "admitted" if vc is not None else placed(cluster, work_id)
-
-
 def in_a_virtual_cluster(asks: list[Ask], cap: int, child: int, *, at_root: bool, busy: int) -> Cluster:
     """`busy` full nodes; the cluster `vc` (at most `cap` CPUs, tolerating GPU nodes) with the asks' actors inside
     (and copies at the root, when `at_root`), and a child `child` queued under it for `child` CPUs (when > 0)."""
