@@ -354,7 +354,9 @@ def test_the_scheduler_places_the_demand_counted_inside_a_virtual_cluster(
     """The issue's claim inside a top-level virtual cluster that grows onto new nodes (beside the same work at the
     root, when `at_root`): a fixed sample, as for the root."""
     cluster = in_a_virtual_cluster(asks, cap, 0, at_root=at_root, busy=busy)
+    before = digest(cluster.view)
     result = plan(cluster.view, SCALING, ROOMY, RARE)
+    assert digest(cluster.view) == before  # the replay records placements and footprints in copies only
     register_launches(cluster, result)
     assert stranded(cluster, result) == set()
 
@@ -416,7 +418,9 @@ def test_the_scheduler_places_the_dataflow_demand_each_launch_was_for(
             after = RunAfter(upstream, policy, [key], [Prefer(key, 100)]) if upstream else None  # type: ignore[arg-type]
             cluster.submit(msgspec.structs.replace(request, run_after=after))
             upstream = request.actor_id
+    before = digest(cluster.view)
     result = plan(cluster.view, SCALING, ROOMY, RARE)
+    assert digest(cluster.view) == before  # the replay records placements and footprints in copies only
     register_launches(cluster, result)
     counted = {work_id for launch in result.launches for work_id in launch.work_ids}
     assert {work_id for work_id in counted if not placed(cluster, work_id)} == set()
