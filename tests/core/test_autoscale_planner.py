@@ -508,6 +508,16 @@ CASES = [
         says="virtual cluster team is not admitted yet",
     ),
     Case(
+        "a nested queued cluster no type can host leaves its parent's growth to the parent's own work",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 8, "GPU": 4})),
+            vcluster("squad", VirtualCluster(flexible_resource_min={"CPU": 4, "GPU": 1}), parent="team"),
+            actors(1, cpu=8, vcluster_id="team"),
+        ),
+        {"cpu-16": 1},
+        says="launching 1 cpu-16 for this",
+    ),
+    Case(
         "a queued grandchild launches nothing: its parent grows only on nodes the grandparent holds already",
         both(
             vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 16})),

@@ -257,15 +257,28 @@ class QueuedClusterDemand(GangDemand):
         self.strategy = "gang"
         self.chain = chain
         self.need = admission_need(vc, spec)
+        self.queued: list[str] = []
+        """The clusters of this group in the order admission tries them."""
         self.refused: dict[str, str] = {}
         """Clusters of this group the parent may not grow for, and why."""
 
     def queue(self, vc_id: str) -> None:
-        """Count one more identical cluster (given in admission order): under a parent, only if it may grow for it."""
+        """Count one more identical cluster (given in admission order)."""
         self.work_ids.append(vc_id)
-        why = self.chain.claim(self.need) if self.chain is not None else ""
-        if why:
-            self.refused[vc_id] = why
+        self.queued.append(vc_id)
+
+    def judge(self, bins: Bins) -> Verdicts:
+        """As any gang; under a parent, a cluster some type can host also claims the parent's growth it needs
+        (before the parent's own work: admission comes first), and one the parent may not grow for is refused with
+        the reason."""
+        verdicts = super().judge(bins)
+        chain = self.chain
+        if chain is not None:
+            for vc_id in self.queued:
+                why = chain.claim(self.need) if verdicts.served else chain.blocked() or chain.short(self.need)
+                if why:
+                    self.refused[vc_id] = why
+        return verdicts
 
     def rejects(self, plan: Plan, node: NodeState) -> str | None:
         if self.chain is None:
