@@ -1,5 +1,6 @@
 """The autoscaler launches what the scheduler's own rules need: distinct nodes for a STRICT_SPREAD group, the type
-a fallback selector names, no more than a virtual cluster may borrow, nothing a type cannot host (and says why)."""
+a fallback selector names, no more than a virtual cluster may borrow, a node for a cluster queued under another
+(its parent grows onto it), nothing a type cannot host (and says why)."""
 
 from __future__ import annotations
 
