@@ -18,6 +18,8 @@ from schemas import (
     NodeLabelSchedulingStrategy,
     NodeRegistered,
     PlacementGroupRequest,
+    Prefer,
+    RunAfter,
     ScheduleRequest,
     VirtualCluster,
 )
@@ -109,13 +111,22 @@ def busy_node(node_id: str, labels: dict[str, str]) -> Callable[[Cluster], objec
     return fill
 
 
-def vcluster(vc_id: str, spec: VirtualCluster) -> Callable[[Cluster], object]:
-    """Create a virtual cluster at the root."""
+def vcluster(vc_id: str, spec: VirtualCluster, parent: str | None = None) -> Callable[[Cluster], object]:
+    """Create a virtual cluster at the root (or under `parent`)."""
 
     def create(target: Cluster) -> None:
-        target.create_virtual_cluster(vc_id, spec)
+        target.create_virtual_cluster(vc_id, spec, parent=parent)
 
     return create
+
+
+QUEUED_SQUAD = VirtualCluster(
+    flexible_resource_min={"CPU": 2},
+    fixed_size_nodes=[FixedSizeNodes([FixedSizeNode({"CPU": 4})] * 2, "STRICT_SPREAD")],
+)
+"""A cluster whose minimum is two fixed-size nodes of 4 CPUs on distinct nodes and 2 flexible CPUs."""
+PREFER_UP_ZONE = RunAfter("up", "Prefer", prefer=[Prefer("zone", 100)])
+"""Run after `up`, preferring a node in the zone it ran in."""
 
 
 @dataclass(frozen=True)
@@ -431,6 +442,122 @@ CASES = [
         ),
         {"cpu-4": 1},
         says="virtual cluster vc is not admitted yet",
+    ),
+    Case(
+        "a nested queued cluster under a parent that may borrow is one gang of new nodes",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 16})),
+            vcluster("squad", QUEUED_SQUAD, parent="team"),
+        ),
+        {"cpu-4": 3},
+        work="squad",
+        says="launching 3 cpu-4 for this",
+    ),
+    Case(
+        "a nested queued cluster that fits what its parent may borrow on existing free room is not demand",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 4})),
+            vcluster("squad", VirtualCluster(flexible_resource_min={"CPU": 2}), parent="team"),
+            quiet_node("n1", 4),
+        ),
+        {},
+        work="squad",
+        says="fits on existing nodes",
+    ),
+    Case(
+        "a nested queued cluster whose parent is at its maximum launches nothing and says so",
+        both(
+            node("n1", 4),
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 4})),
+            lambda c: c.submit(ScheduleRequest("busy", {"CPU": 4}, vcluster_id="team")),
+            vcluster("squad", VirtualCluster(flexible_resource_min={"CPU": 2}), parent="team"),
+        ),
+        {},
+        work="squad",
+        says="virtual cluster team may borrow only CPU 0 more (its flexible maximum)",
+    ),
+    Case(
+        "a nested queued cluster bigger than what its parent may still borrow launches nothing (all or nothing)",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 8})),
+            vcluster("squad", QUEUED_SQUAD, parent="team"),
+        ),
+        {},
+        work="squad",
+        says="virtual cluster team may borrow only CPU 8 more (its flexible maximum)",
+    ),
+    Case(
+        "a nested queued cluster under a parent of fixed-size nodes only launches nothing: the parent never grows",
+        both(
+            node("n1", 2),
+            vcluster("team", VirtualCluster(fixed_size_nodes=[FixedSizeNodes([FixedSizeNode({"CPU": 1})])])),
+            vcluster("squad", VirtualCluster(flexible_resource_min={"CPU": 2}), parent="team"),
+        ),
+        {},
+        work="squad",
+        says="virtual cluster team does not grow (fixed-size nodes and flexible minimum only)",
+    ),
+    Case(
+        "a nested cluster under a queued parent is not demand: the parent is",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_min={"CPU": 2}, flexible_resource_max={"CPU": 8})),
+            vcluster("squad", VirtualCluster(flexible_resource_min={"CPU": 1}), parent="team"),
+        ),
+        {"cpu-4": 1},
+        work="squad",
+        says="virtual cluster team is not admitted yet",
+    ),
+    Case(
+        "a nested queued cluster no type can host leaves its parent's growth to the parent's own work",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 8, "GPU": 4})),
+            vcluster("squad", VirtualCluster(flexible_resource_min={"CPU": 4, "GPU": 1}), parent="team"),
+            actors(1, cpu=8, vcluster_id="team"),
+        ),
+        {"cpu-16": 1},
+        says="launching 1 cpu-16 for this",
+    ),
+    Case(
+        "a queued grandchild launches nothing: its parent grows only on nodes the grandparent holds already",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 16})),
+            vcluster("squad", VirtualCluster(flexible_resource_max={"CPU": 8}), parent="team"),
+            vcluster("unit", VirtualCluster(flexible_resource_min={"CPU": 2}), parent="squad"),
+        ),
+        {},
+        work="unit",
+        says="virtual cluster squad grows only on nodes virtual cluster team holds already",
+    ),
+    Case(
+        "work in a nested cluster launches nothing: the cluster grows only on nodes its parent holds already",
+        both(
+            vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 16})),
+            vcluster("squad", VirtualCluster(flexible_resource_max={"CPU": 8}), parent="team"),
+            actors(1, vcluster_id="squad"),
+        ),
+        {},
+        says="virtual cluster squad grows only on nodes virtual cluster team holds already",
+    ),
+    Case(
+        "a DataFlow operation is replayed after its upstream: preferring the upstream's zone, it shares its node",
+        both(
+            lambda c: c.submit(ScheduleRequest("up", {"CPU": 1}, label_selector={"zone": "usa-2"})),
+            lambda c: c.submit(ScheduleRequest("down", {"CPU": 4}, run_after=PREFER_UP_ZONE)),
+        ),
+        {"cpu-16": 1},
+        work="down",
+        says="launching 1 cpu-16 for this",
+    ),
+    Case(
+        "work in a virtual cluster is replayed as the cluster grows: its grown flexible node takes the next actor",
+        both(
+            vcluster("vc", VirtualCluster(flexible_resource_max={"CPU": 32})),
+            lambda c: c.submit(ScheduleRequest("up", {"CPU": 1}, label_selector={"zone": "usa-2"}, vcluster_id="vc")),
+            lambda c: c.submit(ScheduleRequest("down", {"CPU": 4}, vcluster_id="vc")),
+        ),
+        {"cpu-16": 1},
+        work="down",
+        says="launching 1 cpu-16 for this",
     ),
     Case(
         "new nodes for work in a virtual cluster must pass the cluster's tolerations",

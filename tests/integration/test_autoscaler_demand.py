@@ -1,5 +1,6 @@
 """The autoscaler launches what the scheduler's own rules need: distinct nodes for a STRICT_SPREAD group, the type
-a fallback selector names, no more than a virtual cluster may borrow, nothing a type cannot host (and says why)."""
+a fallback selector names, no more than a virtual cluster may borrow, a node for a cluster queued under another
+(its parent grows onto it), nothing a type cannot host (and says why)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from schemas import Exists, NodeDrainStarted, Placed, PlacementGroupRequest, ScheduleRequest, VirtualCluster
+from schemas import (
+    Exists,
+    NodeDrainStarted,
+    Placed,
+    PlacementGroupRequest,
+    Queued,
+    ScheduleRequest,
+    VirtualCluster,
+)
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within
@@ -63,6 +72,23 @@ async def test_demand_inside_a_virtual_cluster_launches_only_what_the_cluster_ma
         assert waiting and "may borrow only" in waiting[0].shape
         requests = launch_requests(await events_of(mesh))
         assert [(r.node_type, len(r.launch_ids)) for r in requests] == [("cpu-4", 1)]
+
+
+async def test_a_nested_cluster_queued_for_its_parents_room_gets_a_node_and_is_admitted(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, write_config(tmp_path)) as (mesh, client):
+        await client.create_virtual_cluster("team", VirtualCluster(flexible_resource_max={"CPU": 8}))
+        spec = VirtualCluster(flexible_resource_min={"CPU": 3}, flexible_resource_max={"CPU": 3})
+        assert isinstance(await client.create_virtual_cluster("squad", spec, parent="team"), Queued)
+
+        async def admitted() -> bool:
+            return (await client.virtual_cluster("squad")).state == "admitted"
+
+        assert await holds_within(admitted, timeout=10.0)
+        assert (await client.virtual_cluster("squad")).total_resources == {"CPU": 3.0}
+        requests = launch_requests(await events_of(mesh))
+        assert [(r.node_type, len(r.launch_ids), r.work) for r in requests] == [("cpu-4", 1, ["squad"])]
 
 
 async def test_work_no_type_can_host_is_explained_per_type(tmp_path: Path, server_path: ServerPath) -> None:

@@ -25,6 +25,8 @@ class Chain:
             current = root.tree.clusters.get(current.parent) if current.parent else None
         self.host_scope = parent_scope(root, vc)
         """The scope whose nodes `vc`'s flexible nodes are carved from."""
+        self.claimed: Resources = {}
+        """What queued child clusters counted as demand will take of `vc`'s growth (admission comes first)."""
         self._filters = [(other.vc_id, TaintFilter(spec.tolerations)) for other, spec in self.clusters]
         self._stand_ins: dict[str, NodeState | None] = {}
         self._within: set[str] | None = None
@@ -35,26 +37,55 @@ class Chain:
         for vc, spec in self.clusters:
             held = vc.flexible_total
             for name in room:
-                room[name] = min(room[name], spec.headroom(name, held.get(name, 0.0)))
+                taken = held.get(name, 0.0) + (self.claimed.get(name, 0.0) if vc is self.vc else 0.0)
+                room[name] = min(room[name], spec.headroom(name, taken))
         return room
+
+    def claim(self, need: Resources) -> str:
+        """Count a queued child cluster's `need` against `vc`'s growth; why it cannot be ("" when it is)."""
+        why = self.blocked() or self.short(need)
+        if not why:
+            for name, amount in need.items():
+                self.claimed[name] = self.claimed.get(name, 0.0) + amount
+        return why
+
+    def blocked(self) -> str:
+        """Why no new node can help `vc` grow ("" when one can): a cluster of the chain is queued or never grows,
+        or `vc` is nested (its flexible nodes are carved only from nodes its parent holds already, and a new
+        node holds none of its parent's)."""
+        for vc, spec in self.clusters:
+            if vc.status == "queued":
+                return f"virtual cluster {vc.vc_id} is not admitted yet (its minimum is the demand)"
+            if not spec.grows:
+                return f"virtual cluster {vc.vc_id} does not grow (fixed-size nodes and flexible minimum only)"
+        if self.vc.parent:
+            return (
+                f"virtual cluster {self.vc.vc_id} grows only on nodes virtual cluster {self.vc.parent} holds "
+                "already (a new node is none of them)"
+            )
+        return ""
+
+    def short(self, need: Resources) -> str:
+        """Why the chain may not borrow all of `need` more ("" when it may)."""
+        room = self.headroom(need)
+        if all(amount <= room[name] + EPSILON for name, amount in need.items()):
+            return ""
+        return self._limit(room, need)
+
+    def _limit(self, room: Resources, need: Resources) -> str:
+        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room[name] != math.inf)
+        return f"virtual cluster {self.vc.vc_id} may borrow only {shown} more (its flexible maximum)"
 
     def cap(self, work_ids: list[str], need: Resources) -> tuple[list[str], str]:
         """The work that still fits within the clusters' maximum (the demand), and why the rest waits ("" if none)."""
-        for vc, spec in self.clusters:
-            if vc.status == "queued":
-                return [], f"virtual cluster {vc.vc_id} is not admitted yet (its minimum is the demand)"
-            if not spec.grows:
-                return [], f"virtual cluster {vc.vc_id} does not grow (fixed-size nodes and flexible minimum only)"
+        blocked = self.blocked()
+        if blocked:
+            return [], blocked
         within = [work_id for work_id in work_ids if work_id in self.within()]
         if len(within) == len(work_ids):
             return work_ids, ""
-        room = self.headroom(need)
-        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room[name] != math.inf)
-        reason = (
-            f"virtual cluster {self.vc.vc_id} may borrow only {shown} more (its flexible maximum): "
-            f"{len(work_ids) - len(within)} of {len(work_ids)} are not demand"
-        )
-        return within, reason
+        reason = self._limit(self.headroom(need), need)
+        return within, f"{reason}: {len(work_ids) - len(within)} of {len(work_ids)} are not demand"
 
     def within(self) -> set[str]:
         """The pending actors of the cluster whose growth its maximum allows, given out in the scheduler's queue

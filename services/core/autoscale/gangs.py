@@ -11,8 +11,11 @@ still launching, nothing is launched again), all or nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from schemas import PlacementGroupRequest, SelectorSpec
 from services.core.autoscale.bins import Bin, Bins, FreeRoom, FreeRooms
+from services.core.autoscale.chain import Chain
 from services.core.autoscale.demand import Demand, Verdicts, type_reason
 from services.core.autoscale.plan_types import DemandKind
 from services.core.framework.pipeline import Plan
@@ -21,6 +24,7 @@ from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.view import VClusterState
+from services.core.vclusters.admission import admission_need
 from services.core.vclusters.spec import CompiledSpec
 
 _BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
@@ -71,17 +75,24 @@ class GangDemand(Demand):
         """Of the units placed partly on existing nodes' free room and partly on launching or new nodes: the existing
         nodes and the room taken on each (the replay places them again, on these nodes and the bins)."""
 
+    def rejects(self, plan: Plan, node: NodeState) -> str | None:
+        """Why a piece judged by `plan` may not go on `node`, None when it may."""
+        return plan.rejects(node)
+
     def take_free(self, rooms: FreeRooms) -> list[str]:
-        room = self.room = rooms.of(self.scope)
-        for index, work_id in enumerate(self.work_ids):
-            if not any(_place(option, work_id, room, None) for option in self.options):
+        return self._take_free(rooms, self.work_ids)
+
+    def _take_free(self, rooms: FreeRooms, work_ids: list[str]) -> list[str]:
+        self.room = rooms.of(self.scope)
+        for index, work_id in enumerate(work_ids):
+            if not any(_place(self, option, work_id, None) for option in self.options):
                 if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
                     self.capped = (
                         f"placement groups in virtual cluster {self.scope.scope_id} reserve only its nodes "
                         "(it grows for actors, not for placement groups)"
                     )
                     return []
-                return self.work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
+                return work_ids[index:]  # free room only shrinks: the identical rest cannot fit either
         return []
 
     def judge(self, bins: Bins) -> Verdicts:
@@ -92,7 +103,7 @@ class GangDemand(Demand):
                 for piece in part.pieces:
                     passing = []
                     for name, template in bins.templates.items():
-                        reason = piece.plan.rejects(template)
+                        reason = self.rejects(piece.plan, template)
                         if reason is None:
                             passing.append(name)
                         elif index == 0:
@@ -108,25 +119,19 @@ class GangDemand(Demand):
         return verdicts
 
     def place(self, bins: Bins, verdicts: Verdicts, left: list[str]) -> tuple[list[str], str]:
-        room = self.room
-        assert room is not None, "take_free comes first"
         for index, work_id in enumerate(left):
             tried = (option for option, tier in zip(self.options, verdicts.tiers, strict=True) if tier)
-            if not any(_place(option, work_id, room, bins, self.on_existing) for option in tried):
+            if not any(_place(self, option, work_id, bins) for option in tried):
                 return left[index:], _why_full(bins, verdicts.served)
         return [], ""
 
 
-def _place(
-    option: list[Part],
-    work_id: str,
-    room: FreeRoom,
-    bins: Bins | None,
-    mixed: dict[str, list[tuple[NodeState, Resources]]] | None = None,
-) -> bool:
+def _place(gang: GangDemand, option: list[Part], work_id: str, bins: Bins | None) -> bool:
     """Put every piece of the option (all or nothing) on existing nodes' free room first, then (given `bins`) on
-    launching or planned nodes, then on new nodes; a unit using both existing and other nodes goes in `mixed`."""
-    unit = _Unit(work_id, room, bins)
+    launching or planned nodes, then on new nodes; a unit using both existing and other nodes goes in the gang's
+    `on_existing`."""
+    assert gang.room is not None, "take_free comes first"
+    unit = _Unit(work_id, gang.room, bins, gang.rejects)
     for part in option:
         used: set[str] = set()
         for piece in part.pieces:
@@ -135,16 +140,18 @@ def _place(
                 unit.undo()
                 return False
             used.add(node_id)
-    if unit.taken and unit.loaded and mixed is not None:
-        mixed[work_id] = unit.taken
+    if unit.taken and unit.loaded:
+        gang.on_existing[work_id] = unit.taken
     return True
 
 
 class _Unit:
     """One gang being placed: where its pieces went so far, so that it can be taken back whole."""
 
-    def __init__(self, work_id: str, room: FreeRoom, bins: Bins | None) -> None:
-        self.work_id, self.room, self.bins = work_id, room, bins
+    def __init__(
+        self, work_id: str, room: FreeRoom, bins: Bins | None, rejects: Callable[[Plan, NodeState], str | None]
+    ) -> None:
+        self.work_id, self.room, self.bins, self.rejects = work_id, room, bins, rejects
         self.taken: list[tuple[NodeState, Resources]] = []
         self.loaded: list[tuple[Bin, Resources]] = []
         self.launched: list[Bin] = []
@@ -154,7 +161,8 @@ class _Unit:
         node of its cheapest type that may launch; the node's id (None: no node takes it)."""
         need = piece.need
         node = next(
-            (n for n in self.room.candidates(need) if n.node_id not in avoid and piece.plan.rejects(n) is None), None
+            (n for n in self.room.candidates(need) if n.node_id not in avoid and self.rejects(piece.plan, n) is None),
+            None,
         )
         if node is not None:
             self.room.take(node, need)
@@ -215,13 +223,26 @@ def _bundle_selectors(request: PlacementGroupRequest, index: int) -> tuple[Selec
 
 
 class QueuedClusterDemand(GangDemand):
-    """A top-level virtual cluster waiting for its minimum: its fixed-size nodes (each group under its policy) and
-    its flexible minimum, as one gang. The minimum is planned as one piece on one node (admission may carve it from
-    several); a cluster queued under another virtual cluster waits on that cluster's growth, not on new nodes."""
+    """A virtual cluster waiting for its minimum: its fixed-size nodes (each group under its policy) and its flexible
+    minimum, as one gang. The minimum is planned as one piece on one node (admission may carve it from several).
+
+    A cluster queued under another (`chain`: the parent and its ancestors) waits for room in its parent, which
+    grows onto nodes of the root for it: its pieces are judged on the parent's flexible node on each node (the
+    chain's tolerations and the node's labels), and it is demand only while the parent is a top-level cluster that
+    may borrow all of it (every ancestor's maximum allows), else not demand with the reason.
+    """
 
     kind: DemandKind = "virtual_cluster"
 
-    def __init__(self, key: bytes, root: ClusterView, vc: VClusterState, spec: CompiledSpec, rare: tuple[str, ...]):
+    def __init__(
+        self,
+        key: bytes,
+        root: ClusterView,
+        vc: VClusterState,
+        spec: CompiledSpec,
+        rare: tuple[str, ...],
+        chain: Chain | None = None,
+    ) -> None:
         parts = [Part(root, group, group.options[0]) for _, group in spec.groups]
         if spec.minimum:
             request = PlacementGroupRequest(
@@ -234,3 +255,37 @@ class QueuedClusterDemand(GangDemand):
         self.selectors = (tuple({} for _ in self.shape),)
         self.tolerations = vc.spec.tolerations
         self.strategy = "gang"
+        self.chain = chain
+        self.need = admission_need(vc, spec)
+        self.queued: list[str] = []
+        """The clusters of this group in the order admission tries them."""
+        self.refused: dict[str, str] = {}
+        """Clusters of this group the parent may not grow for, and why."""
+
+    def queue(self, vc_id: str) -> None:
+        """Count one more identical cluster (given in admission order)."""
+        self.work_ids.append(vc_id)
+        self.queued.append(vc_id)
+
+    def judge(self, bins: Bins) -> Verdicts:
+        """As any gang; under a parent, a cluster some type can host also claims the parent's growth it needs
+        (before the parent's own work: admission comes first), and one the parent may not grow for is refused with
+        the reason."""
+        verdicts = super().judge(bins)
+        chain = self.chain
+        if chain is not None:
+            for vc_id in self.queued:
+                why = chain.claim(self.need) if verdicts.served else chain.blocked() or chain.short(self.need)
+                if why:
+                    self.refused[vc_id] = why
+        return verdicts
+
+    def rejects(self, plan: Plan, node: NodeState) -> str | None:
+        if self.chain is None:
+            return plan.rejects(node)
+        seen = self.chain.stand_in(node)
+        return self.chain.refusal(node) if seen is None else plan.rejects(seen)
+
+    def take_free(self, rooms: FreeRooms) -> list[str]:
+        self.capped = "; ".join(dict.fromkeys(self.refused.values()))
+        return self._take_free(rooms, [work_id for work_id in self.work_ids if work_id not in self.refused])

@@ -8,6 +8,7 @@ from services.core.labels import LAUNCH_ID, NODE_ID, NODE_TYPE
 from services.core.prng import stable_hash
 from services.core.request import rare_taint_key
 from services.core.state import NodeState
+from services.core.state.model import node_footprint
 
 
 def launched_labels(node_type: NodeType, node_id: str, launch_id: str) -> dict[str, str]:
@@ -37,4 +38,5 @@ def imagined_node(node_type: NodeType, node_id: str, rare_resources: tuple[str, 
     """An empty node of `node_type` as the view would hold it once registered (rare-resource taints included)."""
     node = NodeState(node_id, stable_hash(seed, node_id), node_type.resources, launched_labels(node_type, node_id, ""))
     node.set_taints(launched_taints(node_type, rare_resources))
+    node.footprint = node_footprint(node)
     return node
