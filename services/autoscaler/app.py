@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from schemas import (
 )
 from schemas import subjects as s
 from schemas.queries import AutoscalerStatusQuery, AutoscalerWhyQuery
+from services.autoscaler.clock import ServerClock
 from services.autoscaler.handlers import Decider, event_id, scale_down_tainted
 from services.autoscaler.providers import LocalProvider, Provider, provider_for
 from services.autoscaler.reports import Reports
@@ -165,6 +165,7 @@ class Autoscaler:
     ) -> None:
         self.shell, self.view, self.config, self.settings, self.lease = shell, view, config, settings, lease
         self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval)
+        self.clock = ServerClock(shell.bus.nc)
         self.decisions = Decisions(shell)
         self.failures: dict[str, str] = {}
         """Launch id -> why its provider failed it, until the failure is in the log."""
@@ -238,12 +239,13 @@ class Autoscaler:
                 log.exception("autoscaler round failed")
 
     async def round(self) -> None:
-        """Decide on a view folded up to the log's end, append the decisions, do what they ask for."""
+        """Decide on a view folded up to the log's end, at the server's time, append the decisions, do what they
+        ask for."""
         await self.shell.caught_up()
         await self.check_still_leading()
         decided_at = self.shell.follower.sequence
         failures = dict(self.failures)
-        decided = self.decider.decide(self.view.cluster, time.time(), failures)
+        decided = self.decider.decide(self.view.cluster, await self.clock.read(), failures)
         self.fleet = decided.fleet
         if decided.plan is not None:
             self.plan = decided.plan
@@ -253,7 +255,7 @@ class Autoscaler:
         stored = await self.decisions.append(decided.events, decided_at) if decided.events else []
         for event in stored:
             await self.act(event)
-        await self.taint_again(time.time())
+        await self.taint_again(self.clock.now())
 
     async def taint_again(self, now: float) -> None:
         """Send the scale-down taint again to a draining node still without it a few rounds after the drain began
