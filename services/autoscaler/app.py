@@ -126,7 +126,11 @@ class Decisions:
 
     async def append(self, events: Sequence[AnyEvent], decided_at: int) -> list[AnyEvent]:
         """Append `events`, decided on a view folded up to `decided_at`, and fold them; returns those stored (the
-        first ones: all of them, or fewer once the subject holds a decision that view had not folded)."""
+        first ones: all of them, or fewer once the subject holds a decision that view had not folded).
+
+        A decision stored whose ack was lost is published again by the bus, with the same expected sequence: the
+        stream refuses it (nats-server checks that before its duplicate window), and it is found in the log.
+        """
         bus, follower = self.shell.bus, self.shell.follower
         newest = await bus.last_sequence(subjects=(s.AUTOSCALER_DECISIONS,))
         if newest > decided_at:
@@ -140,7 +144,7 @@ class Decisions:
             except nats.js.errors.APIError as error:
                 if error.err_code != WRONG_LAST_SEQUENCE:
                     raise
-                ours = await self._stored_last(event)  # an append retried after its ack was lost meets itself
+                ours = await self._stored_after(event, expected)  # retried after its ack was lost: it met itself
                 if not ours:
                     log.warning("a decision was appended by someone else meanwhile: deciding again")
                     break
@@ -150,11 +154,21 @@ class Decisions:
             await follower.wait_for(expected)
         return stored
 
-    async def _stored_last(self, event: AnyEvent) -> int:
-        """The sequence of `event` when it is the subject's last message (0 when another one is)."""
-        last = await self.shell.bus.js.get_last_msg(s.EVENTS_STREAM, s.AUTOSCALER_DECISIONS)
-        stored_id = (last.headers or {}).get("Nats-Msg-Id", "")
-        return int(last.seq or 0) if stored_id == event.event_id else 0
+    async def _stored_after(self, event: AnyEvent, expected: int) -> int:
+        """The sequence of `event` among the subject's messages after sequence `expected` (0 when it is not there).
+
+        It may not be the last: another writer may have appended after it while its ack was lost. It is stored
+        all the same, and must be acted on.
+        """
+        js, sequence = self.shell.bus.js, expected + 1
+        while True:
+            try:
+                found = await js.get_msg(s.EVENTS_STREAM, seq=sequence, subject=s.AUTOSCALER_DECISIONS, next=True)
+            except nats.js.errors.NotFoundError:
+                return 0
+            if (found.headers or {}).get("Nats-Msg-Id") == event.event_id:
+                return int(found.seq or 0)
+            sequence = int(found.seq or 0) + 1
 
 
 class Autoscaler:
