@@ -1,9 +1,10 @@
-"""The autoscaler's decisions appended when an ack is lost, against real servers (`Decisions.append`): a decision
+"""Appends whose acks are lost, against real servers. The autoscaler's decisions (`Decisions.append`): a decision
 stored whose ack never came is reported stored, is in the log once and folded once; one met by another writer's
-decision stops the append there, and the next round's decisions follow it, nothing doubled.
+decision stops the append there, and the next round's decisions follow it, nothing doubled. Any other writer's
+batch (`Bus.append` without an expected sequence) is published again and stored once, within the duplicate window.
 
 Acks are lost in the client: the stream stores the message, and the bus never hears of it (it publishes again
-after its ack wait, by then past the stream's duplicate window, set short here)."""
+after its ack wait, by then past the stream's duplicate window when the test sets it short)."""
 
 from __future__ import annotations
 
@@ -42,12 +43,14 @@ def launch(event_id: str, launch_id: str) -> NodesLaunchRequested:
 
 
 @asynccontextmanager
-async def following(mesh: Mesh) -> AsyncIterator[tuple[Shell, AutoscalerView]]:
-    """An autoscaler's shell on the mesh's servers, its view following the log (no decider running)."""
+async def following(mesh: Mesh, *, short_window: bool = True) -> AsyncIterator[tuple[Shell, AutoscalerView]]:
+    """An autoscaler's shell on the mesh's servers, its view following the log (no decider running); the event
+    stream's duplicate window is made short unless not `short_window`."""
     view = AutoscalerView()
     async with service_shell(Settings.from_env(mesh.env), "autoscaler", view) as shell:
-        config = (await shell.bus.js.stream_info(s.EVENTS_STREAM)).config
-        await shell.bus.js.update_stream(dataclasses.replace(config, duplicate_window=DUPLICATE_WINDOW))
+        if short_window:
+            config = (await shell.bus.js.stream_info(s.EVENTS_STREAM)).config
+            await shell.bus.js.update_stream(dataclasses.replace(config, duplicate_window=DUPLICATE_WINDOW))
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             yield shell, view
@@ -139,5 +142,25 @@ async def test_a_decision_whose_ack_was_lost_and_after_which_another_writer_appe
         on_acks(shell, monkeypatch, lost_then_rival)
         assert await Decisions(shell).append([first, launch("e2", "L3")], shell.follower.sequence) == [first]
         assert ids_in(await events_of(servers)) == ["e1", "rival"]
+        await shell.caught_up()
+        assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+async def test_a_batch_whose_last_ack_was_lost_is_published_again_and_stored_once_within_the_duplicate_window(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's append (no expected sequence): the ack of the batch's second event is lost, the whole
+    batch is published again, the stream answers both as duplicates: the sequences first given, each event once."""
+    async with following(servers, short_window=False) as (shell, view):
+        acks: list[int] = []
+
+        async def second_lost(n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            return n == 2
+
+        on_acks(shell, monkeypatch, second_lost)
+        batch = [launch("e1", "L1"), launch("e2", "L2")]
+        assert await shell.bus.append(batch) == acks[:2] == acks[2:]
+        assert ids_in(await events_of(servers)) == ["e1", "e2"]
         await shell.caught_up()
         assert sorted(view.cluster.launches) == ["L1", "L2"]
