@@ -8,7 +8,7 @@ from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 5
+SNAPSHOT_VERSION = 6
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
@@ -76,7 +76,8 @@ class VClusterRecord(msgspec.Struct, frozen=True):
 
 
 class LaunchRecord(msgspec.Struct, frozen=True):
-    """An autoscaler launch: type, when and why, for which work, its state, node and note, last change."""
+    """An autoscaler launch: type, when and why, for which work, its state, node and note, last change, and since
+    when (the log's time) its node has held no work (None: it holds some, or has no node)."""
 
     launch_id: str
     node_type: str
@@ -87,6 +88,7 @@ class LaunchRecord(msgspec.Struct, frozen=True):
     node_id: str
     note: str
     changed_at: float
+    idle_since: float | None
 
 
 class ViewSnapshot(msgspec.Struct, frozen=True):

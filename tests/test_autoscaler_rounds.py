@@ -1,5 +1,6 @@
 """The autoscaler's rounds, on a folded view and a given clock: launch timeouts, launch ids, and the scale-down
-rules (never below min_workers, never a node with work, never a node it did not launch)."""
+rules (never below min_workers, never a node with work, never a node it did not launch, idle counted from the
+log's times)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from schemas import (
     ActorPending,
     ActorPlaced,
+    ActorRemoved,
     ActorSubmitted,
     AnyEvent,
     Explanation,
@@ -27,7 +29,7 @@ from schemas import (
 from services.autoscaler.handlers import Decider
 from services.core.autoscale import parse_config
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
-from services.core.state import ClusterView, replay
+from services.core.state import ClusterView
 
 CONFIG = """
 idle_timeout_s: 10
@@ -62,10 +64,12 @@ def kinds(events: list[AnyEvent]) -> list[tuple[str, str]]:
     ]
 
 
-def two_rounds(view: ClusterView, brain: Decider, first: float, second: float) -> list[AnyEvent]:
-    """A round at `first` (idle clocks start), then the decisions of a round at `second`."""
-    brain.decide(view, first, {})
-    return brain.decide(view, second, {}).events
+def replay(events: list[AnyEvent], at: float = 100.0) -> ClusterView:
+    """A view of `events`, each stored in the log at time `at`."""
+    view = ClusterView()
+    for event in events:
+        view.fold(event, at)
+    return view
 
 
 def test_a_launch_not_registered_within_the_timeout_fails() -> None:
@@ -119,7 +123,8 @@ def test_a_strict_spread_group_whose_first_nodes_registered_while_the_last_launc
 )
 def test_idle_launched_nodes_are_drained_down_to_min_workers(minimum: int, expected: list[tuple[str, str]]) -> None:
     view = replay(fleet_log("L1", "L2"))
-    assert kinds(two_rounds(view, decider(minimum), 200.0, 211.0)) == expected
+    assert decider(minimum).decide(view, 109.0, {}).events == []
+    assert kinds(decider(minimum).decide(view, 111.0, {}).events) == expected
 
 
 def test_a_node_with_work_or_not_launched_by_the_autoscaler_is_never_drained() -> None:
@@ -128,7 +133,7 @@ def test_a_node_with_work_or_not_launched_by_the_autoscaler_is_never_drained() -
         ActorPlaced(actor_id="a", node_id="n-L1", request=ScheduleRequest("a", {"CPU": 1})),
         NodeRegistered(node_id="theirs", resources={"CPU": 4}, labels={NODE_TYPE: "cpu-4", LAUNCH_ID: "L9"}),
     ]
-    assert two_rounds(replay(log), decider(), 200.0, 300.0) == []
+    assert decider().decide(replay(log), 300.0, {}).events == []
 
 
 def test_a_drained_node_is_terminated_only_once_its_taint_is_in_the_log() -> None:
@@ -149,3 +154,17 @@ def test_work_on_a_draining_node_cancels_the_drain() -> None:
     ]
     (cancelled,) = decider().decide(replay(log), 205.0, {}).events
     assert isinstance(cancelled, NodeDrainCancelled) and "1 actor(s)" in cancelled.reason
+
+
+def test_a_node_idle_since_a_time_in_the_log_is_drained_a_timeout_later_by_any_decider() -> None:
+    """The idle time is the log's: a decider that never saw the node before (an autoscaler started again, another
+    instance) drains it once idle_timeout_s has passed since the event that left it empty, not since it looked."""
+    log = [
+        *fleet_log("L1"),
+        ActorPlaced(actor_id="a", node_id="n-L1", request=ScheduleRequest("a", {"CPU": 1})),
+    ]
+    view = replay(log)
+    view.fold(ActorRemoved(actor_id="a"), 150.0)
+    assert decider().decide(view, 159.0, {}).events == []
+    (drained,) = decider().decide(view, 160.5, {}).events
+    assert isinstance(drained, NodeDrainStarted) and drained.reason == "idle for 10s (idle_timeout_s 10)"

@@ -79,7 +79,7 @@ async def follow(bus: Any, unfoldable: frozenset[int] = frozenset()) -> list[int
     """Start a follower on `bus`; the sequences it folded (those in `unfoldable` raise half-way through)."""
     folded: list[int] = []
 
-    def fold(event: AnyEvent, sequence: int) -> None:
+    def fold(event: AnyEvent, sequence: int, _time_ns: int) -> None:
         assert isinstance(event, NodeDied) and event.node_id == f"n{sequence}"
         if sequence in unfoldable:
             raise KeyError(event.node_id)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from schemas import (
 )
 from schemas import subjects as s
 from schemas.queries import AutoscalerStatusQuery, AutoscalerWhyQuery
+from services.autoscaler.clock import ServerClock
 from services.autoscaler.handlers import Decider, event_id, scale_down_tainted
 from services.autoscaler.providers import LocalProvider, Provider, provider_for
 from services.autoscaler.reports import Reports
@@ -126,7 +126,11 @@ class Decisions:
 
     async def append(self, events: Sequence[AnyEvent], decided_at: int) -> list[AnyEvent]:
         """Append `events`, decided on a view folded up to `decided_at`, and fold them; returns those stored (the
-        first ones: all of them, or fewer once the subject holds a decision that view had not folded)."""
+        first ones: all of them, or fewer once the subject holds a decision that view had not folded).
+
+        A decision stored whose ack was lost is published again by the bus, with the same expected sequence: the
+        stream refuses it (nats-server checks that before its duplicate window), and it is found in the log.
+        """
         bus, follower = self.shell.bus, self.shell.follower
         newest = await bus.last_sequence(subjects=(s.AUTOSCALER_DECISIONS,))
         if newest > decided_at:
@@ -140,7 +144,7 @@ class Decisions:
             except nats.js.errors.APIError as error:
                 if error.err_code != WRONG_LAST_SEQUENCE:
                     raise
-                ours = await self._stored_last(event)  # an append retried after its ack was lost meets itself
+                ours = await self._stored_after(event, expected)  # retried after its ack was lost: it met itself
                 if not ours:
                     log.warning("a decision was appended by someone else meanwhile: deciding again")
                     break
@@ -150,11 +154,21 @@ class Decisions:
             await follower.wait_for(expected)
         return stored
 
-    async def _stored_last(self, event: AnyEvent) -> int:
-        """The sequence of `event` when it is the subject's last message (0 when another one is)."""
-        last = await self.shell.bus.js.get_last_msg(s.EVENTS_STREAM, s.AUTOSCALER_DECISIONS)
-        stored_id = (last.headers or {}).get("Nats-Msg-Id", "")
-        return int(last.seq or 0) if stored_id == event.event_id else 0
+    async def _stored_after(self, event: AnyEvent, expected: int) -> int:
+        """The sequence of `event` among the subject's messages after sequence `expected` (0 when it is not there).
+
+        It may not be the last: another writer may have appended after it while its ack was lost. It is stored
+        all the same, and must be acted on.
+        """
+        js, sequence = self.shell.bus.js, expected + 1
+        while True:
+            try:
+                found = await js.get_msg(s.EVENTS_STREAM, seq=sequence, subject=s.AUTOSCALER_DECISIONS, next=True)
+            except nats.js.errors.NotFoundError:
+                return 0
+            if (found.headers or {}).get("Nats-Msg-Id") == event.event_id:
+                return int(found.seq or 0)
+            sequence = int(found.seq or 0) + 1
 
 
 class Autoscaler:
@@ -165,6 +179,7 @@ class Autoscaler:
     ) -> None:
         self.shell, self.view, self.config, self.settings, self.lease = shell, view, config, settings, lease
         self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval)
+        self.clock = ServerClock(shell.bus.nc)
         self.decisions = Decisions(shell)
         self.failures: dict[str, str] = {}
         """Launch id -> why its provider failed it, until the failure is in the log."""
@@ -238,12 +253,13 @@ class Autoscaler:
                 log.exception("autoscaler round failed")
 
     async def round(self) -> None:
-        """Decide on a view folded up to the log's end, append the decisions, do what they ask for."""
+        """Decide on a view folded up to the log's end, at the server's time, append the decisions, do what they
+        ask for."""
         await self.shell.caught_up()
         await self.check_still_leading()
         decided_at = self.shell.follower.sequence
         failures = dict(self.failures)
-        decided = self.decider.decide(self.view.cluster, time.time(), failures)
+        decided = self.decider.decide(self.view.cluster, await self.clock.read(), failures)
         self.fleet = decided.fleet
         if decided.plan is not None:
             self.plan = decided.plan
@@ -253,7 +269,7 @@ class Autoscaler:
         stored = await self.decisions.append(decided.events, decided_at) if decided.events else []
         for event in stored:
             await self.act(event)
-        await self.taint_again(time.time())
+        await self.taint_again(self.clock.now())
 
     async def taint_again(self, now: float) -> None:
         """Send the scale-down taint again to a draining node still without it a few rounds after the drain began

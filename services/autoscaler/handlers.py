@@ -1,14 +1,18 @@
-"""One round of the autoscaler: the view and the clock in, the decisions (events) out.
+"""One round of the autoscaler: the view and the time in, the decisions (events) out.
 
 Launches that did not register in time fail; the planner's launches are asked for; idle launched nodes are drained
 (tainted), then terminated once the taint is in the log and they are still idle; a draining node that got work
 stays. Only nodes of the autoscaler's own launches are ever drained, never below a type's `min_workers`.
+
+A node's idle time is counted from the log (`Launch.idle_since`, the time the log stored the event after which it
+held no work), so an autoscaler started again, or another instance taking over, goes on counting where the last one
+was. `now` must be on the same clock: the nats-server's (see `clock.ServerClock`).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from schemas import (
     AnyEvent,
@@ -51,28 +55,9 @@ def scale_down_tainted(node: NodeState) -> bool:
     return any(taint.key == SCALE_DOWN_TAINT for taint in node.taints)
 
 
-@dataclass
-class Idle:
-    """Since when each launched node has held no work (this process's clock; a restart starts counting again)."""
-
-    since: dict[str, float] = field(default_factory=dict)
-
-    def update(self, view: ClusterView, now: float) -> None:
-        """Note which launched nodes hold nothing now."""
-        live = {node_id for node_id in view.launched_nodes if node_id in view.nodes}
-        for node_id in list(self.since):
-            if node_id not in live:
-                del self.since[node_id]
-        for node_id in live:
-            if busy(view, view.nodes[node_id]):
-                self.since.pop(node_id, None)
-            else:
-                self.since.setdefault(node_id, now)
-
-    def idle_for(self, node_id: str, now: float) -> float:
-        """Seconds the node has held no work (0 when it holds some)."""
-        started = self.since.get(node_id)
-        return 0.0 if started is None else now - started
+def idle_for(launch: Launch, now: float) -> float:
+    """Seconds the launch's node has held no work at time `now` (0 when it holds some)."""
+    return 0.0 if launch.idle_since is None else max(0.0, now - launch.idle_since)
 
 
 def backed_off(view: ClusterView, config: ScalingConfig, now: float) -> frozenset[str]:
@@ -119,14 +104,12 @@ class Decider:
 
     def __init__(self, config: ScalingConfig, rare_resources: tuple[str, ...], interval: float) -> None:
         self.config, self.rare_resources, self.interval = config, rare_resources, interval
-        self.idle = Idle()
 
     def decide(self, view: ClusterView, now: float, failures: dict[str, str]) -> Round:
         """One round at time `now`; `failures` maps launch ids to why their provider failed them.
 
         Failed launches are decided alone: the next round plans on the view that folded them (their type backed off).
         """
-        self.idle.update(view, now)
         fleet = fleet_of(view, self.config, now)
         failed = self.failed(view, now, failures)
         if failed:
@@ -204,7 +187,7 @@ class Decider:
                 continue
             node_type = self.config.node_types.get(launch.node_type)
             minimum = node_type.min_workers if node_type is not None else 0
-            idle = self.idle.idle_for(node_id, now)
+            idle = idle_for(launch, now)
             if idle >= self.config.idle_timeout_s and kept.get(launch.node_type, 0) > minimum:
                 kept[launch.node_type] -= 1
                 reason = DRAIN_REASON.format(idle=idle, timeout=self.config.idle_timeout_s)

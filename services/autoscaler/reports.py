@@ -3,7 +3,6 @@ about one piece of pending work (`corral why`)."""
 
 from __future__ import annotations
 
-import time
 from typing import Protocol
 
 from schemas.queries import (
@@ -15,7 +14,7 @@ from schemas.queries import (
     LaunchInfo,
     NodeTypeStatus,
 )
-from services.autoscaler.handlers import Decider
+from services.autoscaler.clock import ServerClock
 from services.autoscaler.view import AutoscalerView
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig
 from services.core.state.model import Launch
@@ -28,7 +27,7 @@ class Scaling(Protocol):
     view: AutoscalerView
     config: ScalingConfig
     settings: Settings
-    decider: Decider
+    clock: ServerClock
     plan: ScalePlan | None
     """The last round's plan (None before the first)."""
     fleet: Fleet
@@ -63,7 +62,8 @@ class Reports:
 
     def status(self, _query: AutoscalerStatusQuery) -> AutoscalerStatusReply:
         """Demand groups, node types with their counts, the newest launches and terminations."""
-        scaler, now = self.autoscaler, time.time()
+        scaler = self.autoscaler
+        now = scaler.clock.now()
         view, plan, config = scaler.view.cluster, scaler.plan, scaler.config
         demand = [
             DemandGroupInfo(
@@ -91,7 +91,7 @@ class Reports:
 
     def _type_status(self, name: str, launches: list[Launch], now: float) -> NodeTypeStatus:
         scaler = self.autoscaler
-        node_type, fleet, idle = scaler.config.node_types[name], scaler.fleet, scaler.decider.idle
+        node_type, fleet = scaler.config.node_types[name], scaler.fleet
         running = fleet.running.get(name, ())
         failed = [launch.changed_at for launch in launches if launch.node_type == name and launch.state == "failed"]
         backed_off = max(failed) + scaler.config.launch_timeout_s if name in fleet.backed_off and failed else 0.0
@@ -102,14 +102,15 @@ class Reports:
             max_workers=node_type.max_workers,
             running=len(running),
             launching=fleet.launching_count(name),
-            idle=sum(1 for node_id in running if node_id in idle.since),
+            idle=sum(1 for launch in launches if launch.node_id in running and launch.idle_since is not None),
             draining=sum(1 for launch in launches if launch.node_type == name and launch.state == "draining"),
             backed_off_until=backed_off,
         )
 
     def why(self, query: AutoscalerWhyQuery) -> AutoscalerWhyReply:
         """What the autoscaler does about one pending actor or placement group."""
-        scaler, now = self.autoscaler, time.time()
+        scaler = self.autoscaler
+        now = scaler.clock.now()
         launching = sorted(
             (
                 launch

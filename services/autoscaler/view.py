@@ -1,5 +1,6 @@
 """The autoscaler's view: the whole log folded into one root view (nodes, pending work, virtual clusters, its own
-launches), the sequence it reflects, and a signal when demand may have changed."""
+launches, and since when each launched node has held no work, in the log's time), the sequence it reflects, and a
+signal when demand may have changed."""
 
 from __future__ import annotations
 
@@ -43,9 +44,9 @@ class AutoscalerView(FoldedView):
         self.sequence = 0
         self.on_demand: Callable[[], None] = lambda: None
 
-    def fold(self, event: AnyEvent, sequence: int) -> None:
-        """Fold one event of the log."""
-        self.cluster.fold(event)
+    def fold(self, event: AnyEvent, sequence: int, time_ns: int = 0) -> None:
+        """Fold one event of the log, stored at `time_ns` (the server's clock: launched nodes' idle times)."""
+        self.cluster.fold(event, time_ns / 1e9)
         self.sequence = sequence
         if isinstance(event, DEMAND_EVENTS):
             self.on_demand()

@@ -18,9 +18,9 @@ class LabelsView(FoldedView):
         self.last_seen: dict[str, float] = {}
         self.clock = clock
 
-    def fold(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int, time_ns: int = 0) -> None:
         """Fold one event; a node that appears gets a fresh grace period."""
-        super().fold(event, sequence)
+        super().fold(event, sequence, time_ns)
         if isinstance(event, NodeRegistered):
             self.last_seen[event.node_id] = self.clock()
         elif isinstance(event, NodeDied):

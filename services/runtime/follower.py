@@ -34,7 +34,8 @@ class LogReplaced(ServiceExit):
 
 
 class LogFollower:
-    """Folds every event of the log (or of its `subjects`) once, in order, into a view through `fold(event, sequence)`.
+    """Folds every event of the log (or of its `subjects`) once, in order, into a view through
+    `fold(event, sequence, time_ns)` (`time_ns`: when the stream stored it, in Unix nanoseconds: the server's clock).
 
     `dump(sequence)` encodes the view; `load(blob, sequence)` replaces the view from a blob of the view at
     `sequence` (raising, the view untouched, on a corrupt or old-version blob or one of another sequence).
@@ -46,7 +47,7 @@ class LogFollower:
         bus: Bus,
         store: SnapshotStore,
         name: str,
-        fold: Callable[[AnyEvent, int], None],
+        fold: Callable[[AnyEvent, int, int], None],
         dump: Callable[[int], bytes],
         load: Callable[[bytes, int], None],
         *,
@@ -245,7 +246,7 @@ class LogFollower:
             await self._skip(entry, entry.error)
         else:
             try:
-                self._fold_event(entry.event, entry.sequence)
+                self._fold_event(entry.event, entry.sequence, entry.time_ns)
             except UnfoldableEventError as error:  # refused whole before the fold changed anything
                 await self._skip(entry, f"could not be folded: {error}")
             except Exception as error:

@@ -34,8 +34,8 @@ STOP_FOLD_SECONDS = 2.0
 class View(Protocol):
     """What a service's view offers its follower."""
 
-    def fold(self, event: AnyEvent, sequence: int) -> None:
-        """Fold one event."""
+    def fold(self, event: AnyEvent, sequence: int, time_ns: int) -> None:
+        """Fold one event, stored in the log at `time_ns` (Unix nanoseconds, the server's clock)."""
 
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes as of `sequence`."""

@@ -69,9 +69,9 @@ class FoldedView:
     def __init__(self, seed: int = 0) -> None:
         self.cluster = ClusterView(seed)
 
-    def fold(self, event: AnyEvent, _sequence: int) -> None:
-        """Fold one event."""
-        self.cluster.fold(event)
+    def fold(self, event: AnyEvent, _sequence: int, time_ns: int = 0) -> None:
+        """Fold one event, stored in the log at `time_ns` (Unix nanoseconds)."""
+        self.cluster.fold(event, time_ns / 1e9)
 
     def dump(self, sequence: int) -> bytes:
         """Snapshot bytes."""
@@ -98,7 +98,7 @@ class FoldedCluster:
         self.cluster = Cluster(seed, rare_resources, keep_history=False)
         self.sequence = 0
 
-    def fold(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int, _time_ns: int = 0) -> None:
         """Fold one event from the log."""
         self.sequence = sequence
         self.cluster.fold(event, react=False)

@@ -22,7 +22,7 @@ class SchedulerView(FoldedCluster):
         self.awaited_election = ""
         """The event id of this instance's election on its way to the log: folding it makes this view lead."""
 
-    def fold(self, event: AnyEvent, sequence: int) -> None:
+    def fold(self, event: AnyEvent, sequence: int, _time_ns: int = 0) -> None:
         """Fold one event from the log (the leader's own events were applied when it decided them)."""
         self.sequence = self.cluster.folded = sequence
         if event is self.own_echo:  # the bus hands back the stand-in for every event this leader wrote

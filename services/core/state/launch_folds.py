@@ -1,7 +1,8 @@
 """Folding the autoscaler's events (elected, launches, failures, drains, terminations) into a root view (pure).
 
 A node that registers with the system label `corral.io/launch-id` of a known launch becomes that launch's node;
-its death ends the launch.
+its death ends the launch. Whether a launched node holds work, and since when it has held none, is noted as work
+folds onto it and off it (`note_work`), at the log time of the event folded.
 """
 
 from __future__ import annotations
@@ -80,7 +81,22 @@ def note_registered(view: ClusterView, node_id: str, labels: dict[str, str]) -> 
         if launch.state == "failed":
             view.ended_launches.pop(launch.launch_id, None)
         launch.state, launch.node_id = "registered", node_id
+        launch.idle_since = view.log_time
         view.launched_nodes[node_id] = launch.launch_id
+
+
+def note_work(view: ClusterView, node_id: str) -> None:
+    """Actors, bundles or virtual nodes went onto or off a node: a launched node holding none is idle from the
+    time of the event folded (unless it was already), one holding some is not idle."""
+    launch_id = view.launched_nodes.get(node_id)
+    node = view.nodes.get(node_id)
+    if launch_id is None or node is None:
+        return
+    launch = view.launches[launch_id]
+    if node.actors or node.bundles or view.carved.get(node_id):
+        launch.idle_since = None
+    elif launch.idle_since is None:
+        launch.idle_since = view.log_time
 
 
 def note_died(view: ClusterView, node_id: str) -> None:

@@ -78,7 +78,16 @@ def _launch_records(view: ClusterView) -> list[LaunchRecord]:
     live = [launch for _, launch in sorted(view.launches.items()) if launch.launch_id not in view.ended_launches]
     return [
         LaunchRecord(
-            a.launch_id, a.node_type, a.requested_at, a.reason, list(a.work), a.state, a.node_id, a.note, a.changed_at
+            a.launch_id,
+            a.node_type,
+            a.requested_at,
+            a.reason,
+            list(a.work),
+            a.state,
+            a.node_id,
+            a.note,
+            a.changed_at,
+            a.idle_since,
         )
         for a in live + ended
     ]
@@ -148,7 +157,7 @@ def _restore_launches(view: ClusterView, snapshot: ViewSnapshot) -> None:
     for saved in snapshot.launches:
         launch = Launch(saved.launch_id, saved.node_type, saved.requested_at, saved.reason, tuple(saved.work))
         launch.state, launch.node_id = cast(LaunchState, saved.state), saved.node_id
-        launch.note, launch.changed_at = saved.note, saved.changed_at
+        launch.note, launch.changed_at, launch.idle_since = saved.note, saved.changed_at, saved.idle_since
         view.launches[launch.launch_id] = launch
         if launch.state in ENDED_LAUNCH_STATES:
             view.ended_launches[launch.launch_id] = None

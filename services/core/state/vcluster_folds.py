@@ -14,6 +14,7 @@ from schemas import (
 )
 from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
+from services.core.state.launch_folds import note_work
 from services.core.state.model import NodeState, give, node_footprint, take
 from services.core.state.tree import VNode, positive, vnode_labels
 from services.core.state.view import ClusterView, VClusterState, parent_scope
@@ -75,6 +76,7 @@ def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> Non
     scope.add_live_node(node)
     take(host.free, node.total)
     parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
+    note_work(parent_view, grant.parent_node)
 
 
 @fold_of(VirtualNodeResized)
@@ -116,6 +118,7 @@ def release_vnode(root: ClusterView, vc: VClusterState, vnode_id: str) -> None:
         carved.pop(vnode_id, None)
         if not carved:
             del parent_view.carved[vnode.parent_node]
+        note_work(parent_view, vnode.parent_node)
     vc.scope.drop_node(vnode_id)
 
 

@@ -126,14 +126,18 @@ class ClusterView:
         self.launch_count = 0
         """Launches ever requested (the next launch id is numbered from it)."""
         self.autoscaler_epoch = 0
+        self.log_time = 0.0
+        """The log time of the event being folded (Unix seconds, as given to `fold`; 0 when none was)."""
 
-    def fold(self, event: AnyEvent) -> None:
-        """Apply one event (a scheduler event of an epoch older than the current lease is skipped).
+    def fold(self, event: AnyEvent, at: float = 0.0) -> None:
+        """Apply one event (a scheduler event of an epoch older than the current lease is skipped); `at` is the
+        time the log stored it (a launched node's `Launch.idle_since` is taken from it: no clock is read here).
 
         Through the one fold table (`folds.FOLDS`); actor and placement-group events go to the scope of the virtual
         cluster the work runs in. All or nothing: an event that cannot be folded whole raises
         `UnfoldableEventError` and changes nothing (see `checks`).
         """
+        self.log_time = at
         if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
             rule = CHECKS.get(type(event))
             if rule is not None:

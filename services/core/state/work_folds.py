@@ -21,6 +21,7 @@ from schemas import (
     VirtualNodeResized,
 )
 from services.core.state.folds import FOLDS, fold_of
+from services.core.state.launch_folds import note_work
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
 from services.core.state.view import ClusterView
 
@@ -82,6 +83,7 @@ def on_actor_placed(root: ClusterView, event: ActorPlaced) -> None:
     else:
         take(node.free, actor.request.resources)
     node.actors.add(event.actor_id)
+    note_work(view, node.node_id)
     view.index_actor(actor.request, node, 1)
     view.footprints[event.actor_id] = footprint_of(actor.request, node)
     view.ended.pop(event.actor_id, None)
@@ -153,6 +155,7 @@ def release_actor(view: ClusterView, actor_id: str) -> ActorState:
     else:
         give(node.free, actor.request.resources)
     node.actors.discard(actor_id)
+    note_work(view, node.node_id)
     view.index_actor(actor.request, node, -1)
     actor.node_id, actor.bundle = None, None
     return actor
@@ -194,6 +197,7 @@ def on_group_placed(root: ClusterView, event: PlacementGroupPlaced) -> None:
             assert node is not None, f"bundle placed on never-registered node {node_id}"
             take(node.free, group.bundles[index])
             node.bundles.add((event.pg_id, index))
+            note_work(view, node.node_id)
             group.bundle_nodes[index] = node_id
     group.status, group.explanation = "placed", None
     view.pending.pop(event.pg_id, None)
@@ -239,6 +243,7 @@ def release_bundle(view: ClusterView, group: GroupState, index: int) -> None:
     if node is not None:
         give(node.free, group.bundles[index])
         node.bundles.discard((group.request.pg_id, index))
+        note_work(view, node.node_id)
     group.bundle_nodes[index] = None
     group.bundle_free[index] = dict(group.bundles[index])
 
