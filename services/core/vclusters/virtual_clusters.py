@@ -34,7 +34,8 @@ from services.core.vclusters.admission import (
     queued_message,
     reserve,
 )
-from services.core.vclusters.borrowing import Lender, parent_growth, stand_ins
+from services.core.vclusters.borrowing import Lender, stand_ins
+from services.core.vclusters.growth import parent_growth
 from services.core.vclusters.info import cluster_info, quota_reason
 from services.core.vclusters.spec import CompiledSpec, destroy_requested, requested
 
@@ -190,8 +191,10 @@ class VirtualClusters:
         blocked = self._blocked(vc)
         if not blocked and free is not None and vc.reason and not free.may_hold(vc, spec):
             return False
-        grown = [] if blocked else self._grow_parent(vc)
+        grown, why = ([], "") if blocked else self._grow_parent(vc)
         outcome = blocked or reserve(self._view, vc, spec, self._prng, self.sample_size)
+        if isinstance(outcome, str) and why:
+            outcome = why
         if not isinstance(outcome, str):
             self._hooks.emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=outcome))
             self._hooks.retry_scope(vc.scope)
@@ -212,15 +215,23 @@ class VirtualClusters:
         """Why a queued cluster waits now (the recorded reason is the one it was queued with)."""
         if vc.status != "queued":
             return ""
-        outcome = self._blocked(vc) or reserve(
-            self._view, vc, self.spec_of(vc.vc_id), SplitMix64(self._view.seed), self.sample_size
-        )
-        return outcome if isinstance(outcome, str) else vc.reason
+        blocked = self._blocked(vc)
+        if blocked:
+            return blocked
+        spec = self.spec_of(vc.vc_id)
+        outcome = reserve(self._view, vc, spec, SplitMix64(self._view.seed), self.sample_size)
+        if not isinstance(outcome, str):
+            return vc.reason
+        growth = parent_growth(self._lender(), vc, spec)
+        return growth if isinstance(growth, str) else outcome
 
-    def _grow_parent(self, vc: VClusterState) -> list[str]:
-        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs; the grown nodes' ids."""
+    def _grow_parent(self, vc: VClusterState) -> tuple[list[str], str]:
+        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs: the grown nodes' ids, or why the
+        parent cannot grow for it (then it does not grow)."""
         lender = self._lender()
-        plan = parent_growth(lender, vc, self.spec_of(vc.vc_id)) or []
+        plan = parent_growth(lender, vc, self.spec_of(vc.vc_id))
+        if isinstance(plan, str):
+            return [], plan
         parent = self._view.tree.clusters.get(vc.parent)
         grown = []
         for host_id, amount in plan:
@@ -232,11 +243,11 @@ class VirtualClusters:
             for step in lender.growth(parent, host_id, need):
                 self._hooks.emit(step)
             grown.append(vnode_id)
-        return grown
+        return grown, ""
 
     def _repair(self, vc: VClusterState) -> None:
         """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
-        grown = self._grow_parent(vc)
+        grown, _ = self._grow_parent(vc)
         grants = reserve(self._view, vc, self.spec_of(vc.vc_id), self._prng, self.sample_size)
         if isinstance(grants, str) or not grants:
             for vnode_id in grown:
