@@ -9,6 +9,8 @@ they are. All or nothing: a piece that fits nowhere leaves the parent as it is, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, Resources, fits
 from services.core.state.tree import fixed_id, flexible_id, positive
@@ -17,8 +19,18 @@ from services.core.vclusters.admission import missing_minimum
 from services.core.vclusters.borrowing import Lender
 from services.core.vclusters.spec import CompiledSpec
 
-Growth = list[tuple[str, Resources]]
-"""Per host (a node of the parent's parent scope): how much the parent's flexible node there grows."""
+
+@dataclass(frozen=True)
+class Growth:
+    """How the parent grows for a child, and where the child's fixed-size nodes then go."""
+
+    hosts: list[tuple[str, Resources]]
+    """Per host (a node of the parent's parent scope): how much the parent's flexible node there grows."""
+    slots: dict[int, str]
+    """Per missing fixed-size slot of the child: the parent's node planned for it."""
+
+
+NO_GROWTH = Growth([], {})
 
 
 class _Ledger:
@@ -101,15 +113,16 @@ class _Planner:
         scope = self.parent.scope
         return [n for n in scope.ring.ids if n in scope.nodes and self.tolerated.check(scope.nodes[n]) is None]
 
-    def put(self, piece: Resources, avoid: set[str]) -> str | None:
-        """Put an indivisible piece whole on one node of the parent not in `avoid`: free room, else a flexible node
-        grown for it; the node's id (None: none can hold it)."""
+    def put(self, piece: Resources, avoid: set[str], prefer: list[str]) -> str | None:
+        """Put an indivisible piece whole on one node of the parent not in `avoid` (`prefer`red nodes first): free
+        room, else a flexible node grown for it; the node's id (None: none can hold it)."""
         scope, ledger = self.parent.scope, self.ledger
-        for node_id in self.usable():
+        for node_id in _first(self.usable(), prefer):
             if node_id not in avoid and fits(ledger.free(scope, node_id), piece):
                 ledger.take(scope, node_id, piece)
                 return node_id
-        for host_id in self.hosts:
+        flexible = [host for node_id in prefer if (host := self.host_of(node_id))]
+        for host_id in _first(self.hosts, flexible):
             target = flexible_id(self.parent.vc_id, host_id)
             if target in avoid:
                 continue
@@ -140,44 +153,62 @@ class _Planner:
                 need = positive({name: amount - share.get(name, 0.0) for name, amount in need.items()})
         return need
 
+    def host_of(self, node_id: str) -> str:
+        """The host of a flexible node of the parent, "" for any other node."""
+        vnode = self.parent.vnodes.get(node_id)
+        if vnode is not None:
+            return vnode.parent_node if vnode.flexible else ""
+        return next((host for host in self.growth if flexible_id(self.parent.vc_id, host) == node_id), "")
+
     def _grow(self, host_id: str, amount: Resources) -> None:
         self.ledger.grow(self.parent, host_id, amount)
         _add(self.growth.setdefault(host_id, {}), amount)
 
 
 def parent_growth(lender: Lender, vc: VClusterState, spec: CompiledSpec) -> Growth | str:
-    """How the parent cluster must grow (host in its parent's scope, amount) to hold what `vc`'s admission still
-    needs, each fixed-size node whole on one node; or why it cannot (then it does not grow at all).
+    """How the parent cluster must grow to hold what `vc`'s admission still needs, each fixed-size node whole on
+    one node (PACK keeps a group's nodes together where it can, STRICT_SPREAD apart); or why it cannot (then it
+    does not grow at all).
 
-    [] when the parent already has room (or is the root, queued, or never grows).
+    `NO_GROWTH` when the parent already has room (or is the root, queued, or never grows).
     """
     parent = lender.root.tree.clusters.get(vc.parent)
     if parent is None or parent.status == "queued" or not lender.specs(parent.vc_id).grows:
-        return []
+        return NO_GROWTH
     planner = _Planner(lender, parent, spec)
+    slots: dict[int, str] = {}
     where = f"virtual cluster {parent.vc_id}"
     for index, (first_slot, group) in enumerate(spec.groups):
-        distinct = group.strategy == "STRICT_SPREAD"
-        slots = range(first_slot, first_slot + len(group.request.bundles))
-        kept = {vc.vnodes[fixed_id(vc.vc_id, s)].parent_node for s in slots if fixed_id(vc.vc_id, s) in vc.vnodes}
-        missing = [slot for slot in slots if fixed_id(vc.vc_id, slot) not in vc.vnodes]
+        distinct, pack = group.strategy == "STRICT_SPREAD", group.strategy == "PACK"
+        ids = {slot: fixed_id(vc.vc_id, slot) for slot in range(first_slot, first_slot + len(group.request.bundles))}
+        kept = sorted({vc.vnodes[i].parent_node for i in ids.values() if i in vc.vnodes})
         used = set(kept) if distinct else set()
+        together = kept if pack else []
+        missing = [slot for slot, vnode_id in ids.items() if vnode_id not in vc.vnodes]
         for slot in sorted(missing, key=lambda slot: -sum(spec.fixed[slot].resources.values())):  # hardest first
             piece = spec.fixed[slot].resources
-            node_id = planner.put(piece, used)
+            node_id = planner.put(piece, used, together)
             if node_id is None:
                 apart = " apart from the group's other nodes (STRICT_SPREAD)" if distinct else ""
                 return (
                     f"fixed_size_nodes[{index}].nodes[{slot - first_slot}] ({_amounts(piece)}) fits whole on no "
                     f"node of {where}{apart}, free or grown on one node within its maximum and its ancestors'"
                 )
+            slots[slot] = node_id
             if distinct:
                 used.add(node_id)
+            elif pack and node_id not in together:
+                together.append(node_id)
     holding = {vnode.parent_node for vnode in vc.vnodes.values() if vnode.flexible}
     short = planner.carve(missing_minimum(vc, spec), holding)
     if short:
         return f"the flexible minimum is {_amounts(short)} more than {where} has free or may grow on nodes it may use"
-    return list(planner.growth.items())
+    return Growth(list(planner.growth.items()), slots) if planner.growth else NO_GROWTH
+
+
+def _first(ids: list[str], prefer: list[str]) -> list[str]:
+    """`ids` with those in `prefer` first (in `prefer`'s order)."""
+    return [*(i for i in prefer if i in ids), *(i for i in ids if i not in prefer)]
 
 
 def _share(room: Resources, need: Resources) -> Resources:

@@ -35,7 +35,7 @@ from services.core.vclusters.admission import (
     reserve,
 )
 from services.core.vclusters.borrowing import Lender, stand_ins
-from services.core.vclusters.growth import parent_growth
+from services.core.vclusters.growth import NO_GROWTH, Growth, parent_growth
 from services.core.vclusters.info import cluster_info, quota_reason
 from services.core.vclusters.spec import CompiledSpec, destroy_requested, requested
 
@@ -191,16 +191,16 @@ class VirtualClusters:
         blocked = self._blocked(vc)
         if not blocked and free is not None and vc.reason and not free.may_hold(vc, spec):
             return False
-        grown, why = ([], "") if blocked else self._grow_parent(vc)
-        outcome = blocked or reserve(self._view, vc, spec, self._prng, self.sample_size)
-        if isinstance(outcome, str) and why:
-            outcome = why
+        growth = NO_GROWTH if blocked else self._grow_parent(vc)
+        planned = growth.slots if isinstance(growth, Growth) else None
+        outcome = blocked or reserve(self._view, vc, spec, self._prng, self.sample_size, planned)
+        if isinstance(outcome, str) and isinstance(growth, str):
+            outcome = growth
         if not isinstance(outcome, str):
             self._hooks.emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=outcome))
             self._hooks.retry_scope(vc.scope)
             return True
-        for vnode_id in grown:
-            self.shrink(self._view.scope(vc.parent), vnode_id)
+        self._shrink_parent(vc, growth)
         if announce or not vc.reason:
             self._hooks.emit(VirtualClusterQueued(vc_id=vc.vc_id, reason=outcome))
         return False
@@ -225,33 +225,36 @@ class VirtualClusters:
         growth = parent_growth(self._lender(), vc, spec)
         return growth if isinstance(growth, str) else outcome
 
-    def _grow_parent(self, vc: VClusterState) -> tuple[list[str], str]:
-        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs: the grown nodes' ids, or why the
-        parent cannot grow for it (then it does not grow)."""
+    def _grow_parent(self, vc: VClusterState) -> Growth | str:
+        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs: how it grew, or why it cannot
+        grow for it (then it does not grow)."""
         lender = self._lender()
-        plan = parent_growth(lender, vc, self.spec_of(vc.vc_id))
-        if isinstance(plan, str):
-            return [], plan
+        growth = parent_growth(lender, vc, self.spec_of(vc.vc_id))
+        if isinstance(growth, str):
+            return growth
         parent = self._view.tree.clusters.get(vc.parent)
-        grown = []
-        for host_id, amount in plan:
+        for host_id, amount in growth.hosts:
             assert parent is not None
-            vnode_id = flexible_id(parent.vc_id, host_id)
-            node = parent.scope.nodes.get(vnode_id)
+            node = parent.scope.nodes.get(flexible_id(parent.vc_id, host_id))
             free = node.free if node is not None else {}
             need = {name: free.get(name, 0.0) + extra for name, extra in amount.items()}
             for step in lender.growth(parent, host_id, need):
                 self._hooks.emit(step)
-            grown.append(vnode_id)
-        return grown, ""
+        return growth
+
+    def _shrink_parent(self, vc: VClusterState, growth: Growth | str) -> None:
+        """Give back what the parent grew for `vc` when the attempt failed."""
+        if isinstance(growth, Growth):
+            for host_id, _ in growth.hosts:
+                self.shrink(self._view.scope(vc.parent), flexible_id(vc.parent, host_id))
 
     def _repair(self, vc: VClusterState) -> None:
         """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
-        grown, _ = self._grow_parent(vc)
-        grants = reserve(self._view, vc, self.spec_of(vc.vc_id), self._prng, self.sample_size)
+        growth = self._grow_parent(vc)
+        planned = growth.slots if isinstance(growth, Growth) else None
+        grants = reserve(self._view, vc, self.spec_of(vc.vc_id), self._prng, self.sample_size, planned)
         if isinstance(grants, str) or not grants:
-            for vnode_id in grown:
-                self.shrink(self._view.scope(vc.parent), vnode_id)
+            self._shrink_parent(vc, growth)
             return
         self._hooks.emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
 
