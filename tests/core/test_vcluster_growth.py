@@ -136,6 +136,36 @@ def test_a_child_waiting_for_room_is_admitted_once_the_parent_may_grow_for_each_
     assert Cluster.from_events(cluster.events(), seed=0).virtual_cluster("team") == cluster.virtual_cluster("team")
 
 
+@pytest.mark.parametrize(
+    ("team_max", "admits"),
+    [(None, True), (8, True), (7, False)],
+    ids=[
+        "a grandchild's nodes grow its parent and the grandparent per piece, on two hosts",
+        "the grandparent's maximum is met exactly by the two pieces",
+        "the grandparent's maximum allows one piece but not both: nothing grows (it counts every piece, not each)",
+    ],
+)
+def test_a_grandchild_grows_every_ancestor_per_piece_within_each_maximum(team_max: float | None, admits: bool) -> None:
+    cluster = Cluster(seed=0)
+    cluster.add_node("n1", {"CPU": 8}, {"host": "a"})
+    cluster.add_node("n2", {"CPU": 8}, {"host": "b"})
+    admitted(cluster.create_virtual_cluster("team", spec(max_cpu=team_max)))
+    for host in ("a", "b"):  # the team holds a flexible node of 1 CPU, in use, on each host
+        cluster.submit(make_actor(f"on-{host}", 1, vcluster_id="team", label_selector={"host": host}))
+    admitted(cluster.create_virtual_cluster("squad", VirtualCluster(), parent="team"))
+    outcome = cluster.create_virtual_cluster("unit", spec(fixed(3, 3, policy="STRICT_SPREAD")), parent="squad")
+    if admits:
+        admitted(outcome)
+        assert_whole(cluster, "unit")
+        assert grown(cluster, "team") == {"n1": 4, "n2": 4}
+        assert sorted(grown(cluster, "squad").values()) == [3, 3]
+    else:
+        assert isinstance(outcome, Queued)
+        assert "fixed_size_nodes[0].nodes[1] (CPU 3) fits whole on no node of virtual cluster squad" in outcome.message
+        assert grown(cluster, "team") == {"n1": 1, "n2": 1}
+        assert grown(cluster, "squad") == {}
+
+
 def assert_whole(cluster: Cluster, vc_id: str) -> None:
     """Every fixed-size node of `vc_id` holds exactly its spec's resources, whole on one node of the parent, and no
     node of the parent's scope holds more than it has."""
