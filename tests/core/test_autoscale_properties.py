@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from schemas import (
+    FixedSizeNode,
+    FixedSizeNodes,
     PlacementGroupRequest,
     PlacementStrategy,
     Prefer,
@@ -372,6 +374,31 @@ def test_a_queued_nested_cluster_counted_as_demand_is_admitted(cap: int, child: 
     register_launches(cluster, result)
     assert stranded(cluster, result) == set()
     assert bool(result.launches) == (child <= cap)
+
+
+@SETTINGS
+@given(
+    pieces=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    policy=st.sampled_from(["PACK", "SPREAD", "STRICT_SPREAD"]),
+    minimum=st.integers(0, 3),
+    cap=st.integers(1, 24),
+    busy=st.integers(0, 2),
+)
+def test_a_queued_nested_cluster_of_fixed_size_nodes_counted_as_demand_is_admitted(
+    pieces: list[int], policy: str, minimum: int, cap: int, busy: int
+) -> None:
+    """The planner plans a nested child as a gang of whole pieces (each fixed-size node on one node); once the
+    planned nodes register, the parent grows per piece and the child is admitted. One the parent may not borrow
+    for launches nothing."""
+    cluster = submitted([], busy)
+    cluster.create_virtual_cluster("vc", VirtualCluster(flexible_resource_max={"CPU": cap}))
+    group = FixedSizeNodes([FixedSizeNode({"CPU": float(cpu)}) for cpu in pieces], policy)  # type: ignore[arg-type]
+    child = VirtualCluster(flexible_resource_min={"CPU": minimum} if minimum else {}, fixed_size_nodes=[group])
+    cluster.create_virtual_cluster("child", child, parent="vc")
+    result = plan(cluster.view, SCALING, ROOMY, RARE)
+    register_launches(cluster, result)
+    assert stranded(cluster, result) == set()
+    assert bool(result.launches) == (sum(pieces) + minimum <= cap)
 
 
 @settings(SETTINGS, derandomize=True, database=None)

@@ -110,6 +110,31 @@ async def test_a_nested_cluster_is_carved_from_its_parent_and_destroyed_with_it(
     assert await vc.virtual_clusters() == []
 
 
+async def test_a_nested_cluster_grows_its_parent_by_whole_fixed_size_nodes(vc: Client, mesh: Mesh) -> None:
+    """Two 3-CPU fixed-size nodes under a parent that may grow, on two 4-CPU nodes: the parent grows 3 on each
+    node and the child gets in; a 6-CPU node fits on no node, so it waits with the reason and the parent keeps its
+    size. Folding the log again gives the scheduler's view."""
+    await vc.register_node("n1", {"CPU": 4})
+    await vc.register_node("n2", {"CPU": 4})
+    await vc.create_virtual_cluster("team", VirtualCluster())
+    child = await vc.create_virtual_cluster("kid", cpus(3, 3, policy="STRICT_SPREAD"), parent="team")
+    assert isinstance(child, Admitted), child
+    team = await vc.virtual_cluster("team")
+    assert sorted((node.parent_node, node.total_resources) for node in team.nodes) == [
+        ("n1", {"CPU": 3.0}),
+        ("n2", {"CPU": 3.0}),
+    ]
+    kid = await vc.virtual_cluster("kid")
+    assert sorted(node.parent_node for node in kid.nodes) == sorted(node.node_id for node in team.nodes)
+    big = await vc.create_virtual_cluster("big", cpus(6), parent="team")
+    assert isinstance(big, Queued)
+    assert "fixed_size_nodes[0].nodes[0] (CPU 6) fits whole on no node of virtual cluster team" in big.message
+    assert (await vc.virtual_cluster("team")).total_resources == {"CPU": 6.0}
+    expected = await full_replay_digest(mesh)
+    assert (await service_digest(vc, "scheduler")).digest == expected
+    assert (await service_digest(vc, "vclusters")).digest == expected
+
+
 async def test_destroy_is_refused_with_live_work_and_forced_destroy_lists_what_it_stopped(vc: Client) -> None:
     """Without force the live actor is named and nothing changes; with force it is stopped and listed."""
     await vc.register_node("n1", {"CPU": 4})

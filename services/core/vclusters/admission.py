@@ -39,9 +39,17 @@ class _Hold:
 
 
 def reserve(
-    root: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64, sample: int
+    root: ClusterView,
+    vc: VClusterState,
+    spec: CompiledSpec,
+    prng: SplitMix64,
+    sample: int,
+    planned: dict[int, str] | None = None,
 ) -> list[VirtualNodeGrant] | str:
-    """The virtual nodes still missing from the minimum (all of it for a queued cluster), or why not now."""
+    """The virtual nodes still missing from the minimum (all of it for a queued cluster), or why not now.
+
+    `planned` (slot -> parent node, what the parent grew for) places those fixed-size nodes instead of a decision.
+    """
     if vc.parent and root.tree.clusters[vc.parent].status == "queued":
         return f"its parent virtual cluster {vc.parent} is not admitted yet"
     parent_view = parent_scope(root, vc)
@@ -57,10 +65,13 @@ def reserve(
             }
             if len(kept) == len(slots):
                 continue
-            decision = decide_group(parent_view, group, prng, sample, kept)
-            if isinstance(decision, Explanation):
-                return f"fixed_size_nodes[{index}]: {decision.message}"
-            for offset, node_id in enumerate(decision[1]):
+            chosen = [kept.get(slot - first_slot) or (planned or {}).get(slot, "") for slot in slots]
+            if not all(chosen):
+                decision = decide_group(parent_view, group, prng, sample, kept)
+                if isinstance(decision, Explanation):
+                    return f"fixed_size_nodes[{index}]: {decision.message}"
+                chosen = decision[1]
+            for offset, node_id in enumerate(chosen):
                 if offset in kept:
                     continue
                 fixed = spec.fixed[first_slot + offset]

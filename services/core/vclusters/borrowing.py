@@ -16,7 +16,6 @@ from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.tree import VNode, flexible_id, positive, vnode_labels
 from services.core.state.view import VClusterState, parent_scope
-from services.core.vclusters.admission import admission_need
 from services.core.vclusters.spec import CompiledSpec
 
 Specs = Callable[[str], CompiledSpec]
@@ -112,46 +111,6 @@ class Lender:
     @staticmethod
     def _add(free: Resources, extra: Resources) -> Resources:
         return {name: free.get(name, 0.0) + extra.get(name, 0.0) for name in {*free, *extra}}
-
-
-def parent_growth(lender: Lender, vc: VClusterState, spec: CompiledSpec) -> list[tuple[str, Resources]] | None:
-    """How the parent cluster must grow (host in its parent's scope, amount) to hold what `vc` needs.
-
-    [] when the parent already has it free (or is the root), None when it cannot grow that much.
-    """
-    root = lender.root
-    parent = root.tree.clusters.get(vc.parent)
-    if parent is None or parent.status == "queued" or not lender.specs(parent.vc_id).grows:
-        return []
-    tolerated = TaintFilter(spec.tolerations)
-    free: Resources = {}
-    for node in parent.scope.nodes.values():
-        if tolerated.check(node) is None:
-            for name, amount in node.free.items():
-                free[name] = free.get(name, 0.0) + amount
-    short = positive({name: amount - free.get(name, 0.0) for name, amount in admission_need(vc, spec).items()})
-    if not short:
-        return []
-    left = lender.headroom(parent, short)
-    upper = parent_scope(root, parent)
-    allowed = TaintFilter(lender.specs(parent.vc_id).tolerations)
-    hosts = sorted({v.parent_node for v in parent.vnodes.values() if v.flexible})
-    hosts += [n for n in upper.ring.ids if flexible_id(parent.vc_id, n) not in parent.vnodes]
-    plan: list[tuple[str, Resources]] = []
-    for host_id in hosts:
-        host = upper.nodes.get(host_id)
-        if host is None or allowed.check(host) is not None or tolerated.check(host) is not None:
-            continue
-        room = lender.lendable(parent, host)
-        give = positive({name: min(room.get(name, 0.0), amount, left[name]) for name, amount in short.items()})
-        if not give:
-            continue
-        plan.append((host_id, give))
-        short = positive({name: amount - give.get(name, 0.0) for name, amount in short.items()})
-        left = {name: left[name] - give.get(name, 0.0) for name in left}
-        if not short:
-            return plan
-    return None
 
 
 def stand_ins(

@@ -34,7 +34,8 @@ from services.core.vclusters.admission import (
     queued_message,
     reserve,
 )
-from services.core.vclusters.borrowing import Lender, parent_growth, stand_ins
+from services.core.vclusters.borrowing import Lender, stand_ins
+from services.core.vclusters.growth import NO_GROWTH, Growth, parent_growth
 from services.core.vclusters.info import cluster_info, quota_reason
 from services.core.vclusters.spec import CompiledSpec, destroy_requested, requested
 
@@ -190,14 +191,16 @@ class VirtualClusters:
         blocked = self._blocked(vc)
         if not blocked and free is not None and vc.reason and not free.may_hold(vc, spec):
             return False
-        grown = [] if blocked else self._grow_parent(vc)
-        outcome = blocked or reserve(self._view, vc, spec, self._prng, self.sample_size)
+        growth = NO_GROWTH if blocked else self._grow_parent(vc)
+        planned = growth.slots if isinstance(growth, Growth) else None
+        outcome = blocked or reserve(self._view, vc, spec, self._prng, self.sample_size, planned)
+        if isinstance(outcome, str) and isinstance(growth, str):
+            outcome = growth
         if not isinstance(outcome, str):
             self._hooks.emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=outcome))
             self._hooks.retry_scope(vc.scope)
             return True
-        for vnode_id in grown:
-            self.shrink(self._view.scope(vc.parent), vnode_id)
+        self._shrink_parent(vc, growth)
         if announce or not vc.reason:
             self._hooks.emit(VirtualClusterQueued(vc_id=vc.vc_id, reason=outcome))
         return False
@@ -212,35 +215,46 @@ class VirtualClusters:
         """Why a queued cluster waits now (the recorded reason is the one it was queued with)."""
         if vc.status != "queued":
             return ""
-        outcome = self._blocked(vc) or reserve(
-            self._view, vc, self.spec_of(vc.vc_id), SplitMix64(self._view.seed), self.sample_size
-        )
-        return outcome if isinstance(outcome, str) else vc.reason
+        blocked = self._blocked(vc)
+        if blocked:
+            return blocked
+        spec = self.spec_of(vc.vc_id)
+        outcome = reserve(self._view, vc, spec, SplitMix64(self._view.seed), self.sample_size)
+        if not isinstance(outcome, str):
+            return vc.reason
+        growth = parent_growth(self._lender(), vc, spec)
+        return growth if isinstance(growth, str) else outcome
 
-    def _grow_parent(self, vc: VClusterState) -> list[str]:
-        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs; the grown nodes' ids."""
+    def _grow_parent(self, vc: VClusterState) -> Growth | str:
+        """Grow the parent cluster's flexible nodes so it can hold what `vc` needs: how it grew, or why it cannot
+        grow for it (then it does not grow)."""
         lender = self._lender()
-        plan = parent_growth(lender, vc, self.spec_of(vc.vc_id)) or []
+        growth = parent_growth(lender, vc, self.spec_of(vc.vc_id))
+        if isinstance(growth, str):
+            return growth
         parent = self._view.tree.clusters.get(vc.parent)
-        grown = []
-        for host_id, amount in plan:
+        for host_id, amount in growth.hosts:
             assert parent is not None
-            vnode_id = flexible_id(parent.vc_id, host_id)
-            node = parent.scope.nodes.get(vnode_id)
+            node = parent.scope.nodes.get(flexible_id(parent.vc_id, host_id))
             free = node.free if node is not None else {}
             need = {name: free.get(name, 0.0) + extra for name, extra in amount.items()}
             for step in lender.growth(parent, host_id, need):
                 self._hooks.emit(step)
-            grown.append(vnode_id)
-        return grown
+        return growth
+
+    def _shrink_parent(self, vc: VClusterState, growth: Growth | str) -> None:
+        """Give back what the parent grew for `vc` when the attempt failed."""
+        if isinstance(growth, Growth):
+            for host_id, _ in growth.hosts:
+                self.shrink(self._view.scope(vc.parent), flexible_id(vc.parent, host_id))
 
     def _repair(self, vc: VClusterState) -> None:
         """Reserve again the fixed-size nodes and flexible minimum a dead node took, when the parent can."""
-        grown = self._grow_parent(vc)
-        grants = reserve(self._view, vc, self.spec_of(vc.vc_id), self._prng, self.sample_size)
+        growth = self._grow_parent(vc)
+        planned = growth.slots if isinstance(growth, Growth) else None
+        grants = reserve(self._view, vc, self.spec_of(vc.vc_id), self._prng, self.sample_size, planned)
         if isinstance(grants, str) or not grants:
-            for vnode_id in grown:
-                self.shrink(self._view.scope(vc.parent), vnode_id)
+            self._shrink_parent(vc, growth)
             return
         self._hooks.emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
 
