@@ -87,6 +87,8 @@ class LaunchRecord(msgspec.Struct, frozen=True):
     node_id: str
     note: str
     changed_at: float
+    nominated: dict[str, dict[str, float]] = {}
+    """The pending work the launch's node is nominated for, with the room held for each (see `Launch.nominated`)."""
 
 
 class ViewSnapshot(msgspec.Struct, frozen=True):

@@ -156,7 +156,18 @@ ENDED_LAUNCH_STATES = ("failed", "terminated", "gone")
 class Launch:
     """One node the autoscaler asked for: type, when and why, for which work, and where it stands."""
 
-    __slots__ = ("changed_at", "launch_id", "node_id", "node_type", "note", "reason", "requested_at", "state", "work")
+    __slots__ = (
+        "changed_at",
+        "launch_id",
+        "node_id",
+        "node_type",
+        "nominated",
+        "note",
+        "reason",
+        "requested_at",
+        "state",
+        "work",
+    )
 
     def __init__(
         self, launch_id: str, node_type: str, requested_at: float, reason: str, work: tuple[str, ...] = ()
@@ -169,3 +180,6 @@ class Launch:
         """Why it failed, was drained or terminated."""
         self.changed_at = requested_at
         """When `state` last changed (the decider's clock; a registration keeps the previous time)."""
+        self.nominated: dict[str, Resources] = {}
+        """Pending work (actor or placement group id) its node is nominated for -> the room held for it there; an
+        entry ends when the work is placed or gone, nominated again by a newer launch, or when the launch ends."""

@@ -29,6 +29,7 @@ from services.core.state.model import (
     WorkStatus,
     node_footprint,
 )
+from services.core.state.nominations import rebuild
 from services.core.state.tree import AdmissionStatus, VNode
 from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
 
@@ -78,7 +79,16 @@ def _launch_records(view: ClusterView) -> list[LaunchRecord]:
     live = [launch for _, launch in sorted(view.launches.items()) if launch.launch_id not in view.ended_launches]
     return [
         LaunchRecord(
-            a.launch_id, a.node_type, a.requested_at, a.reason, list(a.work), a.state, a.node_id, a.note, a.changed_at
+            a.launch_id,
+            a.node_type,
+            a.requested_at,
+            a.reason,
+            list(a.work),
+            a.state,
+            a.node_id,
+            a.note,
+            a.changed_at,
+            {work_id: dict(amount) for work_id, amount in sorted(a.nominated.items())},
         )
         for a in live + ended
     ]
@@ -149,11 +159,13 @@ def _restore_launches(view: ClusterView, snapshot: ViewSnapshot) -> None:
         launch = Launch(saved.launch_id, saved.node_type, saved.requested_at, saved.reason, tuple(saved.work))
         launch.state, launch.node_id = cast(LaunchState, saved.state), saved.node_id
         launch.note, launch.changed_at = saved.note, saved.changed_at
+        launch.nominated = {work_id: dict(amount) for work_id, amount in saved.nominated.items()}
         view.launches[launch.launch_id] = launch
         if launch.state in ENDED_LAUNCH_STATES:
             view.ended_launches[launch.launch_id] = None
         elif launch.node_id:
             view.launched_nodes[launch.node_id] = launch.launch_id
+    rebuild(view)
 
 
 def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> ClusterView:
