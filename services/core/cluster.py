@@ -208,7 +208,7 @@ class Cluster:
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
             self.vclusters.destroy(event.vc_id)
-        elif self._view.released:  # a newer launch took a registered node's nomination over
+        elif self._view.released:  # a launch ended (terminated): its node holds no room now
             self._retry([], wake_all=False)
 
     def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:

@@ -147,10 +147,11 @@ def register_launches(cluster: Cluster, result: ScalePlan, *, one_by_one: bool =
     scheduler re-try its pending work once over all of them, or (`one_by_one`) after each registration; the ids of
     the new nodes."""
     requests = Decider(SCALING, RARE, 1.0).launches(cluster.view, result, 0.0)
+    for request in requests:
+        cluster.fold(request, react=False)
     node_ids = []
     for request in requests:
         assert isinstance(request, NodesLaunchRequested)
-        cluster.fold(request, react=False)
         for launch_id in request.launch_ids:
             node_id = node_id_of(request.node_type, launch_id)
             node_type = SCALING.node_types[request.node_type]

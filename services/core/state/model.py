@@ -182,4 +182,4 @@ class Launch:
         """When `state` last changed (the decider's clock; a registration keeps the previous time)."""
         self.nominated: dict[str, Resources] = {}
         """Pending work (actor or placement group id) its node is nominated for -> the room held for it there; an
-        entry ends when the work is placed or gone, nominated again by a newer launch, or when the launch ends."""
+        entry ends when the work is placed or gone, or when the launch ends."""

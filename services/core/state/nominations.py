@@ -3,8 +3,8 @@
 Like kube-scheduler's NominatedNodeName. `NodesLaunchRequested.nominated` names, per launch, the pending work of the
 root scope the plan put on that node and the resources it put there. Once the node registers (and while it lives),
 that work is tried there first, and the room is held: other work of lower or equal priority cannot take it. A
-nomination ends when the work is placed (anywhere) or gone, when a newer launch is nominated for the same work, or
-when the launch ends (failed, terminated, its node died).
+nomination ends when the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node
+died).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ Held = dict[str, tuple[int, Resources]]
 
 
 def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[str, Mapping[str, Resources]]) -> None:
-    """New launches' nominations: the pending root work each names (earlier nominations of that work end)."""
+    """New launches' nominations: the pending root work each names (a work may be nominated to several launches:
+    a placement group spread over nodes, or work a later round counted again; it holds room on each)."""
     named = {
         launch.launch_id: {
             work_id: _amount(amount)
@@ -29,8 +30,6 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
         }
         for launch in launches
     }
-    for work_id in sorted({work_id for work in named.values() for work_id in work}):
-        end_work(view, work_id)
     for launch_id, work in named.items():
         launch = view.launches[launch_id]
         for work_id, amount in work.items():
