@@ -8,7 +8,7 @@ this round, then new nodes of the cheapest type that passes every node-level rul
 selector, then each fallback), within each type's `max_workers`, the round's upscaling budget and without the
 backed-off types. A gang (a placement group, a queued virtual cluster) that does not fit wholly on free capacity
 mixes the three, piece by piece, all or nothing. Last, `simulate` replays the packing with the scheduler's own
-decisions and corrects it.
+decisions and corrects it; each launch's node is nominated for the work then on it (`Launch.nominated`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,12 @@ put on them is placed again by `place_actor` and `decide_group`, on every bin at
 they register), in the order the scheduler re-tries pending work (priority, then arrival): work it leaves
 unplaced gets more nodes of the type the packing chose for it (doubling), else planned nodes it leaves empty are
 dropped and it replays again (fewer nodes change its choices), three replays at most. Once all of it is placed,
-the planned nodes with the fewest loads are each tried away (the work replayed without them). What it cannot foresee is
-how the scheduler breaks a tie between equally good nodes (its PRNG is its own): then work can be stranded, and
-the next round counts it again.
+the planned nodes with the fewest loads are each tried away (the work replayed without them). The replay's loads
+are what each launch's node is then nominated for (`NodesLaunchRequested.nominated`): the scheduler tries that work
+there first and holds its room from other work, so how it breaks ties between equally good nodes (its PRNG is its
+own) no longer matters for the work counted here, whatever order the nodes register in. Work the replay does not
+place itself (beyond `REPLAYED_AT_MOST`, DataFlow) is nominated where the packing put it; work inside a virtual
+cluster is not nominated: if the scheduler strands it, the next round counts it again.
 """
 
 from __future__ import annotations
