@@ -18,6 +18,7 @@ from schemas import (
     Explanation,
     NodeDied,
     NodeLabelsChanged,
+    NodeLaunchFailed,
     NodeRegistered,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
@@ -208,8 +209,8 @@ class Cluster:
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
             self.vclusters.destroy(event.vc_id)
-        elif self._view.released:  # a launch ended (terminated): its node holds no room now
-            self._retry([], wake_all=False)
+        elif isinstance(event, NodeLaunchFailed) or self._view.released:
+            self._retry_pending(wake_all=True)  # a launch ended: the work it was for may go elsewhere, its room is free
 
     def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:
         node = scope.dead.get(node_id)

@@ -147,6 +147,17 @@ def test_nominations_survive_a_snapshot_with_the_same_digest_and_effect() -> Non
     assert restored.placements() == {"a": "n1"}
 
 
+def test_work_whose_launch_failed_takes_room_on_another_launched_node_at_once() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.submit(actor("b", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}, "L2": {"b": {"CPU": 2}}}))
+    cluster.fold(registered("n2", "L2"))
+    assert cluster.placements() == {"b": "n2"}
+    cluster.fold(NodeLaunchFailed(launch_id="L1", reason="not registered within 120s"))
+    assert cluster.placements() == {"a": "n2", "b": "n2"}
+
+
 def test_work_nominated_to_a_launch_still_coming_keeps_off_other_launched_nodes() -> None:
     cluster = Cluster()
     cluster.submit(actor("a", 2))
