@@ -51,6 +51,7 @@ from services.core.request import (
     check_same_request,
 )
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
+from services.core.state.nominations import awaited
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
@@ -433,7 +434,7 @@ class Cluster:
     def _explain(self, scope: ClusterView, work: CompiledRequest) -> Explanation:
         vc = self.vclusters.of_scope(scope)
         if vc is None:
-            return explain_actor(scope, work)
+            return explain_actor(scope, work, reason=awaited(scope, work.request.actor_id))
         explanation = explain_actor(scope, work, f"virtual cluster {vc.vc_id}")
         short = not explanation.total or any(reason.startswith("Insufficient") for reason in explanation.reasons)
         reason = self.vclusters.quota_reason(vc, work.resources) if short else ""

@@ -132,6 +132,14 @@ def test_a_placement_group_says_which_launch_it_waits_for() -> None:
     assert pending.message.startswith("waits for the nodes launched for it (launch L2)")
 
 
+def test_an_actor_says_which_launch_it_waits_for() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}}))
+    (pending,) = cluster.pending()
+    assert pending.message.startswith("waits for the nodes launched for it (launch L1); 0/0 nodes are available")
+
+
 def test_nominations_survive_a_snapshot_with_the_same_digest_and_effect() -> None:
     cluster = Cluster()
     cluster.submit(actor("b"))

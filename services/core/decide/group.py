@@ -12,7 +12,7 @@ from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
-from services.core.state.nominations import launching_for
+from services.core.state.nominations import awaited
 
 _BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
 
@@ -183,11 +183,10 @@ def decide_group(
 
     `where` names the virtual cluster whose nodes the view holds, for the explanation.
     """
-    launching = launching_for(view, work.request.pg_id) if view.nominations else []
-    if launching:  # all or nothing: the group goes on the nodes launched for it once they are all there
+    waiting = awaited(view, work.request.pg_id)
+    if waiting:  # all or nothing: the group goes on the nodes launched for it once they are all there
         first = work.options[0]
-        plan = _bundle_plan(view, work, first.bundles[0], first.selectors[0], free_room)
-        return explain(view, plan, f"waits for the nodes launched for it (launch {', '.join(launching)})", where)
+        return explain(view, _bundle_plan(view, work, first.bundles[0], first.selectors[0], free_room), waiting, where)
     indices = [option_index] if option_index is not None else list(range(len(work.options)))
     failures: list[_Failure] = []
     for index in indices:

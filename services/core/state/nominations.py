@@ -114,6 +114,12 @@ def launching_for(view: ClusterView, work_id: str) -> list[str]:
     return [launch_id for launch_id in launch_ids if view.launches[launch_id].state == "launching"]
 
 
+def awaited(view: ClusterView, work_id: str) -> str:
+    """Why pending work waits for its launches, in words ("" when none of them is still coming)."""
+    launching = launching_for(view, work_id) if view.nominations else []
+    return f"waits for the nodes launched for it (launch {', '.join(launching)})" if launching else ""
+
+
 def closed_to(view: ClusterView, work_id: str, own: tuple[str, ...]) -> frozenset[str]:
     """While a launch nominated for `work_id` has not registered, the other launched nodes: their free room went
     to the work they were launched for, and taking it would leave this work's own node empty when it comes."""
