@@ -655,7 +655,7 @@ class Cluster:
             else:
                 placed = self._try_group(scope.groups[work_id], announce=False)
             placed_any |= placed
-            if not placed and alike:
+            if not placed and alike and work_id not in scope.nominations:  # nominated work may see less room
                 walk.drop_bucket()
         return placed_any
 

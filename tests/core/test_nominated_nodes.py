@@ -21,10 +21,12 @@ from services.core.labels import LAUNCH_ID, NODE_TYPE
 from services.core.state.snapshot import digest, dump, restore
 
 
-def launch(nominated: dict[str, dict[str, dict[str, float]]]) -> NodesLaunchRequested:
-    """The autoscaler asks for one cpu-4 per launch id, nominated for the work named."""
+def launch(nominated: dict[str, dict[str, dict[str, float]]], at: float = 0.0) -> NodesLaunchRequested:
+    """The autoscaler asks (at time `at`) for one cpu-4 per launch id, nominated for the work named."""
     ids = sorted(nominated)
-    return NodesLaunchRequested(node_type="cpu-4", launch_ids=ids, reason="test", work=[], nominated=nominated)
+    return NodesLaunchRequested(
+        node_type="cpu-4", launch_ids=ids, reason="test", work=[], nominated=nominated, requested_at=at
+    )
 
 
 def registered(node_id: str, launch_id: str = "", cpu: float = 4, **labels: str) -> NodeRegistered:
@@ -175,3 +177,14 @@ def test_work_nominated_to_a_launch_still_coming_keeps_off_other_launched_nodes(
     assert cluster.placements() == {"a": "n1"}
     cluster.fold(registered("n2", "L2"))
     assert cluster.placements() == {"a": "n1", "b": "n2"}
+
+
+def test_room_freed_on_a_node_launched_in_an_earlier_round_is_open_to_work_awaiting_its_launch() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("old-work", 4))
+    cluster.fold(launch({"L1": {"old-work": {"CPU": 4}}}, at=1.0))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("a", 2))
+    cluster.fold(launch({"L2": {"a": {"CPU": 2}}}, at=2.0))
+    cluster.remove_actor("old-work")
+    assert cluster.placements() == {"a": "n1"}

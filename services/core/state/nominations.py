@@ -121,11 +121,19 @@ def awaited(view: ClusterView, work_id: str) -> str:
 
 
 def closed_to(view: ClusterView, work_id: str, own: tuple[str, ...]) -> frozenset[str]:
-    """While a launch nominated for `work_id` has not registered, the other launched nodes: their free room went
-    to the work they were launched for, and taking it would leave this work's own node empty when it comes."""
-    if not launching_for(view, work_id):
+    """While a launch nominated for `work_id` has not registered, the other nodes launched in the same round or
+    later: the plan gave their room to other work, and taking it would leave this work's own node empty when it
+    comes (room freed on nodes launched before stays open: the plan did not count on it)."""
+    launching = launching_for(view, work_id)
+    if not launching:
         return frozenset()
-    return frozenset(node_id for node_id in view.launched_nodes if node_id not in own)
+    since = min(view.launches[launch_id].requested_at for launch_id in launching)
+    launches = view.launches
+    return frozenset(
+        node_id
+        for node_id, launch_id in view.launched_nodes.items()
+        if node_id not in own and launches[launch_id].requested_at >= since
+    )
 
 
 def held_room(
