@@ -30,6 +30,7 @@ def actor_plans(
         filters = [rule for rule in filters if not rule.checks_total]
     bundle = _bundle_target(filters) if work.group_target is not None else None
     plans = []
+    nominations = bool(view.held or view.nominations)
     for selector in work.options:
         rules = list(filters)
         for make in _OPTION_RULES:
@@ -40,7 +41,8 @@ def actor_plans(
         else:
             if room is not None:
                 plan.room = room
-            nominate(view, plan, work.request.actor_id, work.request.priority)
+            if nominations:
+                nominate(view, plan, work.request.actor_id, work.request.priority)
         plans.append(plan)
     return plans, bundle
 

@@ -118,6 +118,15 @@ def nominate(view: ClusterView, plan: Plan, work_id: str, priority: int) -> None
         plan.room = held_room(view.held, plan.room, work_id, priority, closed)
 
 
+def _nominated(view: ClusterView, plan: Plan) -> NodeState | None:
+    """The first node nominated for the work that passes every rule and has room."""
+    for node_id in plan.nominated:
+        node = view.nodes.get(node_id)
+        if node is not None and fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+            return node
+    return None
+
+
 def choose(
     view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, trace: list[tuple[int, NodeState]] | None = None
 ) -> NodeState | None:
@@ -128,9 +137,9 @@ def choose(
     (only the tied nodes are sorted, so the choice does not depend on the scan order).
     A `trace` list receives every node scored, with its soft weight (to explain the choice afterwards).
     """
-    for node_id in plan.nominated:
-        node = view.nodes.get(node_id)
-        if node is not None and fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+    if plan.nominated:
+        node = _nominated(view, plan)
+        if node is not None:
             if trace is not None:
                 trace.append((plan.weight(node), node))
             return node
