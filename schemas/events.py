@@ -227,6 +227,10 @@ class NodesLaunchRequested(Event, frozen=True, tag=True):
     reason: str
     work: list[str] = []
     requested_at: float = 0.0
+    nominated: dict[str, dict[str, dict[str, float]]] = {}
+    """Launch id -> the pending work (actor and placement group ids) the plan put on that node, with the resources
+    it put there: once the node registers, the scheduler tries that work there first and holds that room for it
+    (a nominated node, as kube-scheduler's NominatedNodeName)."""
 
 
 class NodeLaunchFailed(Event, frozen=True, tag=True):

@@ -89,6 +89,8 @@ class LaunchRecord(msgspec.Struct, frozen=True):
     note: str
     changed_at: float
     idle_since: float | None
+    nominated: dict[str, dict[str, float]] = {}
+    """The pending work the launch's node is nominated for, with the room held for each (see `Launch.nominated`)."""
 
 
 class ViewSnapshot(msgspec.Struct, frozen=True):

@@ -148,6 +148,11 @@ class Decider:
                     reason=launch.reason,
                     work=list(launch.work_ids),
                     requested_at=now,
+                    nominated={
+                        launch_id: {work_id: dict(amount) for work_id, amount in put.items()}
+                        for launch_id, put in zip(ids, launch.nominated, strict=True)
+                        if put
+                    },
                 )
             )
         return found

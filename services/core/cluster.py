@@ -18,6 +18,7 @@ from schemas import (
     Explanation,
     NodeDied,
     NodeLabelsChanged,
+    NodeLaunchFailed,
     NodeRegistered,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
@@ -50,6 +51,7 @@ from services.core.request import (
     check_same_request,
 )
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
+from services.core.state.nominations import awaited
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
@@ -208,6 +210,8 @@ class Cluster:
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
             self.vclusters.destroy(event.vc_id)
+        elif isinstance(event, NodeLaunchFailed) or self._view.released:
+            self._retry_pending(wake_all=True)  # a launch ended: the work it was for may go elsewhere, its room is free
 
     def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:
         node = scope.dead.get(node_id)
@@ -430,7 +434,7 @@ class Cluster:
     def _explain(self, scope: ClusterView, work: CompiledRequest) -> Explanation:
         vc = self.vclusters.of_scope(scope)
         if vc is None:
-            return explain_actor(scope, work)
+            return explain_actor(scope, work, reason=awaited(scope, work.request.actor_id))
         explanation = explain_actor(scope, work, f"virtual cluster {vc.vc_id}")
         short = not explanation.total or any(reason.startswith("Insufficient") for reason in explanation.reasons)
         reason = self.vclusters.quota_reason(vc, work.resources) if short else ""
@@ -610,23 +614,30 @@ class Cluster:
 
     def _retry(self, scopes: list[ClusterView], *, wake_all: bool, roomier: set[str] | None = None) -> None:
         """Re-try the scopes' waiting work until a pass places nothing; a first pass that wakes every kind of wait
-        skips, at the root, the buckets `roomier` says no changed node can take (see `_could_take`)."""
-        while scopes:
-            if wake_all and self._view.tree.clusters:
-                self.vclusters.admit_waiting()
-            scopes = [
-                scope
-                for scope in scopes
-                if scope.pending and self._retry_scope(scope, wake_all=wake_all, roomier=roomier)
-            ]
-            wake_all, roomier = False, None
+        skips, at the root, the buckets `roomier` says no changed node can take (see `_could_take`). Room a
+        nominated node stopped holding (its work placed elsewhere or gone) wakes the root's waiting work there."""
+        while True:
+            while scopes:
+                if wake_all and self._view.tree.clusters:
+                    self.vclusters.admit_waiting()
+                scopes = [
+                    scope
+                    for scope in scopes
+                    if scope.pending and self._retry_scope(scope, wake_all=wake_all, roomier=roomier)
+                ]
+                wake_all, roomier = False, None
+            released = self._view.released
+            if not released:
+                return
+            self._view.released = set()
+            scopes, wake_all, roomier = [self._view], True, released
 
     def _retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
         """Re-try the scope's waiting work in queue order (with `wake_all` all of it, else only work waiting on a
         placement); once a try fails, the rest of its bucket is not tried on the same view (it fails alike),
         unless the scope may borrow, where a failed try does not tell how the next one goes."""
         placed_any = False
-        alike = not self._borrows(scope)
+        alike = not (self._borrows(scope) or scope.held)  # held room: work alike in shape may fit otherwise
         nodes = [scope.nodes[n] for n in sorted(roomier) if n in scope.nodes] if roomier is not None else None
         walk = self._waiting.walk(
             scope.scope_id,
@@ -644,7 +655,7 @@ class Cluster:
             else:
                 placed = self._try_group(scope.groups[work_id], announce=False)
             placed_any |= placed
-            if not placed and alike:
+            if not placed and alike and work_id not in scope.nominations:  # nominated work may see less room
                 walk.drop_bucket()
         return placed_any
 

@@ -194,6 +194,7 @@ events = st.one_of(
         reason=st.just("x"),
         work=st.lists(actor_ids, max_size=2),
         requested_at=at,
+        nominated=st.dictionaries(launch_ids, st.dictionaries(st.one_of(actor_ids, group_ids), amounts), max_size=2),
         **envelope,
     ),
     st.builds(NodeLaunchFailed, launch_id=launch_ids, reason=st.just("x"), failed_at=at, **envelope),

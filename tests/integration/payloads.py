@@ -131,6 +131,7 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             reason=st.just("x"),
             work=st.lists(ids(ACTORS), max_size=2),
             requested_at=st.sampled_from([0.0, 1e9, 1e12]),
+            nominated=st.dictionaries(ids(LAUNCHES), st.dictionaries(ids(ACTORS), resources), max_size=2),
         ),
         event("NodeLaunchFailed", launch_id=ids(LAUNCHES), reason=st.just("x")),
         event("NodeDrainStarted", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import NodeLaunchFailed, ScheduleRequest
+from schemas import NodeLaunchFailed, NodesLaunchRequested, Placed, ScheduleRequest
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
@@ -93,3 +93,37 @@ async def test_a_launch_that_never_registers_fails_after_the_launch_timeout(
 
         failure = await first_launch_failure(mesh)
         assert (failure.launch_id, failure.reason) == ("L1", "not registered within launch_timeout_s (1s)")
+
+
+async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_first(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    """Two launches of different types register at different times (here the test registers them, as a cloud would
+    whenever its machines come up): the first node to register takes only the work it was launched for, and the
+    other actor waits for its own node."""
+    config = write_config(tmp_path, provider=command_provider("true", "true"), launch_timeout=60)
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+        await client.submit(ScheduleRequest("small", {"CPU": 1}))
+        await client.submit(ScheduleRequest("big", {"CPU": 12}))
+
+        async def both_launched() -> bool:
+            return len(launch_requests(await events_of(mesh))) == 2
+
+        assert await holds_within(both_launched, timeout=10.0)
+        launches = {r.node_type: r for r in launch_requests(await events_of(mesh))}
+        assert {name: r.work for name, r in launches.items()} == {"cpu-4": ["small"], "cpu-16": ["big"]}
+        big_node = await register_launched(client, launches["cpu-16"], {"CPU": 16}, {"type": "16c32g", "zone": "usa-2"})
+        assert (await client.wait_placed("big", timeout=10.0)).node_id == big_node
+        assert not isinstance(await client.decision("small"), Placed)
+        small_node = await register_launched(client, launches["cpu-4"], {"CPU": 4}, {"type": "4c8g", "zone": "usa-1"})
+        assert (await client.wait_placed("small", timeout=10.0)).node_id == small_node
+
+
+async def register_launched(
+    client: Client, request: NodesLaunchRequested, resources: dict[str, float], labels: dict[str, str]
+) -> str:
+    """Register the node of a launch request's one launch, as `corral node start` does for a launched node."""
+    (launch_id,) = request.launch_ids
+    node_id = f"{request.node_type}-{launch_id}"
+    await client.register_node(node_id, resources, labels, node_type=request.node_type, launch_id=launch_id)
+    return node_id

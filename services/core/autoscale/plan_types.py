@@ -42,6 +42,8 @@ class Launch:
     reason: str
     per_node: tuple[tuple[str, ...], ...] = ()
     """The work each of the `count` nodes is for (empty for a node launched for `min_workers`)."""
+    nominated: tuple[Mapping[str, Resources], ...] = ()
+    """Per node, the resources the plan put there for each piece of work (the room its node holds for it)."""
 
 
 @dataclass(frozen=True)

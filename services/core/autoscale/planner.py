@@ -8,7 +8,7 @@ this round, then new nodes of the cheapest type that passes every node-level rul
 selector, then each fallback), within each type's `max_workers`, the round's upscaling budget and without the
 backed-off types. A gang (a placement group, a queued virtual cluster) that does not fit wholly on free capacity
 mixes the three, piece by piece, all or nothing. Last, `simulate` replays the packing with the scheduler's own
-decisions and corrects it.
+decisions and corrects it; each launch's node is nominated for the work then on it (`Launch.nominated`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from services.core.autoscale.bins import Bins, FreeRooms
+from services.core.autoscale.bins import Bin, Bins, FreeRooms
 from services.core.autoscale.collect import collect
 from services.core.autoscale.config import ScalingConfig
 from services.core.autoscale.demand import Demand, Verdicts
 from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
 from services.core.autoscale.simulate import correct, puts_of
-from services.core.state import ClusterView
+from services.core.state import ClusterView, Resources, give
 
 
 def round_budget(config: ScalingConfig, fleet: Fleet) -> int:
@@ -90,8 +90,17 @@ def _launches(bins: Bins) -> tuple[Launch, ...]:
         if work_ids:
             reasons.append(f"pending work ({len(work_ids)})")
         per_node = tuple(tuple(sorted(node.work_ids)) for node in planned)
-        found.append(Launch(name, len(planned), work_ids, " and ".join(reasons), per_node))
+        nominated = tuple(_put_on(node) for node in planned)
+        found.append(Launch(name, len(planned), work_ids, " and ".join(reasons), per_node, nominated))
     return tuple(found)
+
+
+def _put_on(node: Bin) -> dict[str, Resources]:
+    """Work id -> what the plan put on one planned node for it (the room that node is nominated to hold)."""
+    put: dict[str, Resources] = {}
+    for work_id, amount in node.loads:
+        give(put.setdefault(work_id, {}), amount)
+    return dict(sorted(put.items()))
 
 
 def _held_by(bins: Bins) -> dict[str, tuple[str, ...]]:

@@ -13,8 +13,13 @@ Replayed: root-scope actors and placement groups, DataFlow operations (after the
 operations the replay placed: `replay_scopes.Footprints`), and actors of a top-level virtual cluster, growing
 its flexible nodes onto the bins as `borrow` does (`replay_scopes.Growth`). Not replayed (they keep the
 packing's places): a queued virtual cluster's admission (its parent grows over its nodes in hash-ring order, and
-the ids of launched nodes are not known yet). What it cannot foresee either is how the scheduler breaks a tie
-between equally good nodes (its PRNG is its own): then work can be stranded, and the next round counts it again.
+the ids of launched nodes are not known yet).
+
+The replay's loads are what each launch's node is then nominated for (`NodesLaunchRequested.nominated`): the
+scheduler tries that root-scope work there first and holds its room from other work, so how it breaks ties
+between equally good nodes (its PRNG is its own) no longer matters for the work counted here, whatever order the
+nodes register in. Work beyond `REPLAYED_AT_MOST` is nominated where the packing put it; work inside a virtual
+cluster is not nominated: if the scheduler strands it, the next round counts it again.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation
-from services.core.framework.pipeline import Plan, choose, explain, feasible
+from services.core.framework.pipeline import Plan, choose, explain, feasible, nominate
 from services.core.framework.plugin import Filter
 from services.core.framework.registry import prepare, registered
 from services.core.plugins.bundles import BundleTarget
@@ -30,6 +30,7 @@ def actor_plans(
         filters = [rule for rule in filters if not rule.checks_total]
     bundle = _bundle_target(filters) if work.group_target is not None else None
     plans = []
+    nominations = bool(view.held or view.nominations)
     for selector in work.options:
         rules = list(filters)
         for make in _OPTION_RULES:
@@ -37,8 +38,11 @@ def actor_plans(
         plan = Plan(work.resources, rules, scorers, work.policy)
         if bundle is not None:
             plan.room = bundle.room
-        elif room is not None:
-            plan.room = room
+        else:
+            if room is not None:
+                plan.room = room
+            if nominations:
+                nominate(view, plan, work.request.actor_id, work.request.priority)
         plans.append(plan)
     return plans, bundle
 

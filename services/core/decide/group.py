@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation, PlacementStrategy
-from services.core.framework.pipeline import Plan, choose, explain, feasible, free_room
+from services.core.framework.pipeline import Plan, choose, explain, feasible, free_room, nominate
 from services.core.framework.registry import prepare, registered
 from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, GroupOption
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.nominations import awaited
 
 _BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
 
@@ -53,7 +54,9 @@ def _bundle_plan(
     room: Callable[[NodeState], Resources],
 ) -> Plan:
     filters, scorers = prepare(_BUNDLE_RULES, view, work, need, selector)
-    return Plan(need, filters, scorers, "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT", room)
+    plan = Plan(need, filters, scorers, "SPREAD" if work.strategy in ("SPREAD", "STRICT_SPREAD") else "DEFAULT", room)
+    nominate(view, plan, work.request.pg_id, work.request.priority)
+    return plan
 
 
 def _summed(option: GroupOption) -> tuple[Resources, LabelSelector]:
@@ -180,6 +183,10 @@ def decide_group(
 
     `where` names the virtual cluster whose nodes the view holds, for the explanation.
     """
+    waiting = awaited(view, work.request.pg_id)
+    if waiting:  # all or nothing: the group goes on the nodes launched for it once they are all there
+        first = work.options[0]
+        return explain(view, _bundle_plan(view, work, first.bundles[0], first.selectors[0], free_room), waiting, where)
     indices = [option_index] if option_index is not None else list(range(len(work.options)))
     failures: list[_Failure] = []
     for index in indices:

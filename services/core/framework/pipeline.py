@@ -12,6 +12,7 @@ from services.core.prng import SplitMix64
 from services.core.request import Policy
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.nominations import closed_to, held_room, nominated_nodes
 
 EXACT_PREFERRED_LIMIT = 512
 """Preferred nodes (positive soft weight) are all scored up to this many; beyond it they are sampled too."""
@@ -25,7 +26,7 @@ def free_room(node: NodeState) -> Resources:
 class Plan:
     """One way to place one piece of work: its hard rules, soft rules, policy and where its resources come from."""
 
-    __slots__ = ("excluded", "filters", "need", "policy", "room", "scorers")
+    __slots__ = ("excluded", "filters", "need", "nominated", "policy", "room", "scorers")
 
     def __init__(
         self,
@@ -41,6 +42,8 @@ class Plan:
         self.policy = policy
         self.room = room
         self.excluded: frozenset[str] = frozenset()
+        self.nominated: tuple[str, ...] = ()
+        """Nodes launched for this work (see `nominate`): the first that passes every rule and has room wins."""
 
     def rejects(self, node: NodeState) -> str | None:
         """The first hard rule the node fails, if any."""
@@ -103,15 +106,43 @@ def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeStat
     return [nodes[node_id] for node_id in dict.fromkeys(ids) if node_id in nodes]
 
 
+def nominate(view: ClusterView, plan: Plan, work_id: str, priority: int) -> None:
+    """Apply the view's nominated nodes to a plan for `work_id`: the nodes launched for it are tried first, the
+    room nodes hold for other nominated work (of equal or higher priority) is not offered, nor, while one of its
+    own launches is still coming, room on the other launched nodes."""
+    if not (view.held or view.nominations):
+        return
+    plan.nominated = nominated_nodes(view, work_id)
+    closed = closed_to(view, work_id, plan.nominated)
+    if view.held or closed:
+        plan.room = held_room(view.held, plan.room, work_id, priority, closed)
+
+
+def _nominated(view: ClusterView, plan: Plan) -> NodeState | None:
+    """The first node nominated for the work that passes every rule and has room."""
+    for node_id in plan.nominated:
+        node = view.nodes.get(node_id)
+        if node is not None and fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+            return node
+    return None
+
+
 def choose(
     view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, trace: list[tuple[int, NodeState]] | None = None
 ) -> NodeState | None:
     """The node to place on now, or None when no node can take the work now.
 
-    The highest soft weight wins, then the lowest policy key; among nodes equal on both, a seeded choice in
-    `hash_key` order (only the tied nodes are sorted, so the choice does not depend on the scan order).
+    A node nominated for the work that passes every rule and has room is chosen outright. Otherwise the highest
+    soft weight wins, then the lowest policy key; among nodes equal on both, a seeded choice in `hash_key` order
+    (only the tied nodes are sorted, so the choice does not depend on the scan order).
     A `trace` list receives every node scored, with its soft weight (to explain the choice afterwards).
     """
+    if plan.nominated:
+        node = _nominated(view, plan)
+        if node is not None:
+            if trace is not None:
+                trace.append((plan.weight(node), node))
+            return node
     preferred = _preferred(view, plan, prng)
     seen = {node.node_id for node in preferred}
     scored: list[tuple[int, NodeState]] = []

@@ -18,6 +18,7 @@ from schemas import (
 from services.core.labels import LAUNCH_ID
 from services.core.state.folds import fold_of
 from services.core.state.model import ENDED_LAUNCH_STATES, Launch, LaunchState
+from services.core.state.nominations import end_launch, hold, nominate
 from services.core.state.view import ClusterView
 
 LAUNCHES_KEPT = 1_000
@@ -32,13 +33,16 @@ def on_autoscaler_elected(view: ClusterView, event: AutoscalerElected) -> None:
 
 @fold_of(NodesLaunchRequested)
 def on_nodes_launch_requested(view: ClusterView, event: NodesLaunchRequested) -> None:
-    """New launches (an id already known is left as it is)."""
+    """New launches (an id already known is left as it is), with the work their nodes are nominated for."""
+    new = []
     for launch_id in event.launch_ids:
         if launch_id not in view.launches:
-            view.launches[launch_id] = Launch(
-                launch_id, event.node_type, event.requested_at, event.reason, tuple(event.work)
-            )
+            launch = Launch(launch_id, event.node_type, event.requested_at, event.reason, tuple(event.work))
+            view.launches[launch_id] = launch
             view.launch_count += 1
+            new.append(launch)
+    if event.nominated:
+        nominate(view, new, event.nominated)
 
 
 @fold_of(NodeLaunchFailed)
@@ -83,6 +87,7 @@ def note_registered(view: ClusterView, node_id: str, labels: dict[str, str]) -> 
         launch.state, launch.node_id = "registered", node_id
         launch.idle_since = view.log_time
         view.launched_nodes[node_id] = launch.launch_id
+        hold(view, launch)
 
 
 def note_work(view: ClusterView, node_id: str) -> None:
@@ -110,6 +115,7 @@ def note_died(view: ClusterView, node_id: str) -> None:
 def _move(view: ClusterView, launch: Launch, state: LaunchState, note: str, at: float) -> None:
     launch.state, launch.note, launch.changed_at = state, note, at
     if state in ENDED_LAUNCH_STATES:
+        end_launch(view, launch)
         view.launched_nodes.pop(launch.node_id, None)
         view.ended_launches[launch.launch_id] = None
         while len(view.ended_launches) > LAUNCHES_KEPT:

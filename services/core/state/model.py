@@ -162,6 +162,7 @@ class Launch:
         "launch_id",
         "node_id",
         "node_type",
+        "nominated",
         "note",
         "reason",
         "requested_at",
@@ -183,3 +184,6 @@ class Launch:
         self.idle_since: float | None = None
         """The log time (Unix seconds) from which its node has held no work: that of its registration or of the
         event that took its last actor, bundle or virtual node; None while it holds some (or has no node)."""
+        self.nominated: dict[str, Resources] = {}
+        """Pending work (actor or placement group id) its node is nominated for -> the room held for it there; an
+        entry ends when the work is placed or gone, or when the launch ends."""

@@ -29,6 +29,7 @@ from services.core.state.model import (
     WorkStatus,
     node_footprint,
 )
+from services.core.state.nominations import rebuild
 from services.core.state.tree import AdmissionStatus, VNode
 from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
 
@@ -88,6 +89,7 @@ def _launch_records(view: ClusterView) -> list[LaunchRecord]:
             a.note,
             a.changed_at,
             a.idle_since,
+            {work_id: dict(amount) for work_id, amount in sorted(a.nominated.items())},
         )
         for a in live + ended
     ]
@@ -158,11 +160,13 @@ def _restore_launches(view: ClusterView, snapshot: ViewSnapshot) -> None:
         launch = Launch(saved.launch_id, saved.node_type, saved.requested_at, saved.reason, tuple(saved.work))
         launch.state, launch.node_id = cast(LaunchState, saved.state), saved.node_id
         launch.note, launch.changed_at, launch.idle_since = saved.note, saved.changed_at, saved.idle_since
+        launch.nominated = {work_id: dict(amount) for work_id, amount in saved.nominated.items()}
         view.launches[launch.launch_id] = launch
         if launch.state in ENDED_LAUNCH_STATES:
             view.ended_launches[launch.launch_id] = None
         elif launch.node_id:
             view.launched_nodes[launch.node_id] = launch.launch_id
+    rebuild(view)
 
 
 def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> ClusterView:

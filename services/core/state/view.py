@@ -123,6 +123,12 @@ class ClusterView:
         """Live node id -> the launch it registered for."""
         self.ended_launches: OrderedDict[str, None] = OrderedDict()
         """Ended launches still kept, oldest first."""
+        self.nominations: dict[str, list[str]] = {}
+        """Pending root work -> the launches whose nodes are nominated for it (see `nominations`)."""
+        self.held: dict[str, dict[str, tuple[int, Resources]]] = {}
+        """Live node id -> pending work nominated to it -> (its priority, the room held for it there)."""
+        self.released: set[str] = set()
+        """Nodes whose held room was given back since the scheduler last looked (it re-tries waiting work there)."""
         self.launch_count = 0
         """Launches ever requested (the next launch id is numbered from it)."""
         self.autoscaler_epoch = 0

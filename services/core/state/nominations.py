@@ -1,0 +1,162 @@
+"""Nominated nodes: the node a launch was for holds room for the pending work the plan put on it (pure).
+
+Like kube-scheduler's NominatedNodeName. `NodesLaunchRequested.nominated` names, per launch, the pending work of the
+root scope the plan put on that node and the resources it put there. Once the node registers (and while it lives),
+that work is tried there first, and the room is held: other work of lower or equal priority cannot take it. A
+nomination ends when the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node
+died).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+
+from services.core.state.model import Launch, NodeState, Resources
+from services.core.state.view import ClusterView
+
+Held = dict[str, tuple[int, Resources]]
+"""Work id -> (its priority, the room held for it) on one node."""
+
+
+def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[str, Mapping[str, Resources]]) -> None:
+    """New launches' nominations: the pending root work each names (a work may be nominated to several launches:
+    a placement group spread over nodes, or work a later round counted again; it holds room on each)."""
+    named = {
+        launch.launch_id: {
+            work_id: _amount(amount)
+            for work_id, amount in sorted(nominated.get(launch.launch_id, {}).items())
+            if work_id in view.pending
+        }
+        for launch in launches
+    }
+    for launch_id, work in named.items():
+        launch = view.launches[launch_id]
+        for work_id, amount in work.items():
+            launch.nominated[work_id] = amount
+            ids = view.nominations.setdefault(work_id, [])
+            ids.append(launch_id)
+            ids.sort()
+        hold(view, launch)
+
+
+def _amount(amount: Mapping[str, float]) -> Resources:
+    """The room to hold: positive, finite amounts only (anything else holds nothing)."""
+    return {name: float(quantity) for name, quantity in amount.items() if math.isfinite(quantity) and quantity > 0}
+
+
+def hold(view: ClusterView, launch: Launch) -> None:
+    """Hold the room of a launch's nominations on its node, once that node is registered and live."""
+    if launch.node_id not in view.nodes:
+        return
+    for work_id, amount in launch.nominated.items():
+        work = view.actors.get(work_id) or view.groups.get(work_id)
+        priority = work.request.priority if work is not None else 0
+        view.held.setdefault(launch.node_id, {})[work_id] = (priority, amount)
+
+
+def settle(root: ClusterView, work_id: str) -> None:
+    """After an event about `work_id`: its nomination ends once it is no longer pending (placed, or gone)."""
+    if work_id in root.nominations and work_id not in root.pending:
+        end_work(root, work_id)
+
+
+def end_work(view: ClusterView, work_id: str) -> None:
+    """Every nomination of `work_id` ends."""
+    for launch_id in view.nominations.pop(work_id, ()):
+        launch = view.launches.get(launch_id)
+        if launch is not None:
+            launch.nominated.pop(work_id, None)
+            _release(view, launch.node_id, work_id)
+
+
+def end_launch(view: ClusterView, launch: Launch) -> None:
+    """Every nomination of an ended launch ends."""
+    for work_id in launch.nominated:
+        ids = view.nominations.get(work_id, [])
+        if launch.launch_id in ids:
+            ids.remove(launch.launch_id)
+        if not ids:
+            view.nominations.pop(work_id, None)
+        _release(view, launch.node_id, work_id)
+    launch.nominated = {}
+
+
+def _release(view: ClusterView, node_id: str, work_id: str) -> None:
+    held = view.held.get(node_id)
+    if held is not None and held.pop(work_id, None) is not None:
+        view.released.add(node_id)
+        if not held:
+            del view.held[node_id]
+
+
+def rebuild(view: ClusterView) -> None:
+    """The nominations index and the held room, from the launches' nominations (a restored snapshot)."""
+    view.nominations, view.held = {}, {}
+    for launch_id, launch in sorted(view.launches.items()):
+        for work_id in launch.nominated:
+            view.nominations.setdefault(work_id, []).append(launch_id)
+        hold(view, launch)
+
+
+def nominated_nodes(view: ClusterView, work_id: str) -> tuple[str, ...]:
+    """The live nodes nominated for `work_id`, in launch-id order (none for most work)."""
+    launch_ids = view.nominations.get(work_id)
+    if not launch_ids:
+        return ()
+    node_ids = (view.launches[launch_id].node_id for launch_id in launch_ids)
+    return tuple(node_id for node_id in node_ids if node_id in view.nodes)
+
+
+def launching_for(view: ClusterView, work_id: str) -> list[str]:
+    """The launches nominated for `work_id` whose nodes have not registered yet."""
+    launch_ids = view.nominations.get(work_id, ())
+    return [launch_id for launch_id in launch_ids if view.launches[launch_id].state == "launching"]
+
+
+def awaited(view: ClusterView, work_id: str) -> str:
+    """Why pending work waits for its launches, in words ("" when none of them is still coming)."""
+    launching = launching_for(view, work_id) if view.nominations else []
+    return f"waits for the nodes launched for it (launch {', '.join(launching)})" if launching else ""
+
+
+def closed_to(view: ClusterView, work_id: str, own: tuple[str, ...]) -> frozenset[str]:
+    """While a launch nominated for `work_id` has not registered, the other nodes launched in the same round or
+    later: the plan gave their room to other work, and taking it would leave this work's own node empty when it
+    comes (room freed on nodes launched before stays open: the plan did not count on it)."""
+    launching = launching_for(view, work_id)
+    if not launching:
+        return frozenset()
+    since = min(view.launches[launch_id].requested_at for launch_id in launching)
+    launches = view.launches
+    return frozenset(
+        node_id
+        for node_id, launch_id in view.launched_nodes.items()
+        if node_id not in own and launches[launch_id].requested_at >= since
+    )
+
+
+def held_room(
+    held: dict[str, Held],
+    room: Callable[[NodeState], Resources],
+    work_id: str,
+    priority: int,
+    closed: frozenset[str] = frozenset(),
+) -> Callable[[NodeState], Resources]:
+    """`room` less what nodes hold for other nominated work of equal or higher priority (kube-scheduler's
+    addNominatedPods), and nothing on the `closed` nodes; a node holding nothing costs two lookups."""
+
+    def room_of(node: NodeState) -> Resources:
+        if node.node_id in closed:
+            return {}
+        holds = held.get(node.node_id)
+        if not holds:
+            return room(node)
+        left = dict(room(node))
+        for other, (other_priority, amount) in holds.items():
+            if other != work_id and other_priority >= priority:
+                for name, quantity in amount.items():
+                    left[name] = left.get(name, 0.0) - quantity
+        return left
+
+    return room_of

@@ -1,0 +1,190 @@
+"""Nominated nodes: the node a launch was for takes the work the autoscaler launched it for, holds its room from other
+work meanwhile, and stops holding it when the launch or the work ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from schemas import (
+    NodeDied,
+    NodeLabelSchedulingStrategy,
+    NodeLaunchFailed,
+    NodeRegistered,
+    NodesLaunchRequested,
+    PlacementGroupRequest,
+    ScheduleRequest,
+)
+from services.core import Cluster
+from services.core.labels import LAUNCH_ID, NODE_TYPE
+from services.core.state.snapshot import digest, dump, restore
+
+
+def launch(nominated: dict[str, dict[str, dict[str, float]]], at: float = 0.0) -> NodesLaunchRequested:
+    """The autoscaler asks (at time `at`) for one cpu-4 per launch id, nominated for the work named."""
+    ids = sorted(nominated)
+    return NodesLaunchRequested(
+        node_type="cpu-4", launch_ids=ids, reason="test", work=[], nominated=nominated, requested_at=at
+    )
+
+
+def registered(node_id: str, launch_id: str = "", cpu: float = 4, **labels: str) -> NodeRegistered:
+    """A 4-CPU node registering (for `launch_id`, when given)."""
+    if launch_id:
+        labels |= {NODE_TYPE: "cpu-4", LAUNCH_ID: launch_id}
+    return NodeRegistered(node_id=node_id, resources={"CPU": cpu}, labels=labels)
+
+
+def actor(actor_id: str, cpu: float = 4, priority: int = 0, **options: object) -> ScheduleRequest:
+    return ScheduleRequest(actor_id, {"CPU": cpu}, priority=priority, **options)  # type: ignore[arg-type]
+
+
+def chosen_despite_a_better_node(cluster: Cluster) -> None:
+    cluster.submit(actor("a", 1, scheduling_strategy=NodeLabelSchedulingStrategy(soft={"pool": "fast"})))
+    cluster.fold(launch({"L1": {"a": {"CPU": 1}}}))
+    cluster.fold(registered("fast", cpu=8, pool="fast"), react=False)
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.reconcile()
+
+
+def held_from_earlier_work(cluster: Cluster, priority: int = 0) -> None:
+    cluster.submit(actor("b", priority=priority))
+    cluster.submit(actor("a"))
+    cluster.fold(launch({"L1": {"a": {"CPU": 4}}}))
+    cluster.fold(registered("n1", "L1"))
+
+
+def taken_by_higher_priority_work(cluster: Cluster) -> None:
+    held_from_earlier_work(cluster, priority=1)
+
+
+def free_after_the_launch_failed(cluster: Cluster) -> None:
+    cluster.submit(actor("b"))
+    cluster.submit(actor("a"))
+    cluster.fold(launch({"L1": {"a": {"CPU": 4}}}))
+    cluster.fold(NodeLaunchFailed(launch_id="L1", reason="not registered within 120s"))
+    cluster.fold(registered("n1", "L1"))
+
+
+def free_after_the_node_died(cluster: Cluster) -> None:
+    cluster.submit(actor("b"))
+    cluster.submit(actor("a", 8))
+    cluster.fold(launch({"L1": {"a": {"CPU": 4}}, "L2": {"a": {"CPU": 4}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(NodeDied(node_id="n1"), react=False)
+    cluster.fold(registered("n2", "L2"), react=False)
+    cluster.fold(registered("plain"), react=False)
+    cluster.reconcile()
+
+
+def free_once_the_work_is_removed(cluster: Cluster) -> None:
+    cluster.submit(actor("b"))
+    cluster.submit(actor("a", 5))
+    cluster.fold(launch({"L1": {"a": {"CPU": 4}}}))
+    cluster.fold(registered("n1", "L1"))
+    cluster.remove_actor("a")
+
+
+def group_waits_for_every_node(cluster: Cluster) -> None:
+    cluster.fold(registered("old", cpu=1), react=False)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("b", 3))
+    cluster.fold(registered("n2", "L2"))
+
+
+CASES = [
+    pytest.param(chosen_despite_a_better_node, {"a": "n1"}, id="a nominated node is chosen over a better-scoring one"),
+    pytest.param(held_from_earlier_work, {"a": "n1"}, id="room a nominated node holds is not taken by earlier work"),
+    pytest.param(taken_by_higher_priority_work, {"b": "n1"}, id="work of higher priority may take room held for lower"),
+    pytest.param(free_after_the_launch_failed, {"b": "n1"}, id="a failed launch's late node holds nothing"),
+    pytest.param(
+        free_after_the_node_died, {"b": "plain"}, id="a dead nominated node gives its nomination up, the others hold"
+    ),
+    pytest.param(free_once_the_work_is_removed, {"b": "n1"}, id="removed work gives the room held for it back"),
+    pytest.param(
+        group_waits_for_every_node,
+        {},
+        id="a placement group waits for every node launched for it, and others keep off its room",
+    ),
+]
+
+
+@pytest.mark.parametrize(("story", "placements"), CASES)
+def test_nominated_nodes(story: Callable[[Cluster], None], placements: dict[str, str]) -> None:
+    cluster = Cluster()
+    story(cluster)
+    assert cluster.placements() == placements
+
+
+def test_a_placement_group_takes_the_nodes_launched_for_it_once_all_registered() -> None:
+    cluster = Cluster()
+    group_waits_for_every_node(cluster)
+    assert cluster.placement_groups() == {"pg": ["n1", "n2"]}
+
+
+def test_a_placement_group_says_which_launch_it_waits_for() -> None:
+    cluster = Cluster()
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    (pending,) = cluster.pending()
+    assert pending.message.startswith("waits for the nodes launched for it (launch L2)")
+
+
+def test_an_actor_says_which_launch_it_waits_for() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}}))
+    (pending,) = cluster.pending()
+    assert pending.message.startswith("waits for the nodes launched for it (launch L1); 0/0 nodes are available")
+
+
+def test_nominations_survive_a_snapshot_with_the_same_digest_and_effect() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("b"))
+    cluster.submit(actor("a"))
+    cluster.fold(launch({"L1": {"a": {"CPU": 4}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    view = cluster.view
+    again = restore(dump(view))
+    assert digest(again) == digest(view)
+    assert (again.nominations, again.held) == ({"a": ["L1"]}, {"n1": {"a": (0, {"CPU": 4.0})}})
+    restored = Cluster.from_view(again)
+    restored.reconcile()
+    assert restored.placements() == {"a": "n1"}
+
+
+def test_work_whose_launch_failed_takes_room_on_another_launched_node_at_once() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.submit(actor("b", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}, "L2": {"b": {"CPU": 2}}}))
+    cluster.fold(registered("n2", "L2"))
+    assert cluster.placements() == {"b": "n2"}
+    cluster.fold(NodeLaunchFailed(launch_id="L1", reason="not registered within 120s"))
+    assert cluster.placements() == {"a": "n2", "b": "n2"}
+
+
+def test_work_nominated_to_a_launch_still_coming_keeps_off_other_launched_nodes() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.submit(actor("b", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}, "L2": {"b": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    assert cluster.placements() == {"a": "n1"}
+    cluster.fold(registered("n2", "L2"))
+    assert cluster.placements() == {"a": "n1", "b": "n2"}
+
+
+def test_room_freed_on_a_node_launched_in_an_earlier_round_is_open_to_work_awaiting_its_launch() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("old-work", 4))
+    cluster.fold(launch({"L1": {"old-work": {"CPU": 4}}}, at=1.0))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("a", 2))
+    cluster.fold(launch({"L2": {"a": {"CPU": 2}}}, at=2.0))
+    cluster.remove_actor("old-work")
+    assert cluster.placements() == {"a": "n1"}
