@@ -103,13 +103,13 @@ async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_f
     other actor waits for its own node."""
     config = write_config(tmp_path, provider=command_provider("true", "true"), launch_timeout=60)
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+        async def launched(count: int) -> bool:
+            return len(launch_requests(await events_of(mesh))) == count
+
         await client.submit(ScheduleRequest("small", {"CPU": 1}))
-        await client.submit(ScheduleRequest("big", {"CPU": 12}))
-
-        async def both_launched() -> bool:
-            return len(launch_requests(await events_of(mesh))) == 2
-
-        assert await holds_within(both_launched, timeout=10.0)
+        assert await holds_within(lambda: launched(1), timeout=10.0)
+        await client.submit(ScheduleRequest("big", {"CPU": 12}))  # after: one round for both would plan one cpu-16
+        assert await holds_within(lambda: launched(2), timeout=10.0)
         launches = {r.node_type: r for r in launch_requests(await events_of(mesh))}
         assert {name: r.work for name, r in launches.items()} == {"cpu-4": ["small"], "cpu-16": ["big"]}
         big_node = await register_launched(client, launches["cpu-16"], {"CPU": 16}, {"type": "16c32g", "zone": "usa-2"})
