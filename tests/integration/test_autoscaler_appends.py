@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -164,3 +165,93 @@ async def test_a_batch_whose_last_ack_was_lost_is_published_again_and_stored_onc
         assert ids_in(await events_of(servers)) == ["e1", "e2"]
         await shell.caught_up()
         assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+def short_window_known(shell: Shell) -> None:
+    """The bus counts on the stream's short duplicate window (as it counts on the 120 s one in production)."""
+    shell.bus.duplicate_window = DUPLICATE_WINDOW
+
+
+async def test_a_batch_whose_acks_were_lost_is_not_stored_again_past_the_duplicate_window(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both events are stored and both acks lost; the retry comes after the stream forgot their ids: the bus finds
+    them in the log instead of publishing them again. The sequences first given, each event once."""
+    async with following(servers) as (shell, view):
+        short_window_known(shell)
+        acks: list[int] = []
+
+        async def first_two_lost(n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            return n <= 2
+
+        on_acks(shell, monkeypatch, first_two_lost)
+        assert await shell.bus.append([launch("e1", "L1"), launch("e2", "L2")]) == acks
+        assert ids_in(await events_of(servers)) == ["e1", "e2"]
+        await shell.caught_up()
+        assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+async def test_a_batch_whose_second_event_never_reached_the_stream_is_completed_past_the_duplicate_window(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first event is stored and acked, the second's publish is lost on its way: after the stream forgot the
+    first's id, only the second is published again. Each event once, the first at its original sequence."""
+    async with following(servers) as (shell, view):
+        short_window_known(shell)
+        acks: list[int] = []
+
+        async def none_lost(_n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            return False
+
+        on_acks(shell, monkeypatch, none_lost)
+        publish, appended = shell.bus.nc.publish, [0]
+
+        async def second_lost(subject: str, payload: bytes = b"", reply: str = "", headers: Any = None) -> None:
+            if "Nats-Msg-Id" in (headers or {}):
+                appended[0] += 1
+                if appended[0] == 2:
+                    return
+            await publish(subject, payload, reply=reply, headers=headers)
+
+        monkeypatch.setattr(shell.bus.nc, "publish", second_lost)
+        assert await shell.bus.append([launch("e1", "L1"), launch("e2", "L2")]) == acks
+        assert ids_in(await events_of(servers)) == ["e1", "e2"]
+        await shell.caught_up()
+        assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+async def test_a_batch_stored_before_nats_went_down_for_longer_than_the_duplicate_window_is_stored_once(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stores the batch and stops before its ack is sent; it is back after the stream's window: the
+    bus publishes nothing while disconnected (nats-py would send it late, as a new message), then finds the batch
+    in the log. The sequence first given, the event once."""
+    async with following(servers) as (shell, view):
+        short_window_known(shell)
+        acks: list[int] = []
+        down = anyio.Event()
+
+        async def stop_after_first(n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            if n == 1:
+                servers.nats.stop()
+                down.set()
+            return n == 1
+
+        on_acks(shell, monkeypatch, stop_after_first)
+        sequences: list[list[int]] = []
+        async with anyio.create_task_group() as group:
+
+            async def append() -> None:
+                sequences.append(await shell.bus.append([launch("e1", "L1")]))
+
+            group.start_soon(append)
+            await down.wait()
+            await anyio.sleep(1.0)  # down long enough for several retries, each past the window
+            servers.nats.start()
+        assert sequences == [acks[:1]]
+        assert ids_in(await events_of(servers)) == ["e1"]
+        await shell.caught_up()
+        assert list(view.cluster.launches) == ["L1"]
