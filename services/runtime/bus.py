@@ -175,7 +175,8 @@ class Bus:
         self._acks_sent = 0
         self._acks_waiting: dict[str, tuple[_Batch, int]] = {}
         self._acked = 0
-        """The newest stream sequence an ack named: whatever this bus publishes from now on is stored after it."""
+        """The newest sequence of the last ack of a batch: whatever this bus publishes from now on is stored after it
+        (kept once per batch, so the hot path stays as it was)."""
         self.duplicate_window = DUPLICATE_WINDOW
         """The event stream's duplicate window that `append` counts on (a test that shortens the stream's sets it)."""
 
@@ -435,9 +436,9 @@ class Bus:
                 batch.done.set_exception(nats.js.errors.APIError(description=str(ack.error)))
             return
         batch.sequences[index] = ack.seq
-        self._acked = max(self._acked, ack.seq)
         batch.left -= 1
         if not batch.left:
+            self._acked = max(self._acked, ack.seq)
             batch.done.set_result(None)
 
     async def dead_letter(self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0) -> None:
