@@ -1,7 +1,8 @@
 """Appends whose acks are lost, against real servers. The autoscaler's decisions (`Decisions.append`): a decision
 stored whose ack never came is reported stored, is in the log once and folded once; one met by another writer's
 decision stops the append there, and the next round's decisions follow it, nothing doubled. Any other writer's
-batch (`Bus.append` without an expected sequence) is published again and stored once, within the duplicate window.
+batch (`Bus.append` without an expected sequence) is published again and stored once, within the duplicate window;
+past it (acks lost, a publish lost, NATS down for longer), the bus finds what is stored and publishes only the rest.
 
 Acks are lost in the client: the stream stores the message, and the bus never hears of it (it publishes again
 after its ack wait, by then past the stream's duplicate window when the test sets it short)."""
