@@ -160,15 +160,7 @@ class Decisions:
         It may not be the last: another writer may have appended after it while its ack was lost. It is stored
         all the same, and must be acted on.
         """
-        js, sequence = self.shell.bus.js, expected + 1
-        while True:
-            try:
-                found = await js.get_msg(s.EVENTS_STREAM, seq=sequence, subject=s.AUTOSCALER_DECISIONS, next=True)
-            except nats.js.errors.NotFoundError:
-                return 0
-            if (found.headers or {}).get("Nats-Msg-Id") == event.event_id:
-                return int(found.seq or 0)
-            sequence = int(found.seq or 0) + 1
+        return (await self.shell.bus.stored_after([event], expected)).get(event.event_id, 0)
 
 
 class Autoscaler:

@@ -30,12 +30,15 @@ from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
 
+DUPLICATE_WINDOW = 120.0
+"""How long (seconds) the event and request streams remember a `Nats-Msg-Id`: a repeat within it is dropped."""
+
 STREAMS = (
     api.StreamConfig(
         name=s.EVENTS_STREAM,
         subjects=[s.EVENTS_SUBJECTS],
         storage=api.StorageType.FILE,
-        duplicate_window=120.0,
+        duplicate_window=DUPLICATE_WINDOW,
         description="The event log of record",
     ),
     api.StreamConfig(
@@ -43,7 +46,7 @@ STREAMS = (
         subjects=[s.REQUESTS_SUBJECTS],
         storage=api.StorageType.FILE,
         retention=api.RetentionPolicy.WORK_QUEUE,
-        duplicate_window=120.0,
+        duplicate_window=DUPLICATE_WINDOW,
         description="Scheduling requests waiting for the scheduler",
     ),
     api.StreamConfig(
@@ -171,6 +174,11 @@ class Bus:
         self._acks_inbox = ""
         self._acks_sent = 0
         self._acks_waiting: dict[str, tuple[_Batch, int]] = {}
+        self._acked = 0
+        """The newest sequence of the last ack of a batch: whatever this bus publishes from now on is stored after it
+        (kept once per batch, so the hot path stays as it was)."""
+        self.duplicate_window = DUPLICATE_WINDOW
+        """The event stream's duplicate window that `append` counts on (a test that shortens the stream's sets it)."""
 
     def skip_own_events(self, msg_id_prefix: str, stand_in: AnyEvent) -> None:
         """From now on `read_log` hands back `stand_in` for the writer's own events, without decoding them.
@@ -286,19 +294,82 @@ class Bus:
     async def append(self, events: Sequence[AnyEvent], expected_last: dict[str, int] | None = None) -> list[int]:
         """Append events in order (each with `Nats-Msg-Id` = its event id); returns their stream sequences.
 
-        Publishing is pipelined; a failed batch is retried with the same ids, so the log stores each event once.
+        Publishing is pipelined; a failed batch is retried (see `_append_again`), so the log stores each event once.
         `expected_last` maps a subject to the sequence its last event must have (optimistic concurrency).
         """
+        expected, after, published_at = expected_last or {}, self._acked, asyncio.get_running_loop().time()
+        try:
+            return await self._append_once(events, expected)
+        except _RETRIED as error:
+            if self.nc.is_closed:
+                raise
+            _not_confirmed(events, error)
+        return await self._append_again(events, expected, after, published_at)
+
+    async def _append_again(
+        self, events: Sequence[AnyEvent], expected: dict[str, int], after: int, published_at: float
+    ) -> list[int]:
+        """Publish the batch again, after its acks did not come, until the stream confirms it; its sequences.
+
+        The stream drops a repeated `Nats-Msg-Id` only within its duplicate window, so a copy must never reach it
+        later than that after one it stored. A retry therefore waits while disconnected (nats-py would buffer the
+        publish and send it whenever the connection is back, any time later), and one more than half the window
+        after the batch was (last) published first looks up which of its events the log already holds after
+        sequence `after` (an ack this bus had before the first publish): only the others are published again.
+        The lookup's answer comes after the server read every earlier copy on this connection, so a copy stored
+        after the lookup is at most moments older than the republish, which it then drops. An event stored after
+        a later one of its batch stays there: the sequences returned are then not in ascending order.
+        """
+        loop = asyncio.get_running_loop()
+        stored: dict[str, int] = {}
+        left = list(events)
         while True:
+            await asyncio.sleep(0.25)
             try:
-                return await self._append_once(events, expected_last or {})
+                await self._until_connected()
+                if loop.time() - published_at > self.duplicate_window / 2:
+                    published_at = loop.time()
+                    stored.update(await self.stored_after(left, after))
+                    left = [event for event in left if event.event_id not in stored]
+                if left:
+                    sequences = await self._append_once(left, expected)
+                    stored.update((event.event_id, sequence) for event, sequence in zip(left, sequences, strict=True))
+                return [stored[event.event_id] for event in events]
             except _RETRIED as error:
                 if self.nc.is_closed:
                     raise
-                log.warning(
-                    "append of %d events not confirmed (%s); retrying", len(events), error or type(error).__name__
-                )
-                await asyncio.sleep(0.25)
+                _not_confirmed(left, error)
+
+    async def _until_connected(self) -> None:
+        """Return once the connection is up (raises `ConnectionClosedError` once it is closed for good)."""
+        while not self.nc.is_connected:
+            if self.nc.is_closed:
+                raise nats.errors.ConnectionClosedError
+            await asyncio.sleep(0.25)
+
+    async def stored_after(self, events: Sequence[AnyEvent], after: int) -> dict[str, int]:
+        """Event id -> stream sequence, for those of `events` the log holds after sequence `after`.
+
+        Each event is looked for by its `Nats-Msg-Id` among its subject's messages after `after`, one request per
+        message (JetStream finds the next on a subject): not for a hot path. The first copy found counts.
+        """
+        wanted: dict[str, set[str]] = {}
+        for event in events:
+            wanted.setdefault(subject_of(event), set()).add(event.event_id)
+        found: dict[str, int] = {}
+        for subject, ids in wanted.items():
+            sequence = after + 1
+            while not ids.issubset(found):
+                try:
+                    msg = await self.js.get_msg(s.EVENTS_STREAM, seq=sequence, subject=subject, next=True)
+                except nats.js.errors.NotFoundError:
+                    break
+                msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+                sequence = int(msg.seq or 0)
+                if msg_id in ids and msg_id not in found:
+                    found[msg_id] = sequence
+                sequence += 1
+        return found
 
     async def _append_once(self, events: Sequence[AnyEvent], expected_last: dict[str, int]) -> list[int]:
         """Publish every event with a reply subject of our own, then wait for all the stream's acks at once.
@@ -367,6 +438,7 @@ class Bus:
         batch.sequences[index] = ack.seq
         batch.left -= 1
         if not batch.left:
+            self._acked = max(self._acked, ack.seq)
             batch.done.set_result(None)
 
     async def dead_letter(self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0) -> None:
@@ -555,6 +627,10 @@ class Bus:
             await asyncio.wait_for(self.nc.flush(), timeout=1.0)
         with contextlib.suppress(nats.errors.Error, OSError):  # the connection may be down (a reset socket)
             await self.nc.close()
+
+
+def _not_confirmed(events: Sequence[AnyEvent], error: Exception) -> None:
+    log.warning("append of %d events not confirmed (%s); retrying", len(events), error or type(error).__name__)
 
 
 def answerable(reply: str) -> bool:

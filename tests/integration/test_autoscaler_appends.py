@@ -1,7 +1,8 @@
 """Appends whose acks are lost, against real servers. The autoscaler's decisions (`Decisions.append`): a decision
 stored whose ack never came is reported stored, is in the log once and folded once; one met by another writer's
 decision stops the append there, and the next round's decisions follow it, nothing doubled. Any other writer's
-batch (`Bus.append` without an expected sequence) is published again and stored once, within the duplicate window.
+batch (`Bus.append` without an expected sequence) is published again and stored once, within the duplicate window;
+past it (acks lost, a publish lost, NATS down for longer), the bus finds what is stored and publishes only the rest.
 
 Acks are lost in the client: the stream stores the message, and the bus never hears of it (it publishes again
 after its ack wait, by then past the stream's duplicate window when the test sets it short)."""
@@ -12,6 +13,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -49,12 +51,17 @@ async def following(mesh: Mesh, *, short_window: bool = True) -> AsyncIterator[t
     view = AutoscalerView()
     async with service_shell(Settings.from_env(mesh.env), "autoscaler", view) as shell:
         if short_window:
-            config = (await shell.bus.js.stream_info(s.EVENTS_STREAM)).config
-            await shell.bus.js.update_stream(dataclasses.replace(config, duplicate_window=DUPLICATE_WINDOW))
+            await window_of(shell, DUPLICATE_WINDOW)
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             yield shell, view
             group.cancel_scope.cancel()
+
+
+async def window_of(shell: Shell, seconds: float) -> None:
+    """The event stream's duplicate window made `seconds` long."""
+    config = (await shell.bus.js.stream_info(s.EVENTS_STREAM)).config
+    await shell.bus.js.update_stream(dataclasses.replace(config, duplicate_window=seconds))
 
 
 def on_acks(shell: Shell, monkeypatch: pytest.MonkeyPatch, hook: Callable[[int, int], Awaitable[bool]]) -> None:
@@ -164,3 +171,96 @@ async def test_a_batch_whose_last_ack_was_lost_is_published_again_and_stored_onc
         assert ids_in(await events_of(servers)) == ["e1", "e2"]
         await shell.caught_up()
         assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+def short_window_known(shell: Shell, seconds: float = DUPLICATE_WINDOW) -> None:
+    """The bus counts on the stream's short duplicate window (as it counts on the 120 s one in production)."""
+    shell.bus.duplicate_window = seconds
+
+
+async def test_a_batch_whose_acks_were_lost_is_not_stored_again_past_the_duplicate_window(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both events are stored and both acks lost; the retry comes after the stream forgot their ids: the bus finds
+    them in the log instead of publishing them again. The sequences first given, each event once."""
+    async with following(servers) as (shell, view):
+        short_window_known(shell)
+        acks: list[int] = []
+
+        async def first_two_lost(n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            return n <= 2
+
+        on_acks(shell, monkeypatch, first_two_lost)
+        assert await shell.bus.append([launch("e1", "L1"), launch("e2", "L2")]) == acks
+        assert ids_in(await events_of(servers)) == ["e1", "e2"]
+        await shell.caught_up()
+        assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+async def test_a_batch_whose_second_event_never_reached_the_stream_is_completed_past_the_duplicate_window(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first event is stored and acked, the second's publish is lost on its way: after the stream forgot the
+    first's id, only the second is published again. Each event once, the first at its original sequence."""
+    async with following(servers) as (shell, view):
+        short_window_known(shell)
+        acks: list[int] = []
+
+        async def none_lost(_n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            return False
+
+        on_acks(shell, monkeypatch, none_lost)
+        publish, appended = shell.bus.nc.publish, [0]
+
+        async def second_lost(subject: str, payload: bytes = b"", reply: str = "", headers: Any = None) -> None:
+            if "Nats-Msg-Id" in (headers or {}):
+                appended[0] += 1
+                if appended[0] == 2:
+                    return
+            await publish(subject, payload, reply=reply, headers=headers)
+
+        monkeypatch.setattr(shell.bus.nc, "publish", second_lost)
+        assert await shell.bus.append([launch("e1", "L1"), launch("e2", "L2")]) == acks
+        assert ids_in(await events_of(servers)) == ["e1", "e2"]
+        await shell.caught_up()
+        assert sorted(view.cluster.launches) == ["L1", "L2"]
+
+
+async def test_a_batch_stored_before_nats_went_down_for_longer_than_the_duplicate_window_is_stored_once(
+    servers: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stores the event and stops before its ack is sent; it is back after the stream's window (2 s
+    here, so the first retry comes within its first half). The bus publishes nothing while disconnected (nats-py
+    would hold the copy and send it on reconnecting, past the window: a second message), then finds the event
+    in the log. The sequence first given, the event once."""
+    window = 2.0
+    async with following(servers) as (shell, view):
+        await window_of(shell, window)
+        short_window_known(shell, window)
+        acks: list[int] = []
+        down = anyio.Event()
+
+        async def stop_after_first(n: int, sequence: int) -> bool:
+            acks.append(sequence)
+            if n == 1:
+                servers.nats.stop()
+                down.set()
+            return n == 1
+
+        on_acks(shell, monkeypatch, stop_after_first)
+        sequences: list[list[int]] = []
+        async with anyio.create_task_group() as group:
+
+            async def append() -> None:
+                sequences.append(await shell.bus.append([launch("e1", "L1")]))
+
+            group.start_soon(append)
+            await down.wait()
+            await anyio.sleep(window * 1.5)  # down past the window, with retries due all along
+            servers.nats.start()
+        assert sequences == [acks[:1]]
+        assert ids_in(await events_of(servers)) == ["e1"]
+        await shell.caught_up()
+        assert list(view.cluster.launches) == ["L1"]
