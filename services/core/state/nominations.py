@@ -20,8 +20,9 @@ Held = dict[str, tuple[int, Resources]]
 
 
 def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[str, Mapping[str, Resources]]) -> None:
-    """New launches' nominations: the pending root work each names (a work may be nominated to several launches:
-    a placement group spread over nodes, or work a later round counted again; it holds room on each)."""
+    """Launches' nominations: the pending root work each names, added to what each is nominated and launched for
+    (a work may be nominated to several launches: a placement group spread over nodes, or work a later round
+    counted again; it holds room on each; naming it again on the same launch sets the room held)."""
     named = {
         launch.launch_id: {
             work_id: _amount(amount)
@@ -35,8 +36,11 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
         for work_id, amount in work.items():
             launch.nominated[work_id] = amount
             ids = view.nominations.setdefault(work_id, [])
-            ids.append(launch_id)
-            ids.sort()
+            if launch_id not in ids:
+                ids.append(launch_id)
+                ids.sort()
+        known = set(launch.work)
+        launch.work += tuple(work_id for work_id in work if work_id not in known)
         hold(view, launch)
 
 
