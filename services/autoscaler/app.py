@@ -34,6 +34,7 @@ from services.autoscaler.clock import ServerClock
 from services.autoscaler.handlers import Decider, event_id, scale_down_tainted
 from services.autoscaler.providers import LocalProvider, Provider, provider_for
 from services.autoscaler.reports import Reports
+from services.autoscaler.split import message_budget
 from services.autoscaler.view import AutoscalerView
 from services.client import Client
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, parse_config
@@ -178,7 +179,8 @@ class Autoscaler:
         self, shell: Shell, view: AutoscalerView, config: ScalingConfig, settings: Settings, lease: Lease
     ) -> None:
         self.shell, self.view, self.config, self.settings, self.lease = shell, view, config, settings, lease
-        self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval)
+        budget = message_budget(settings.max_message_bytes, shell.bus.nc.max_payload)
+        self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval, budget)
         self.clock = ServerClock(shell.bus.nc)
         self.decisions = Decisions(shell)
         self.failures: dict[str, str] = {}

@@ -25,7 +25,7 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
     counted again; it holds room on each; naming it again on the same launch sets the room held)."""
     named = {
         launch.launch_id: {
-            work_id: _amount(amount)
+            work_id: room_to_hold(amount)
             for work_id, amount in sorted(nominated.get(launch.launch_id, {}).items())
             if work_id in view.pending
         }
@@ -44,7 +44,7 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
         hold(view, launch)
 
 
-def _amount(amount: Mapping[str, float]) -> Resources:
+def room_to_hold(amount: Mapping[str, float]) -> Resources:
     """The room to hold: positive, finite amounts only (anything else holds nothing)."""
     return {name: float(quantity) for name, quantity in amount.items() if math.isfinite(quantity) and quantity > 0}
 
