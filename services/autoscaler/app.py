@@ -127,7 +127,8 @@ class Decisions:
 
     async def append(self, events: Sequence[AnyEvent], decided_at: int) -> list[AnyEvent]:
         """Append `events`, decided on a view folded up to `decided_at`, and fold them; returns those stored (the
-        first ones: all of them, or fewer once the subject holds a decision that view had not folded).
+        first ones: all of them, or fewer once the subject holds a decision that view had not folded, or once one
+        is refused: the ones before it are still acted on).
 
         A decision stored whose ack was lost is published again by the bus, with the same expected sequence: the
         stream refuses it (nats-server checks that before its duplicate window), and it is found in the log.
@@ -142,9 +143,12 @@ class Decisions:
         for event in events:
             try:
                 (expected,) = await bus.append([event], {s.AUTOSCALER_DECISIONS: expected})
-            except nats.js.errors.APIError as error:
-                if error.err_code != WRONG_LAST_SEQUENCE:
-                    raise
+            except nats.errors.Error as error:
+                if not isinstance(error, nats.js.errors.APIError) or error.err_code != WRONG_LAST_SEQUENCE:
+                    if not stored:
+                        raise
+                    log.warning("decision not appended (%s): acting on the %d before it", error, len(stored))
+                    break  # those stored are acted on; the rest is decided again
                 ours = await self._stored_after(event, expected)  # retried after its ack was lost: it met itself
                 if not ours:
                     log.warning("a decision was appended by someone else meanwhile: deciding again")

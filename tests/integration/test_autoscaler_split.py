@@ -43,7 +43,7 @@ async def test_a_launch_for_more_work_than_one_message_holds_is_recorded_whole_a
                 await client.submit(ScheduleRequest(actor_id, {"CPU": 1}))
             mesh.start_service("autoscaler")
             await client.wait_autoscaler(timeout=15.0)
-            placed = {actor_id: (await client.wait_placed(actor_id, timeout=15.0)).node_id for actor_id in ACTORS}
+            placed = {actor_id: (await client.wait_placed(actor_id, timeout=15.0)).node_id or "" for actor_id in ACTORS}
             launch_of = {node.node_id: node.labels.get(LAUNCH_ID, "") for node in await client.nodes()}
             status = await client.autoscaler_status()
         events = await events_of(mesh)
