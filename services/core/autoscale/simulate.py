@@ -24,7 +24,6 @@ cluster is not nominated: if the scheduler strands it, the next round counts it 
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from dataclasses import dataclass
 from typing import TypeVar
@@ -248,7 +247,9 @@ def _as_nominated(only_bins: ClusterView, work: W, work_id: str) -> W:
     own = request.actor_id if isinstance(request, ScheduleRequest) else request.pg_id
     if own == work_id or work_id not in only_bins.nominations:
         return work
-    renamed = copy.copy(work)
+    renamed = object.__new__(type(work))
+    for slot in type(work).__slots__:
+        setattr(renamed, slot, getattr(work, slot))
     if isinstance(request, ScheduleRequest):
         renamed.request = replace(request, actor_id=work_id)
     else:
