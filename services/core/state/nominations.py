@@ -1,7 +1,8 @@
 """Nominated nodes: the node a launch was for holds room for the pending work the plan put on it (pure).
 
 Like kube-scheduler's NominatedNodeName. `NodesLaunchRequested.nominated` names, per launch, the pending work of the
-root scope the plan put on that node and the resources it put there. Once the node registers (and while it lives),
+root scope the plan put on that node and the resources it put there; `LaunchesNominated` adds work a later round
+counted on launches asked for earlier. Once the node registers (and while it lives),
 that work is tried there first, and the room is held: other work of lower or equal priority cannot take it. A
 nomination ends when the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node
 died).
