@@ -263,3 +263,15 @@ def test_nominations_for_a_launch_that_registered_meanwhile_hold_its_room_at_onc
     cluster.submit(actor("b", 2))
     cluster.reconcile()
     assert cluster.placements() == {"a": "n1", "c": "n1"}
+
+
+def test_work_nominated_to_a_registered_node_it_is_not_placed_on_yet_launches_nothing_more() -> None:
+    """The free room of a registered node counts for the work nominated to it first (not for the alike work
+    launched for elsewhere, which its own launch holds room for)."""
+    cluster = Cluster()
+    ids = [f"a{k}" for k in range(8)]
+    for work_id in ids:
+        cluster.submit(actor(work_id, 1))
+    cluster.fold(launch({"L1": {w: {"CPU": 1} for w in ids[4:]}, "L2": {w: {"CPU": 1} for w in ids[:4]}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    assert Decider(SCALING, (), 1.0).decide(cluster.view, 2.0, {}).events == []
