@@ -233,6 +233,15 @@ class NodesLaunchRequested(Event, frozen=True, tag=True):
     (a nominated node, as kube-scheduler's NominatedNodeName)."""
 
 
+class LaunchesNominated(Event, frozen=True, tag=True):
+    """A later round counted pending work on nodes already launching (or the nominations of one launch were too
+    many for its `NodesLaunchRequested`): launch id -> work id -> the resources put there, added to what those
+    launches are nominated for (as `NodesLaunchRequested.nominated`). A launch the log does not know makes it
+    unfoldable; one ended meanwhile is skipped; one registered meanwhile holds the room at once."""
+
+    nominated: dict[str, dict[str, dict[str, float]]]
+
+
 class NodeLaunchFailed(Event, frozen=True, tag=True):
     """A launch did not register in time (or its provider failed); its node type backs off."""
 
@@ -293,6 +302,7 @@ AnyEvent = (
     | VirtualClusterDestroyed
     | AutoscalerElected
     | NodesLaunchRequested
+    | LaunchesNominated
     | NodeLaunchFailed
     | NodeDrainStarted
     | NodeDrainCancelled

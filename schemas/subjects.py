@@ -12,6 +12,7 @@ from schemas.events import (
     ActorSubmitted,
     AnyEvent,
     AutoscalerElected,
+    LaunchesNominated,
     NodeDied,
     NodeDrainCancelled,
     NodeDrainStarted,
@@ -102,6 +103,7 @@ AUTOSCALER_DECISIONS = event_subject(AUTOSCALER, "decisions")
 AUTOSCALER_EVENTS = (
     AutoscalerElected,
     NodesLaunchRequested,
+    LaunchesNominated,
     NodeLaunchFailed,
     NodeDrainStarted,
     NodeDrainCancelled,

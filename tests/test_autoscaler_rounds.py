@@ -106,7 +106,12 @@ def test_a_strict_spread_group_whose_first_nodes_registered_while_the_last_launc
         PlacementGroupSubmitted(request=group),
         PlacementGroupPending(pg_id="pg", explanation=Explanation(0, "waits")),
         NodesLaunchRequested(
-            node_type="cpu-4", launch_ids=["L1", "L2", "L3"], reason="x", work=["pg"], requested_at=100.0
+            node_type="cpu-4",
+            launch_ids=["L1", "L2", "L3"],
+            reason="x",
+            work=["pg"],
+            requested_at=100.0,
+            nominated={launch_id: {"pg": {"CPU": 2.0}} for launch_id in ("L1", "L2", "L3")},
         ),
         launched("n-L1", "L1"),
         launched("n-L2", "L2"),

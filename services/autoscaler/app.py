@@ -34,6 +34,7 @@ from services.autoscaler.clock import ServerClock
 from services.autoscaler.handlers import Decider, event_id, scale_down_tainted
 from services.autoscaler.providers import LocalProvider, Provider, provider_for
 from services.autoscaler.reports import Reports
+from services.autoscaler.split import message_budget
 from services.autoscaler.view import AutoscalerView
 from services.client import Client
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, parse_config
@@ -126,7 +127,8 @@ class Decisions:
 
     async def append(self, events: Sequence[AnyEvent], decided_at: int) -> list[AnyEvent]:
         """Append `events`, decided on a view folded up to `decided_at`, and fold them; returns those stored (the
-        first ones: all of them, or fewer once the subject holds a decision that view had not folded).
+        first ones: all of them, or fewer once the subject holds a decision that view had not folded, or once one
+        is refused: the ones before it are still acted on).
 
         A decision stored whose ack was lost is published again by the bus, with the same expected sequence: the
         stream refuses it (nats-server checks that before its duplicate window), and it is found in the log.
@@ -141,9 +143,12 @@ class Decisions:
         for event in events:
             try:
                 (expected,) = await bus.append([event], {s.AUTOSCALER_DECISIONS: expected})
-            except nats.js.errors.APIError as error:
-                if error.err_code != WRONG_LAST_SEQUENCE:
-                    raise
+            except nats.errors.Error as error:
+                if not isinstance(error, nats.js.errors.APIError) or error.err_code != WRONG_LAST_SEQUENCE:
+                    if not stored:
+                        raise
+                    log.warning("decision not appended (%s): acting on the %d before it", error, len(stored))
+                    break  # those stored are acted on; the rest is decided again
                 ours = await self._stored_after(event, expected)  # retried after its ack was lost: it met itself
                 if not ours:
                     log.warning("a decision was appended by someone else meanwhile: deciding again")
@@ -170,7 +175,8 @@ class Autoscaler:
         self, shell: Shell, view: AutoscalerView, config: ScalingConfig, settings: Settings, lease: Lease
     ) -> None:
         self.shell, self.view, self.config, self.settings, self.lease = shell, view, config, settings, lease
-        self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval)
+        budget = message_budget(settings.max_message_bytes, shell.bus.nc.max_payload)
+        self.decider = Decider(config, settings.rare_resources, settings.autoscaler_interval, budget)
         self.clock = ServerClock(shell.bus.nc)
         self.decisions = Decisions(shell)
         self.failures: dict[str, str] = {}

@@ -22,12 +22,18 @@ from schemas import (
     NodesLaunchRequested,
     NodeTerminationRequested,
 )
+from services.autoscaler.split import launch_parts, message_budget, nomination_parts
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, plan
 from services.core.labels import SCALE_DOWN_TAINT
-from services.core.state import ClusterView, NodeState
+from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import Launch
+from services.core.state.nominations import room_to_hold
+from services.runtime.codec import MAX_BYTES
+from services.runtime.settings import Settings
 
 DRAIN_REASON = "idle for {idle:.0f}s (idle_timeout_s {timeout:g})"
+DEFAULT_BUDGET = message_budget(Settings.max_message_bytes, MAX_BYTES)
+"""The most bytes one decision encodes to with the default settings and server (see `split.message_budget`)."""
 
 
 def event_id() -> str:
@@ -102,8 +108,12 @@ class Round:
 class Decider:
     """Decides rounds for one configuration."""
 
-    def __init__(self, config: ScalingConfig, rare_resources: tuple[str, ...], interval: float) -> None:
+    def __init__(
+        self, config: ScalingConfig, rare_resources: tuple[str, ...], interval: float, budget: int = DEFAULT_BUDGET
+    ) -> None:
         self.config, self.rare_resources, self.interval = config, rare_resources, interval
+        self.budget = budget
+        """The most bytes one decision may encode to: bigger ones are split (see `split`)."""
 
     def decide(self, view: ClusterView, now: float, failures: dict[str, str]) -> Round:
         """One round at time `now`; `failures` maps launch ids to why their provider failed them.
@@ -115,7 +125,12 @@ class Decider:
         if failed:
             return Round(failed, None, fleet)
         planned = plan(view, self.config, fleet, self.rare_resources)
-        return Round([*self.launches(view, planned, now), *self.scale_down(view, fleet, now)], planned, fleet)
+        decided = [
+            *self.launches(view, planned, now),
+            *self.nominations(view, planned),
+            *self.scale_down(view, fleet, now),
+        ]
+        return Round(decided, planned, fleet)
 
     def failed(self, view: ClusterView, now: float, failures: dict[str, str]) -> list[AnyEvent]:
         """Launches not registered within `launch_timeout_s`, or failed by their provider."""
@@ -134,28 +149,38 @@ class Decider:
         return found
 
     def launches(self, view: ClusterView, planned: ScalePlan, now: float) -> list[AnyEvent]:
-        """The plan's launches, with fresh launch ids numbered from the view's count."""
+        """The plan's launches, with fresh launch ids numbered from the view's count (a launch too big for one
+        message in several events)."""
         found: list[AnyEvent] = []
         number = view.launch_count
         for launch in planned.launches:
             ids = [f"L{number + k + 1}" for k in range(launch.count)]
             number += launch.count
-            found.append(
-                NodesLaunchRequested(
-                    event_id=event_id(),
-                    node_type=launch.node_type,
-                    launch_ids=ids,
-                    reason=launch.reason,
-                    work=list(launch.work_ids),
-                    requested_at=now,
-                    nominated={
-                        launch_id: {work_id: dict(amount) for work_id, amount in put.items()}
-                        for launch_id, put in zip(ids, launch.nominated, strict=True)
-                        if put
-                    },
-                )
+            template = NodesLaunchRequested(
+                node_type=launch.node_type, launch_ids=[], reason=launch.reason, requested_at=now
             )
+            per_node = launch.per_node or ((),) * launch.count
+            nominated = launch.nominated or ({},) * launch.count
+            nodes = [
+                (launch_id, work, {work_id: dict(amount) for work_id, amount in put.items()})
+                for launch_id, work, put in zip(ids, per_node, nominated, strict=True)
+            ]
+            found += launch_parts(template, nodes, self.budget, event_id)
         return found
+
+    def nominations(self, view: ClusterView, planned: ScalePlan) -> list[AnyEvent]:
+        """The pending work the plan counts on nodes still launching that their launches are not nominated for
+        yet (or for other room): those nodes are nominated for it too."""
+        new: dict[str, dict[str, Resources]] = {}
+        for launch_id, put in sorted(planned.counted_on.items()):
+            launch = view.launches.get(launch_id)
+            if launch is None or launch.state != "launching":
+                continue
+            for work_id, amount in put.items():
+                room = room_to_hold(amount)
+                if work_id in view.pending and room and launch.nominated.get(work_id) != room:
+                    new.setdefault(launch_id, {})[work_id] = room
+        return list(nomination_parts(new, self.budget, event_id))
 
     def scale_down(self, view: ClusterView, fleet: Fleet, now: float) -> list[AnyEvent]:
         """Drain idle launched nodes (keeping `min_workers`), cancel drains that got work, terminate drained ones."""

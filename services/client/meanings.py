@@ -70,6 +70,10 @@ MEANINGS: dict[type[Any], Callable[[Any], str]] = {
     ),
     e.AutoscalerElected: lambda ev: f"autoscaler {ev.instance} leads (epoch {ev.epoch})",
     e.NodesLaunchRequested: lambda ev: f"autoscaler launches {len(ev.launch_ids)} {ev.node_type} node(s): {ev.reason}",
+    e.LaunchesNominated: lambda ev: (
+        f"autoscaler counts {sum(len(work) for work in ev.nominated.values())} more piece(s) of work on launch(es) "
+        f"{', '.join(sorted(ev.nominated))}"
+    ),
     e.NodeLaunchFailed: lambda ev: f"launch {ev.launch_id} failed: {ev.reason}",
     e.NodeDrainStarted: lambda ev: f"node {ev.node_id} drains before scale-down: {ev.reason}",
     e.NodeDrainCancelled: lambda ev: f"node {ev.node_id} stays (drain cancelled): {ev.reason}",
@@ -166,4 +170,6 @@ class Touches:
             return work in event.stopped
         if isinstance(event, e.NodesLaunchRequested):
             return work in event.work
+        if isinstance(event, e.LaunchesNominated):
+            return any(work in nominated for nominated in event.nominated.values())
         return False

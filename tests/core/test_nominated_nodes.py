@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from schemas import (
+    AnyEvent,
+    LaunchesNominated,
     NodeDied,
     NodeLabelSchedulingStrategy,
     NodeLaunchFailed,
@@ -16,7 +18,9 @@ from schemas import (
     PlacementGroupRequest,
     ScheduleRequest,
 )
+from services.autoscaler.handlers import Decider
 from services.core import Cluster
+from services.core.autoscale import parse_config
 from services.core.labels import LAUNCH_ID, NODE_TYPE
 from services.core.state.snapshot import digest, dump, restore
 
@@ -188,3 +192,86 @@ def test_room_freed_on_a_node_launched_in_an_earlier_round_is_open_to_work_await
     cluster.fold(launch({"L2": {"a": {"CPU": 2}}}, at=2.0))
     cluster.remove_actor("old-work")
     assert cluster.placements() == {"a": "n1"}
+
+
+SCALING = parse_config("node_types:\n  cpu-4:\n    resources: {CPU: 4}\n    max_workers: 5\n")
+
+
+def autoscaler_round(cluster: Cluster, now: float) -> list[AnyEvent]:
+    """One autoscaler round on the cluster's view at `now`, its decisions folded; the decisions."""
+    events = Decider(SCALING, (), 1.0).decide(cluster.view, now, {}).events
+    for event in events:
+        cluster.fold(event)
+    return events
+
+
+def two_rounds(cluster: Cluster) -> list[AnyEvent]:
+    """Round 1 launches L1 for `a` (2 CPU); then `b` and `c` (2 CPU each) come, and round 2 counts `c` on L1 and
+    launches L2 for `b` (the scheduler spreads `b`, re-tried first, once L1 is half full); L1 registers before L2.
+    `b` came first: without `c`'s nomination, it would take the room round 2 counted on for `c`."""
+    cluster.submit(actor("a", 2))
+    autoscaler_round(cluster, 1.0)
+    cluster.submit(actor("b", 2))
+    cluster.submit(actor("c", 2))
+    second = autoscaler_round(cluster, 2.0)
+    cluster.fold(registered("n1", "L1"))
+    return second
+
+
+def test_work_a_later_round_counts_on_a_launching_node_lands_there_though_earlier_work_competes() -> None:
+    cluster = Cluster()
+    second = two_rounds(cluster)
+    nominated = [event for event in second if isinstance(event, LaunchesNominated)]
+    assert [event.nominated for event in nominated] == [{"L1": {"c": {"CPU": 2.0}}}]
+    assert cluster.placements() == {"a": "n1", "c": "n1"}
+    cluster.fold(registered("n2", "L2"))
+    assert cluster.placements() == {"a": "n1", "b": "n2", "c": "n1"}
+
+
+def test_a_round_that_counts_work_on_a_launch_already_nominated_for_it_decides_nothing_new() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    autoscaler_round(cluster, 1.0)
+    cluster.submit(actor("b", 2))
+    cluster.submit(actor("c", 2))
+    assert autoscaler_round(cluster, 2.0)
+    assert autoscaler_round(cluster, 3.0) == []
+
+
+def test_nominations_added_to_a_launch_fold_alike_twice_and_from_a_snapshot() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.submit(actor("c", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}}))
+    added = LaunchesNominated(nominated={"L1": {"c": {"CPU": 2}}})
+    cluster.fold(added)
+    once = digest(cluster.view)
+    cluster.fold(added)
+    assert digest(cluster.view) == once
+    assert cluster.view.nominations == {"a": ["L1"], "c": ["L1"]}
+    assert cluster.view.launches["L1"].work == ("a", "c")
+    assert digest(restore(dump(cluster.view))) == once
+
+
+def test_nominations_for_a_launch_that_registered_meanwhile_hold_its_room_at_once() -> None:
+    cluster = Cluster()
+    cluster.submit(actor("a", 2))
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.submit(actor("c", 2))
+    cluster.fold(LaunchesNominated(nominated={"L1": {"c": {"CPU": 2}}}), react=False)
+    cluster.submit(actor("b", 2))
+    cluster.reconcile()
+    assert cluster.placements() == {"a": "n1", "c": "n1"}
+
+
+def test_work_nominated_to_a_registered_node_it_is_not_placed_on_yet_launches_nothing_more() -> None:
+    """The free room of a registered node counts for the work nominated to it first (not for the alike work
+    launched for elsewhere, which its own launch holds room for)."""
+    cluster = Cluster()
+    ids = [f"a{k}" for k in range(8)]
+    for work_id in ids:
+        cluster.submit(actor(work_id, 1))
+    cluster.fold(launch({"L1": {w: {"CPU": 1} for w in ids[4:]}, "L2": {w: {"CPU": 1} for w in ids[:4]}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    assert Decider(SCALING, (), 1.0).decide(cluster.view, 2.0, {}).events == []

@@ -133,6 +133,10 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             requested_at=st.sampled_from([0.0, 1e9, 1e12]),
             nominated=st.dictionaries(ids(LAUNCHES), st.dictionaries(ids(ACTORS), resources), max_size=2),
         ),
+        event(
+            "LaunchesNominated",
+            nominated=st.dictionaries(ids(LAUNCHES), st.dictionaries(ids(ACTORS), resources), max_size=2),
+        ),
         event("NodeLaunchFailed", launch_id=ids(LAUNCHES), reason=st.just("x")),
         event("NodeDrainStarted", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),
         event("NodeDrainCancelled", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),

@@ -264,3 +264,18 @@ async def test_a_batch_stored_before_nats_went_down_for_longer_than_the_duplicat
         assert ids_in(await events_of(servers)) == ["e1"]
         await shell.caught_up()
         assert list(view.cluster.launches) == ["L1"]
+
+
+async def test_a_decision_the_server_refuses_midway_leaves_those_stored_before_it_reported_stored(
+    servers: Mesh,
+) -> None:
+    """The second decision is over the server's payload limit (nats-py refuses to publish it): the first, stored,
+    is reported stored (so its launch is started) instead of the whole round failing with it unstarted."""
+    async with following(servers, short_window=False) as (shell, view):
+        first = launch("e1", "L1")
+        huge = NodesLaunchRequested(
+            event_id="e2", node_type="cpu-4", launch_ids=["L2"], reason="x" * shell.bus.nc.max_payload
+        )
+        assert await Decisions(shell).append([first, huge], shell.follower.sequence) == [first]
+        await shell.caught_up()
+        assert ids_in(await events_of(servers)) == ["e1"] and list(view.cluster.launches) == ["L1"]

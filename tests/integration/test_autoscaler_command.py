@@ -103,6 +103,7 @@ async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_f
     other actor waits for its own node."""
     config = write_config(tmp_path, provider=command_provider("true", "true"), launch_timeout=60)
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+
         async def launched(count: int) -> bool:
             return len(launch_requests(await events_of(mesh))) == count
 

@@ -19,6 +19,7 @@ from services.core.decide.actor import actor_plans
 from services.core.framework.pipeline import Plan
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, hard_anti_terms
+from services.core.state.nominations import nominated_nodes
 
 
 def type_reason(template: NodeState, reason: str) -> str:
@@ -146,7 +147,10 @@ class ActorDemand(Demand):
         return 1 if self.spread.active else left
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
-        left = self._take(rooms.of(self.scope), list(self.work_ids), lambda node: node)
+        ids = list(self.work_ids)
+        if self.scope.nominations:  # work whose nominated node registered is what that node's held room is for
+            ids.sort(key=lambda work_id: not nominated_nodes(self.scope, work_id))
+        left = self._take(rooms.of(self.scope), ids, lambda node: node)
         if self.chain is None or not left:
             return left
         left, self.capped = self.chain.cap(left, self.work.resources)

@@ -121,6 +121,9 @@ class ScalePlan:
     types: tuple[TypeStatus, ...]
     held_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Work id -> the launches (asked for in earlier rounds, not registered yet) whose nodes the plan counts it on."""
+    counted_on: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
+    """Launch id (asked for in an earlier round, not registered yet) -> the work the plan counts on its node, with
+    the resources it put there (what that node is to be nominated for, as `Launch.nominated`)."""
 
     def group_of(self, work_id: str) -> DemandGroup | None:
         """The demand group holding a pending actor, placement group or virtual cluster (None: not demand)."""

@@ -8,7 +8,8 @@ this round, then new nodes of the cheapest type that passes every node-level rul
 selector, then each fallback), within each type's `max_workers`, the round's upscaling budget and without the
 backed-off types. A gang (a placement group, a queued virtual cluster) that does not fit wholly on free capacity
 mixes the three, piece by piece, all or nothing. Last, `simulate` replays the packing with the scheduler's own
-decisions and corrects it; each launch's node is nominated for the work then on it (`Launch.nominated`).
+decisions and corrects it; each launch's node is nominated for the work then on it (`Launch.nominated`), and so is
+each earlier launch's node the round counted work on (`ScalePlan.counted_on`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
             for name, node_type in config.node_types.items()
         ),
         held_by=_held_by(bins),
+        counted_on=_counted_on(bins),
     )
 
 
@@ -112,6 +114,16 @@ def _held_by(bins: Bins) -> dict[str, tuple[str, ...]]:
                 for work_id in target.work_ids:
                     held.setdefault(work_id, []).append(target.launch_id)
     return {work_id: tuple(sorted(ids)) for work_id, ids in sorted(held.items())}
+
+
+def _counted_on(bins: Bins) -> dict[str, dict[str, Resources]]:
+    """Launch id -> what the plan put on that earlier launch's node (launches it put nothing on are left out)."""
+    return {
+        target.launch_id: _put_on(target)
+        for targets in bins.open.values()
+        for target in targets
+        if target.launch_id and target.loads
+    }
 
 
 def _merged(groups: list[DemandGroup]) -> tuple[DemandGroup, ...]:

@@ -26,7 +26,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TypeVar
 
+from msgspec.structs import replace
+
+from schemas import ScheduleRequest
 from services.core.autoscale.bins import Bin, Bins
 from services.core.autoscale.demand import ActorDemand, Demand
 from services.core.autoscale.gangs import GangDemand, GroupDemand
@@ -35,7 +39,10 @@ from services.core.cluster import DEFAULT_SAMPLE
 from services.core.decide.actor import place_actor
 from services.core.decide.group import decide_group
 from services.core.prng import SplitMix64
+from services.core.request import CompiledGroup, CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, give
+from services.core.state.model import Launch
+from services.core.state.nominations import end_work
 
 CORRECTIONS = 3
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
@@ -180,7 +187,12 @@ def _replay(view: ClusterView, bins: Bins, puts: list[Put]) -> list[Put]:
     }
     by_node = {target.node.node_id: target for target in every}
     prng = SplitMix64(view.seed)
-    unplaced = [put for put in replayed if not _place(only_bins, by_node, growths, put, prng)]
+    unplaced = []
+    for put in replayed:
+        if not _place(only_bins, by_node, growths, put, prng):
+            unplaced.append(put)
+        elif put.work_id in only_bins.nominations:
+            end_work(only_bins, put.work_id)
     _load(unplaced + later)
     return unplaced
 
@@ -204,7 +216,45 @@ def _bins_view(view: ClusterView, every: list[Bin], *, own_indexes: bool, datafl
     for target in every:
         only_bins.add_live_node(target.node)
         only_bins.set_taints(target.node, list(target.node.taints))
+    _nominate_launching(view, only_bins, every)
     return only_bins
+
+
+def _nominate_launching(view: ClusterView, only_bins: ClusterView, every: list[Bin]) -> None:
+    """The nominations of the launching bins' launches, as the scheduler will have them once those nodes register:
+    their work is tried there first, and their room is held from other work of lower or equal priority."""
+    for target in every:
+        launch = view.launches.get(target.launch_id) if target.launch_id else None
+        if launch is None or not launch.nominated:
+            continue
+        stand_in = Launch(launch.launch_id, launch.node_type, launch.requested_at, launch.reason)
+        stand_in.state, stand_in.node_id, stand_in.nominated = "registered", target.node.node_id, dict(launch.nominated)
+        only_bins.launches[launch.launch_id] = stand_in
+        for work_id, amount in stand_in.nominated.items():
+            only_bins.nominations.setdefault(work_id, []).append(launch.launch_id)
+            work = view.actors.get(work_id) or view.groups.get(work_id)
+            priority = work.request.priority if work is not None else 0
+            only_bins.held.setdefault(target.node.node_id, {})[work_id] = (priority, amount)
+
+
+W = TypeVar("W", CompiledRequest, CompiledGroup)
+
+
+def _as_nominated(only_bins: ClusterView, work: W, work_id: str) -> W:
+    """The compiled request of a demand group (its first work's) as `work_id`'s, when `work_id` is nominated: the
+    scheduler tries each piece of work on the nodes nominated for it."""
+    request = work.request
+    own = request.actor_id if isinstance(request, ScheduleRequest) else request.pg_id
+    if own == work_id or work_id not in only_bins.nominations:
+        return work
+    renamed = object.__new__(type(work))
+    for slot in type(work).__slots__:
+        setattr(renamed, slot, getattr(work, slot))
+    if isinstance(request, ScheduleRequest):
+        renamed.request = replace(request, actor_id=work_id)
+    else:
+        renamed.request = replace(request, pg_id=work_id)
+    return renamed
 
 
 def _place(
@@ -215,7 +265,7 @@ def _place(
     if isinstance(demand, ActorDemand):
         if demand.chain is not None:
             return growths[demand.chain.vc.vc_id].place(demand, put.work_id, prng)
-        placed = place_actor(only_bins, demand.work, prng, DEFAULT_SAMPLE)
+        placed = place_actor(only_bins, _as_nominated(only_bins, demand.work, put.work_id), prng, DEFAULT_SAMPLE)
         if placed is None:
             return False
         by_node[placed[0].node_id].load(put.work_id, demand.work.resources)
@@ -225,7 +275,7 @@ def _place(
             only_bins.footprints.record(demand, put.work_id, placed[0])
         return True
     assert isinstance(demand, GroupDemand)
-    decision = decide_group(only_bins, demand.work, prng, DEFAULT_SAMPLE)
+    decision = decide_group(only_bins, _as_nominated(only_bins, demand.work, put.work_id), prng, DEFAULT_SAMPLE)
     if not isinstance(decision, tuple):
         return False
     option, nodes = decision

@@ -20,6 +20,7 @@ from schemas import (
     ActorRemoved,
     ActorSubmitted,
     AnyEvent,
+    LaunchesNominated,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
     PlacementGroupPlaced,
@@ -271,6 +272,12 @@ def _check_destroyed(view: ClusterView, event: VirtualClusterDestroyed) -> None:
         raise UnfoldableEventError(event, f"vc_id {event.vc_id!r}: its clusters {vc.children} are not destroyed yet")
 
 
+def _check_nominated(view: ClusterView, event: LaunchesNominated) -> None:
+    for launch_id in sorted(event.nominated):
+        if launch_id not in view.launches:
+            raise UnfoldableEventError(event, f"nominated: launch {launch_id!r} was never asked for (or is long over)")
+
+
 CHECKS.update(
     {
         ActorSubmitted: lambda view, e: _new_actor(view, e, e.request.actor_id),
@@ -287,5 +294,6 @@ CHECKS.update(
         VirtualNodesReserved: _check_reserved,
         VirtualNodeResized: lambda view, e: _resizes(view, e, [e]),
         VirtualClusterDestroyed: _check_destroyed,
+        LaunchesNominated: _check_nominated,
     }
 )

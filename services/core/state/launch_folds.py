@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from schemas import (
     AutoscalerElected,
+    LaunchesNominated,
     NodeDrainCancelled,
     NodeDrainStarted,
     NodeLaunchFailed,
@@ -43,6 +44,14 @@ def on_nodes_launch_requested(view: ClusterView, event: NodesLaunchRequested) ->
             new.append(launch)
     if event.nominated:
         nominate(view, new, event.nominated)
+
+
+@fold_of(LaunchesNominated)
+def on_launches_nominated(view: ClusterView, event: LaunchesNominated) -> None:
+    """More work for launches already asked for (counted on them by a later round, or too much for one
+    `NodesLaunchRequested`); a launch ended meanwhile is skipped, one registered meanwhile holds the room at once."""
+    live = [view.launches[launch_id] for launch_id in sorted(event.nominated)]
+    nominate(view, [launch for launch in live if launch.state not in ENDED_LAUNCH_STATES], event.nominated)
 
 
 @fold_of(NodeLaunchFailed)

@@ -1,7 +1,8 @@
 """Nominated nodes: the node a launch was for holds room for the pending work the plan put on it (pure).
 
 Like kube-scheduler's NominatedNodeName. `NodesLaunchRequested.nominated` names, per launch, the pending work of the
-root scope the plan put on that node and the resources it put there. Once the node registers (and while it lives),
+root scope the plan put on that node and the resources it put there; `LaunchesNominated` adds work a later round
+counted on launches asked for earlier. Once the node registers (and while it lives),
 that work is tried there first, and the room is held: other work of lower or equal priority cannot take it. A
 nomination ends when the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node
 died).
@@ -20,11 +21,12 @@ Held = dict[str, tuple[int, Resources]]
 
 
 def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[str, Mapping[str, Resources]]) -> None:
-    """New launches' nominations: the pending root work each names (a work may be nominated to several launches:
-    a placement group spread over nodes, or work a later round counted again; it holds room on each)."""
+    """Launches' nominations: the pending root work each names, added to what each is nominated and launched for
+    (a work may be nominated to several launches: a placement group spread over nodes, or work a later round
+    counted again; it holds room on each; naming it again on the same launch sets the room held)."""
     named = {
         launch.launch_id: {
-            work_id: _amount(amount)
+            work_id: room_to_hold(amount)
             for work_id, amount in sorted(nominated.get(launch.launch_id, {}).items())
             if work_id in view.pending
         }
@@ -35,12 +37,15 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
         for work_id, amount in work.items():
             launch.nominated[work_id] = amount
             ids = view.nominations.setdefault(work_id, [])
-            ids.append(launch_id)
-            ids.sort()
+            if launch_id not in ids:
+                ids.append(launch_id)
+                ids.sort()
+        known = set(launch.work)
+        launch.work += tuple(work_id for work_id in work if work_id not in known)
         hold(view, launch)
 
 
-def _amount(amount: Mapping[str, float]) -> Resources:
+def room_to_hold(amount: Mapping[str, float]) -> Resources:
     """The room to hold: positive, finite amounts only (anything else holds nothing)."""
     return {name: float(quantity) for name, quantity in amount.items() if math.isfinite(quantity) and quantity > 0}
 
