@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from schemas import ScheduleRequest
 from services.cli.mesh import Mesh
 from services.client import Client, RejectedError, TooLargeError
-from tests.integration.conftest import corral, log_of
+from services.testing.servers import ServerPath
+from tests.integration.conftest import corral, log_of, start_test_mesh
 
 pytestmark = pytest.mark.anyio
 
 ACTORS = 20_000
 NODES = 20
 IN_FLIGHT = 500
+
+
+@pytest.fixture
+def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """The mesh, where a node is dead after a minute without heartbeats: the client that sends them is also what
+    submits and reads 20,000 actors, and under load its loop is busy longer than the usual 1.5 s."""
+    running = start_test_mesh(tmp_path / "mesh", server_path, settings={"CORRAL_HEARTBEAT_TIMEOUT": "60"})
+    try:
+        yield running
+    finally:
+        running.close()
 
 
 async def _submit_many(client: Client, count: int) -> None:
