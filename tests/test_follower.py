@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import pytest
 
 from schemas import AnyEvent, NodeDied
 from services.runtime.bus import LogEntry
 from services.runtime.follower import LogFollower
+
+T = TypeVar("T")
 
 
 class FakeLog:
@@ -37,6 +39,9 @@ class FakeLog:
 
     async def log_identity(self) -> tuple[str, int]:
         return "fake", 6
+
+    async def answered(self, ask: Callable[[], Awaitable[T]], _what: str) -> T:
+        return await ask()
 
     def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:
         return [(sequence, f"c{read}", number) for number, sequence in enumerate(sequences, 1)]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from schemas import ActorPlaced, AnyEvent, NodeRegistered, Pending, ScheduleRequest
+from schemas.commands import RemoveActor
 from schemas.queries import ActorInfo, NodeInfo, StatusQuery, StatusReply
 from services.client.base import joined
 from services.core.errors import ConflictError, RejectedError
 from services.runtime.codec import decode, encode
-from services.runtime.pages import Pager
+from services.runtime.pages import KEPT_LISTINGS, Pager
+from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 
 LIMIT = 1_048_576
@@ -119,3 +121,36 @@ def test_a_cursor_of_another_query_never_reads_a_listing_held_under_the_same_id(
         mine.append(second_instance.ask(StatusQuery(cursor=mine[-1].next, limit=20_000)))
     assert len(joined(theirs).actors) == 30_000
     assert len(joined(mine).actors) == 20_000
+
+
+def test_a_leader_never_lists_again_from_decisions_the_log_does_not_hold_yet() -> None:
+    """A leading scheduler's view holds what it decided before the log does, at the same sequence. Listed again then
+    (its listing dropped for newer ones), a page would start at a position of another list: an actor removed before
+    it shifts the rest, and one live actor would be skipped without a word."""
+    view = SchedulerView(seed=0, rare_resources=())
+    events: list[AnyEvent] = [NodeRegistered(node_id="node-0", resources={"CPU": 2000.0}, labels={})]
+    events += [
+        ActorPlaced(actor_id=f"a-{i:04d}", node_id="node-0", request=ScheduleRequest(f"a-{i:04d}")) for i in range(1000)
+    ]
+    for sequence, event in enumerate(events, start=1):
+        view.fold(event, sequence)
+    view.lead(1, "s1")
+    pager = Pager(lambda: view.sequence, lambda: 64 * 1024, exact=lambda: not view.cluster.has_untaken_events())
+
+    def page(cursor: str = "") -> StatusReply:
+        reply = pager.page(StatusQuery(cursor=cursor), view.status)
+        assert isinstance(reply, StatusReply)
+        return reply
+
+    pages = [page()]
+    for _ in range(KEPT_LISTINGS):  # newer listings under way: the first is dropped
+        assert page().next
+    handle(view, RemoveActor(actor_id="a-0000"))  # decided, on its way to the log: the sequence has not moved
+    with pytest.raises(ConflictError, match="the view holds decisions the log does not hold yet; list again"):
+        page(pages[0].next)
+    view.cluster.take_events()  # appended, and its echo folded: the view is the log's again
+    view.sequence += 1
+    listed = [page()]
+    while listed[-1].next:
+        listed.append(page(listed[-1].next))
+    assert [actor.actor_id for actor in joined(listed).actors] == [f"a-{i:04d}" for i in range(1, 1000)]

@@ -494,21 +494,26 @@ class Bus:
         self, start: int, *, subjects: Sequence[str] = (), max_bytes: int = 1_048_576
     ) -> AsyncIterator[LogEntry]:
         """Every event from sequence `start` on (only those on `subjects` when given), in order, then new ones as
-        they are appended (forever)."""
-        config = api.ConsumerConfig(
-            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE if start > 1 else api.DeliverPolicy.ALL,
-            opt_start_seq=start if start > 1 else None,
-            filter_subjects=list(subjects) or None,
-        )
-        sub = await self.js.subscribe(
-            s.EVENTS_SUBJECTS,
-            stream=s.EVENTS_STREAM,
-            ordered_consumer=True,
-            config=config,
-            idle_heartbeat=1.0,
-            pending_msgs_limit=200_000,
-            pending_bytes_limit=512 * 1024 * 1024,
-        )
+        they are appended (forever). Its consumer is asked for again while JetStream does not answer (a server
+        restarting, say)."""
+
+        def subscribe() -> Awaitable[JetStreamContext.PushSubscription]:
+            config = api.ConsumerConfig(  # anew each time: the library writes its delivery inbox into it
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE if start > 1 else api.DeliverPolicy.ALL,
+                opt_start_seq=start if start > 1 else None,
+                filter_subjects=list(subjects) or None,
+            )
+            return self.js.subscribe(
+                s.EVENTS_SUBJECTS,
+                stream=s.EVENTS_STREAM,
+                ordered_consumer=True,
+                config=config,
+                idle_heartbeat=1.0,
+                pending_msgs_limit=200_000,
+                pending_bytes_limit=512 * 1024 * 1024,
+            )
+
+        sub = await self.answered(subscribe, "the event log's reader")
         # Messages already received are taken straight from the subscription's queue: the library's iterator
         # starts a task and an `asyncio.wait` per message. It is still what waits for the next one (and ends
         # when the subscription closes).

@@ -84,16 +84,16 @@ class LogFollower:
 
     async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Load the snapshot (refused when it does not fit this log and service, see `_restore`), then replay to
-        the log's end."""
+        the log's end; while JetStream does not answer (a server restarting, say), it waits."""
         began = time.perf_counter()
         self._dead_lettered_to = await self.bus.last_dead_event(self.name)
-        self.log_id, log_end = await self.bus.log_identity()
+        self.log_id, log_end = await self.bus.answered(self.bus.log_identity, "the event log's identity")
         found = await self.store.load(self.name)
         if found is not None:
             self.sequence = self._snapshot_sequence = await self._restore(found, log_end)
             if self.sequence:
                 self.snapshot_bytes, self.snapshot_at = len(found.blob), time.monotonic()
-        replayed = await self._fold_to(await self.log_end(), progress)
+        replayed = await self._fold_to(await self.bus.answered(self.log_end, "the event log's end"), progress)
         seconds = time.perf_counter() - began
         rate = replayed / seconds if seconds > 0 else 0.0
         log.info(

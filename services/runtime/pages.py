@@ -60,11 +60,15 @@ class _Listing:
 class Pager:
     """Fits answers into the bus's payload limit (`limit()` bytes): list answers in pages, others checked.
 
-    `sequence()` is where the service's view stands in the log.
+    `sequence()` is where the service's view stands in the log; `exact()` says whether the view is the fold of the
+    log up to there and nothing more (a leading scheduler's also holds what it decided until the log holds it). Only
+    an exact view lists again for a cursor it no longer holds: every exact view of one sequence lists the same.
     """
 
-    def __init__(self, sequence: Callable[[], int], limit: Callable[[], int]) -> None:
-        self.sequence, self.limit = sequence, limit
+    def __init__(
+        self, sequence: Callable[[], int], limit: Callable[[], int], exact: Callable[[], bool] = lambda: True
+    ) -> None:
+        self.sequence, self.limit, self.exact = sequence, limit, exact
         self._listings: OrderedDict[int, _Listing] = OrderedDict()
         self._next_id = 1
 
@@ -78,10 +82,11 @@ class Pager:
         if held is not None and held.sequence == listed_at and held.query == _query_key(query):
             self._listings.move_to_end(listing_id)
             return self._cut(held, listing_id, position)
-        if listed_at != self.sequence():
+        if listed_at != self.sequence() or not self.exact():
+            moved = f"the log has moved on (now at {self.sequence()})" if listed_at != self.sequence() else ""
             raise ConflictError(
-                f"cursor {query.cursor!r}: the listing of sequence {listed_at} is no longer held here and the log "
-                f"has moved on (now at {self.sequence()}); list again from the first page"
+                f"cursor {query.cursor!r}: the listing of sequence {listed_at} is no longer held here and "
+                f"{moved or 'the view holds decisions the log does not hold yet'}; list again from the first page"
             )
         listing = self._list(query, answer)  # another instance began it, at this same point
         if listing_id not in self._listings:  # (an id this instance gave another listing stays that listing's)

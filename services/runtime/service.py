@@ -94,7 +94,7 @@ async def service_shell(
         ready=ready,
         subjects=subjects,
     )
-    shell = Shell(name, bus, store, follower, Pager(lambda: follower.sequence, lambda: bus.nc.max_payload))
+    shell = Shell(name, bus, store, follower, Pager(lambda: follower.sequence, lambda: bus.nc.max_payload, ready))
     _observe(follower)
     try:
         await bus.ensure_streams()

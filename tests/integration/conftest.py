@@ -9,10 +9,13 @@ ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from services.cli.mesh import SERVICES, Mesh, start_mesh
@@ -96,8 +99,10 @@ def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
 
 
 @pytest.fixture
-async def client(mesh: Mesh) -> AsyncIterator[Client]:
-    """A client of the mesh, once every service answers."""
+async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
+    """A client of the mesh, once every service answers; it heartbeats the nodes it registers at the mesh's pace
+    (its default second would leave half a second of the mesh's 1.5 s timeout to a busy test's loop)."""
+    monkeypatch.setenv("CORRAL_HEARTBEAT_INTERVAL", FAST["CORRAL_HEARTBEAT_INTERVAL"])
     async with Client(mesh.nats_url, timeout=10.0) as connected:
         await wait_ready(connected)
         yield connected
@@ -122,3 +127,12 @@ async def holds_within(check: Callable[[], Awaitable[bool]], timeout: float = 5.
 def log_of(mesh: Mesh, key: str) -> str:
     """What a service process wrote to its log so far."""
     return (mesh.data_dir / f"{key}.log").read_text()
+
+
+async def corral(mesh: Mesh, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """`corral ARGS` against the mesh, run without blocking the test's loop: a client's heartbeats go on meanwhile
+    (a loop blocked past the heartbeat timeout has its nodes declared dead, and their actors die with them)."""
+    command = [sys.executable, "-m", "services.cli", *args, "--nats-url", mesh.nats_url, "--timeout", f"{timeout:g}"]
+    with anyio.fail_after(timeout + 30):
+        done = await anyio.run_process(command, check=False)
+    return subprocess.CompletedProcess(command, done.returncode, done.stdout.decode(), done.stderr.decode())

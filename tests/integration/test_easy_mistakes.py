@@ -14,6 +14,7 @@ from schemas import PlacementGroupRequest, ScheduleRequest
 from services.cli.mesh import Mesh
 from services.cli.servers import free_port
 from services.client import Client, ConflictError, SyncClient, UnavailableError
+from tests.integration.conftest import corral
 
 pytestmark = pytest.mark.anyio
 
@@ -65,9 +66,7 @@ async def test_resubmitting_a_live_id_with_another_request_is_a_conflict_naming_
     with pytest.raises(ConflictError, match=r"bundles \[\{'CPU': 1.0\}\] -> \[\{'CPU': 2.0\}\]"):
         await client.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}]))
 
-    cli = _python(
-        "-m", "services.cli", "submit", "a2", "--cpu", "3", "--selector", "tier=web", "--nats-url", mesh.nats_url
-    )
+    cli = await corral(mesh, "submit", "a2", "--cpu", "3", "--selector", "tier=web")
     assert cli.returncode == 1
     assert cli.stderr.count("\n") == 1, cli.stderr
     assert "already live with another request" in cli.stderr
