@@ -13,11 +13,14 @@ from pathlib import Path
 
 from services.cli.servers import LocalServer, free_port, nats_server, redis_server
 from services.runtime.runner import RESTART_EXIT_CODES
+from services.runtime.settings import Settings
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
 """The service processes `corral up` runs."""
 GATEWAY = "gateway"
 """The HTTP API `corral up` runs beside the services (on `CORRAL_HTTP_PORT`)."""
+DECIDER = "decider"
+"""The decision workers, `CORRAL_DECISION_WORKERS` of them, started beside the scheduler."""
 AUTOSCALER = "autoscaler"
 """The fifth service, run when node types are given (`corral up --autoscaler CONFIG.yaml`)."""
 FIRST_BACK_OFF_S = 0.5
@@ -182,6 +185,9 @@ def start_mesh(
         mesh.redis.start()
         for name in services:
             mesh.start_service(name)
+        if "scheduler" in services:
+            for index in range(Settings.from_env(mesh.env).decision_workers):
+                mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
     except BaseException:
         mesh.close()
         raise
