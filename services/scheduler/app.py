@@ -264,18 +264,20 @@ async def _decide_one(shell: Shell, view: SchedulerView, msg: Msg) -> tuple[Requ
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
         return Rejected(str(error)), True, measure.UNREADABLE
-    reply, poison = await guarded(shell, msg.subject, msg.data, lambda: handle(view, request))
+    reply, poison = await guarded(shell, msg.subject, lambda: msg.data, lambda: handle(view, request))
     return reply, poison, request
 
 
-async def guarded(shell: Shell, subject: str, data: bytes, decide: Callable[[], R]) -> tuple[R | Rejected, bool]:
+async def guarded(
+    shell: Shell, subject: str, data: Callable[[], bytes], decide: Callable[[], R]
+) -> tuple[R | Rejected, bool]:
     """`decide()`, and whether the request is poison: a bug must not stop the scheduler for everyone, so a request it
-    fails on is put aside in dead letters and answered as the scheduler failing."""
+    fails on is put aside in dead letters (as `data()`) and answered as the scheduler failing."""
     try:
         return decide(), False
     except Exception as error:
         log.exception("request on %s failed", subject)
-        await shell.bus.dead_letter("scheduler", data, f"{type(error).__name__}: {error}", subject)
+        await shell.bus.dead_letter("scheduler", data(), f"{type(error).__name__}: {error}", subject)
         failed = Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
         return failed, True
 

@@ -15,7 +15,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-import msgspec
 from nats.aio.msg import Msg
 
 from schemas import Pending
@@ -39,7 +38,9 @@ REMEMBERED = 100_000
 BATCHES_AT_ONCE = 64
 """Proposal batches (from any workers) applied together: one append and one election check for all of them."""
 
-Guard = Callable[[str, bytes, Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]]
+Guard = Callable[
+    [str, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
+]
 """Runs a decision; a request the scheduler fails on is set aside and answered as the scheduler failing (poison)."""
 
 
@@ -107,7 +108,7 @@ class Applier:
             return known
         began = time.perf_counter()
         reply, poison = await self.guarded(
-            s.PROPOSALS, msgspec.json.encode(proposal.request), lambda: handle_proposal(self.view, proposal, folded)
+            s.PROPOSALS, lambda: encode(proposal.request), lambda: handle_proposal(self.view, proposal, folded)
         )
         verdict = Verdict(reply, poison=poison)
         if reply is not None:  # remembered at once: a batch that is not stored ends this process, and its memory

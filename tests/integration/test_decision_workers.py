@@ -154,6 +154,21 @@ async def test_killing_a_worker_mid_stream_loses_no_request_and_decides_nothing_
     assert sum((await placed_once(mesh, 100)).values()) == 100
 
 
+async def test_with_every_worker_gone_requests_wait_in_the_queue_and_a_worker_started_again_decides_them(
+    client: Client, mesh: Mesh
+) -> None:
+    """The leader decides nothing itself while workers are configured: a request waits, stored, for a worker."""
+    await client.register_node("n1", {"CPU": 4})
+    for worker in WORKERS:
+        mesh.stop_service(worker, hard=True)
+    with pytest.raises(UnavailableError, match="no decision within"):
+        await client.submit(ScheduleRequest("waits", {"CPU": 1}), timeout=1.0, command_id="waits")
+    mesh.start_service("decider", instance=WORKERS[0])
+    decision = await client.submit(ScheduleRequest("waits", {"CPU": 1}), timeout=20.0, command_id="waits")
+    assert isinstance(decision, Placed) and decision.node_id == "n1"
+    assert await placed_once(mesh, 1) == {"n1": 1}
+
+
 async def test_killing_the_leading_scheduler_mid_stream_loses_nothing_and_the_standby_applies(
     client: Client, mesh: Mesh
 ) -> None:
