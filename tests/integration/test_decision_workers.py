@@ -17,7 +17,7 @@ from schemas.commands import SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
 from schemas.queries import DigestQuery, DigestReply
 from services.cli.mesh import Mesh
-from services.client import Client
+from services.client import Client, ConflictError
 from services.core.errors import UnavailableError
 from services.core.state import replay
 from services.core.state.snapshot import digest
@@ -220,3 +220,20 @@ async def test_a_deposed_leaders_applier_answers_nothing_and_the_next_one_decide
     view = replay(await read_events(mesh.nats_url))
     assert view.actors["late"].status == "placed"
     assert view.nodes["n1"].free == {"CPU": 2.0}  # "before" and "late", each once
+
+
+async def test_bad_requests_through_the_workers_are_refused_or_set_aside_and_change_nothing(
+    client: Client, mesh: Mesh
+) -> None:
+    """Garbage on the request stream goes to dead letters; another request for a live id is a conflict naming the
+    field; the same request again returns the decision; nothing changes."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.bus.js.publish(s.SCHEDULE, b"\x00garbage")
+    first = await client.submit(ScheduleRequest("a1", {"CPU": 1}))
+    assert isinstance(first, Placed)
+    with pytest.raises(ConflictError, match="resources"):
+        await client.submit(ScheduleRequest("a1", {"CPU": 2}))
+    assert await client.submit(ScheduleRequest("a1", {"CPU": 1})) == first
+    info = await client.bus.js.stream_info(s.DEAD_LETTERS_STREAM)
+    assert info.state.messages >= 1
+    assert await placed_once(mesh, 1) == {"n1": 1}
