@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import Pending
@@ -22,7 +23,7 @@ from schemas import subjects as s
 from schemas.proposals import Proposal, Proposals, Verdict, Verdicts
 from schemas.replies import RequestReply
 from services.core.errors import CodecError
-from services.runtime.codec import decode, encode
+from services.runtime.codec import MAX_DEPTH, decode, encode
 from services.runtime.nats_private import pending_queue
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell
@@ -35,6 +36,8 @@ log = logging.getLogger("corral.scheduler.applier")
 
 REMEMBERED = 100_000
 """Verdicts kept by request sequence: a request delivered again (its worker gave up waiting) gets the same one."""
+NESTING = 4
+"""How much deeper a request lies inside `Proposals` than alone (a request within the limit is never refused here)."""
 BATCHES_AT_ONCE = 64
 """Proposal batches (from any workers) applied together: one append and one election check for all of them."""
 
@@ -76,7 +79,10 @@ class Applier:
         self.shell.subscriptions.append(sub)
         queue = pending_queue(sub)
         while True:
-            msgs = [await (queue.get(3600.0) if queue is not None else sub.next_msg(timeout=3600.0))]
+            try:
+                msgs = [await (queue.get(60.0) if queue is not None else sub.next_msg(timeout=60.0))]
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue  # no worker proposed for a minute
             while queue is not None and not queue.empty() and len(msgs) < BATCHES_AT_ONCE:
                 msgs.append(queue.get_nowait())
             await self.apply(msgs)
@@ -86,7 +92,10 @@ class Applier:
         batches: list[tuple[Msg, Proposals]] = []
         for msg in msgs:
             try:
-                batches.append((msg, decode(msg.data, Proposals, max_bytes=self.shell.bus.nc.max_payload)))
+                batch = decode(
+                    msg.data, Proposals, max_bytes=self.shell.bus.nc.max_payload, max_depth=MAX_DEPTH + NESTING
+                )
+                batches.append((msg, batch))
             except CodecError as error:
                 log.warning("proposals from %s refused: %s", msg.reply[:200], error)
         async with self.writer.lock:
