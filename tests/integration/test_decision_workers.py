@@ -5,11 +5,13 @@ over-allocated, a deposed leader's decisions counting for nothing, every view eq
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from nats.js.api import ConsumerInfo
 
 from schemas import ActorPlaced, ActorSubmitted, Pending, Placed, ScheduleRequest
 from schemas import subjects as s
@@ -140,18 +142,33 @@ async def test_two_workers_proposing_the_last_room_get_one_placement_and_one_ref
     assert isinstance(await client.submit(ScheduleRequest("z", {"CPU": 1})), Pending)
 
 
-async def test_killing_a_worker_mid_stream_loses_no_request_and_decides_nothing_twice(
+async def test_killing_a_worker_mid_batch_loses_no_request_and_decides_nothing_twice(
     client: Client, mesh: Mesh
 ) -> None:
-    """A worker killed with its batch unanswered: the requests are delivered again, to the other worker."""
-    for index in range(4):
+    """Each worker holds a request it proposed when one is killed: the applier (paused meanwhile) stores both
+    proposals, one worker is never answered, and its request, delivered again to the other worker, is answered with
+    the decision already stored."""
+    for index in range(2):
         await client.register_node(f"n{index}", {"CPU": 40})
-    stream = asyncio.ensure_future(submit_all(client, 100, pause=0.01))
-    await asyncio.sleep(0.4)
-    mesh.stop_service("decider-1", hard=True)
+
+    async def consumer_has(check: Callable[[ConsumerInfo], bool]) -> bool:
+        return check(await client.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER))
+
+    assert await holds_within(lambda: consumer_has(lambda info: (info.num_waiting or 0) >= len(WORKERS)), 15)
+    scheduler = mesh.processes["scheduler"]
+    scheduler.send_signal(signal.SIGSTOP)  # briefly: well within its lease
+    try:
+        stream = asyncio.ensure_future(submit_all(client, 20))
+        assert await holds_within(lambda: consumer_has(lambda info: (info.num_ack_pending or 0) >= 2), 0.8)
+        mesh.stop_service("decider-1", hard=True)
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
     decisions = await asyncio.wait_for(stream, timeout=60)
     assert all(isinstance(d, Placed) for d in decisions)
-    assert sum((await placed_once(mesh, 100)).values()) == 100
+    assert sum((await placed_once(mesh, 20)).values()) == 20
+    # delivered more times than there are requests: the killed worker's request went out again
+    delivered = (await client.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER)).delivered
+    assert delivered is not None and delivered.consumer_seq > delivered.stream_seq
 
 
 async def test_with_every_worker_gone_requests_wait_in_the_queue_and_a_worker_started_again_decides_them(
