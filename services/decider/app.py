@@ -22,7 +22,7 @@ from schemas import subjects as s
 from schemas.commands import SchedulerRequest, SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
 from schemas.replies import Rejected
-from services.core.errors import CodecError
+from services.core.errors import CodecError, RejectedError
 from services.core.prng import SplitMix64, stable_hash
 from services.core.state import Resources
 from services.runtime.codec import decode, encode
@@ -125,7 +125,12 @@ class Worker:
         node_id, drawn = "", -1
         if taken is not None and isinstance(request, SubmitActor):
             drawn = self.prng.state
-            node_id = self.view.cluster.propose(request.request, self.prng, taken) or ""
+            try:
+                node_id = self.view.cluster.propose(request.request, self.prng, taken) or ""
+            except RejectedError:
+                pass  # a request the core refuses: the applier answers it with the reason
+            except Exception:  # a bug must not stop the worker: the applier decides (and sets aside) the request
+                log.exception("proposing for request on %s failed", msg.subject)
         return Proposal(request, request_sequence(msg), inbox_of(msg), node_id, drawn)
 
     async def _ask(self, proposals: Proposals) -> Verdicts | None:

@@ -19,7 +19,7 @@ from schemas.commands import SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
 from schemas.queries import DigestQuery, DigestReply
 from services.cli.mesh import Mesh
-from services.client import Client, ConflictError
+from services.client import Client, ConflictError, RejectedError
 from services.core.errors import UnavailableError
 from services.core.state import replay
 from services.core.state.snapshot import digest
@@ -242,10 +242,13 @@ async def test_a_deposed_leaders_applier_answers_nothing_and_the_next_one_decide
 async def test_bad_requests_through_the_workers_are_refused_or_set_aside_and_change_nothing(
     client: Client, mesh: Mesh
 ) -> None:
-    """Garbage on the request stream goes to dead letters; another request for a live id is a conflict naming the
-    field; the same request again returns the decision; nothing changes."""
+    """Garbage on the request stream goes to dead letters; a request the core refuses is rejected naming the field
+    (the workers keep serving); another request for a live id is a conflict naming the field; the same request again
+    returns the decision; nothing changes."""
     await client.register_node("n1", {"CPU": 2})
     await client.bus.js.publish(s.SCHEDULE, b"\x00garbage")
+    with pytest.raises(RejectedError, match="label_selector"):
+        await client.submit(ScheduleRequest("bad", {"CPU": 1}, label_selector={"zone": "in(a"}))
     first = await client.submit(ScheduleRequest("a1", {"CPU": 1}))
     assert isinstance(first, Placed)
     with pytest.raises(ConflictError, match="resources"):
