@@ -29,15 +29,13 @@ from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
 from services.runtime.work_queue import request_consumer, settle
 from services.scheduler import measure
-from services.scheduler.applier import Applier
+from services.scheduler.applier import DEPOSED, Applier
 from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 
 log = logging.getLogger("corral.scheduler")
 
 R = TypeVar("R")
-
-DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
 
 
 class Writer:

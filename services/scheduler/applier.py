@@ -34,6 +34,8 @@ from services.scheduler.view import SchedulerView
 
 log = logging.getLogger("corral.scheduler.applier")
 
+DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
+
 REMEMBERED = 100_000
 """Verdicts kept by request sequence: a request delivered again (its worker gave up waiting) gets the same one."""
 NESTING = 4
@@ -100,7 +102,7 @@ class Applier:
                 log.warning("proposals from %s refused: %s", msg.reply[:200], error)
         async with self.writer.lock:
             if self.view.deposed():
-                raise ServiceExit(EXIT_LEASE_LOST, "a newer scheduler was elected: these proposals are left to it")
+                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             decided = [[await self._decide(p, batch.folded) for p in batch.proposals] for _msg, batch in batches]
             appended_from = await self.writer.flush()
         await self.still_elected(appended_from)
