@@ -56,12 +56,16 @@ async def client(mesh: Mesh) -> AsyncIterator[Client]:
 
 
 async def submit_all(client: Client, count: int, prefix: str = "a", pause: float = 0.0) -> list[object]:
-    """`count` one-CPU submits sent at once (each `pause` seconds after the one before), each with its own key."""
+    """`count` one-CPU submits sent at once (each `pause` seconds after the one before), each with its own key; each
+    answer is checked to be stored in the log already (durable before answered)."""
 
     async def submit(index: int) -> object:
         await asyncio.sleep(index * pause)
         request = ScheduleRequest(f"{prefix}{index}", {"CPU": 1})
-        return await client.submit(request, timeout=30.0, command_id=f"{prefix}{index}")
+        decision = await client.submit(request, timeout=30.0, command_id=f"{prefix}{index}")
+        subject = s.event_subject(s.ACTOR, request.actor_id)
+        assert await client.bus.last_sequence(subjects=(subject,)), f"{request.actor_id} answered before stored"
+        return decision
 
     return list(await asyncio.gather(*(submit(i) for i in range(count))))
 
