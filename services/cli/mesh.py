@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,6 +155,12 @@ class Mesh:
                 self.redis.close()
 
 
+def decision_workers(env: Mapping[str, str]) -> int:
+    """How many decision workers run beside the scheduler: `CORRAL_DECISION_WORKERS` (checked; `SettingsError`)."""
+    name = "CORRAL_DECISION_WORKERS"
+    return Settings.from_env({name: env[name]} if name in env else {}).decision_workers
+
+
 def start_mesh(
     data_dir: Path,
     *,
@@ -166,12 +172,14 @@ def start_mesh(
     durable: bool = False,
     metrics_from: int | None = None,
 ) -> Mesh:
-    """Start nats-server and redis-server on free (or given) ports, then the services.
+    """Start nats-server and redis-server on free (or given) ports, then the services (and beside the scheduler
+    `CORRAL_DECISION_WORKERS` decision workers, from `settings` or the environment).
 
     Redis is throwaway unless `durable` (then its append-only file in the data folder keeps the snapshots across
     restarts, as `corral up` wants). `servers` makes the NATS and Redis servers from the data folder instead
     (containers, in tests). `metrics_from` gives each service its own `/metrics` port (see `Mesh.metrics_from`).
     """
+    workers = decision_workers({**os.environ, **(settings or {})})
     data_dir.mkdir(parents=True, exist_ok=True)
     if servers is None:
         nats = nats_server(data_dir / "nats", nats_port)
@@ -185,9 +193,8 @@ def start_mesh(
         mesh.redis.start()
         for name in services:
             mesh.start_service(name)
-        if "scheduler" in services:
-            for index in range(Settings.from_env(mesh.env).decision_workers):
-                mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
+        for index in range(workers if "scheduler" in services else 0):
+            mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
     except BaseException:
         mesh.close()
         raise
