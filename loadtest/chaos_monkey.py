@@ -1,6 +1,6 @@
-"""Kill (SIGKILL) and restart the mesh's pieces at random: each service, the standby scheduler, nats-server (again
-on the same store) and redis-server; and a supervisor that restarts a service that exited on its own, as a
-deployment's restart policy would, counting each such exit."""
+"""Kill (SIGKILL) and restart the mesh's pieces at random: each service, the standby scheduler, the decision workers
+when the mesh runs them, nats-server (again on the same store) and redis-server; and a supervisor that restarts a
+service that exited on its own, as a deployment's restart policy would, counting each such exit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from services.cli.mesh import SERVICES, Mesh
+from services.cli.mesh import DECIDER, SERVICES, Mesh
 from services.cli.servers import LocalServer
 
 STANDBY = "scheduler-2"
@@ -38,6 +38,14 @@ class Monkey:
     exits: dict[str, list[int]] = field(default_factory=dict)
     down: set[str] = field(default_factory=set)
 
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """The keys of the decision workers the mesh runs (`CORRAL_DECISION_WORKERS`)."""
+        return tuple(key for key, kind in self.mesh.kinds.items() if kind == DECIDER)
+
+    def _service(self, key: str) -> str:
+        return self.mesh.kinds.get(key) or service_name(key)
+
     def _server(self, victim: str) -> LocalServer:
         return self.mesh.nats if victim == NATS else self.mesh.redis
 
@@ -54,7 +62,7 @@ class Monkey:
         if victim in (NATS, REDIS):
             self._server(victim).start()
         else:
-            self.mesh.start_service(service_name(victim), victim)
+            self.mesh.start_service(self._service(victim), victim)
 
     def _downtime(self, rng: random.Random, victim: str) -> float:
         if victim == NATS:
@@ -72,7 +80,8 @@ class Monkey:
             if time.monotonic() >= stop_at:
                 return
             if not order:
-                order = rng.sample(VICTIMS, len(VICTIMS))
+                victims = (*VICTIMS, *self.workers)
+                order = rng.sample(victims, len(victims))
             victim = order.pop()
             self.down.add(victim)
             try:
@@ -88,7 +97,7 @@ class Monkey:
         cancelled)."""
         while True:
             await asyncio.sleep(0.5)
-            for key in (*SERVICES, STANDBY):
+            for key in (*SERVICES, STANDBY, *self.workers):
                 process = self.mesh.processes.get(key)
                 if key in self.down or process is None or process.poll() is None:
                     continue
@@ -96,4 +105,4 @@ class Monkey:
                 self.mesh.processes.pop(key, None)
                 await asyncio.sleep(RESTART_PAUSE)
                 if key not in self.down and key not in self.mesh.processes:
-                    await asyncio.to_thread(self.mesh.start_service, service_name(key), key)
+                    await asyncio.to_thread(self.mesh.start_service, self._service(key), key)

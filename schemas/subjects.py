@@ -47,6 +47,10 @@ REQUESTS_STREAM = "CORRAL_REQUESTS"
 REQUESTS_SUBJECTS = f"{PREFIX}.req.>"
 REQUESTS_CONSUMER = "scheduler"
 
+PROPOSALS = f"{PREFIX}.plan.scheduler"
+"""Core NATS request subject of the leading scheduler's applier: a decision worker's `Proposals` for a batch of
+requests, answered with `Verdicts` once the accepted decisions are stored."""
+
 DEAD_LETTERS_STREAM = "CORRAL_DEAD_LETTERS"
 """Events and requests no service could decode or apply, kept for inspection."""
 DEAD_LETTERS_SUBJECTS = f"{PREFIX}.dlq.>"

@@ -19,7 +19,7 @@ from services.core.state.folds import FOLDS, fold_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SERVICES = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "gateway")
+SERVICES = ("labels", "taints", "vclusters", "scheduler", "decider", "autoscaler", "gateway")
 
 PURE_STDLIB = (
     "__future__",

@@ -7,17 +7,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.cli.servers import LocalServer, free_port, nats_server, redis_server
 from services.runtime.runner import RESTART_EXIT_CODES
+from services.runtime.settings import Settings
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
 """The service processes `corral up` runs."""
 GATEWAY = "gateway"
 """The HTTP API `corral up` runs beside the services (on `CORRAL_HTTP_PORT`)."""
+DECIDER = "decider"
+"""The decision workers, `CORRAL_DECISION_WORKERS` of them, started beside the scheduler."""
 AUTOSCALER = "autoscaler"
 """The fifth service, run when node types are given (`corral up --autoscaler CONFIG.yaml`)."""
 FIRST_BACK_OFF_S = 0.5
@@ -152,6 +155,12 @@ class Mesh:
                 self.redis.close()
 
 
+def decision_workers(env: Mapping[str, str]) -> int:
+    """How many decision workers run beside the scheduler: `CORRAL_DECISION_WORKERS` (checked; `SettingsError`)."""
+    name = "CORRAL_DECISION_WORKERS"
+    return Settings.from_env({name: env[name]} if name in env else {}).decision_workers
+
+
 def start_mesh(
     data_dir: Path,
     *,
@@ -163,12 +172,14 @@ def start_mesh(
     durable: bool = False,
     metrics_from: int | None = None,
 ) -> Mesh:
-    """Start nats-server and redis-server on free (or given) ports, then the services.
+    """Start nats-server and redis-server on free (or given) ports, then the services (and beside the scheduler
+    `CORRAL_DECISION_WORKERS` decision workers, from `settings` or the environment).
 
     Redis is throwaway unless `durable` (then its append-only file in the data folder keeps the snapshots across
     restarts, as `corral up` wants). `servers` makes the NATS and Redis servers from the data folder instead
     (containers, in tests). `metrics_from` gives each service its own `/metrics` port (see `Mesh.metrics_from`).
     """
+    workers = decision_workers({**os.environ, **(settings or {})})
     data_dir.mkdir(parents=True, exist_ok=True)
     if servers is None:
         nats = nats_server(data_dir / "nats", nats_port)
@@ -182,6 +193,8 @@ def start_mesh(
         mesh.redis.start()
         for name in services:
             mesh.start_service(name)
+        for index in range(workers if "scheduler" in services else 0):
+            mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
     except BaseException:
         mesh.close()
         raise

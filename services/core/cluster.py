@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -41,6 +41,7 @@ from schemas.vclusters import Admitted, Destroyed, Queued
 from services.core.decide.actor import actor_plans, explain_actor, place_actor
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
+from services.core.framework.pipeline import choose
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import taint_reason
 from services.core.prng import SplitMix64
@@ -50,7 +51,7 @@ from services.core.request import (
     CompiledRequest,
     check_same_request,
 )
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits, replay
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits, replay
 from services.core.state.nominations import awaited
 from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
@@ -337,6 +338,53 @@ class Cluster:
         if self._try_actor(actor, announce=True):
             self._retry_pending(wake_all=False, where=scope)
         return self._decision_of(actor)
+
+    def propose(self, request: ScheduleRequest, prng: SplitMix64, taken: dict[str, Resources]) -> str | None:
+        """The node this view would place a new actor of the root on, drawing from `prng` (the proposer's own) and
+        counting `taken` (by node: what earlier proposals not in the view yet hold, which this one is added to) as
+        used; None to leave the request to the allocator (a live id, a virtual cluster, a placement group's bundle,
+        no room here).
+
+        Changes nothing in the view: the allocator checks the proposal against its own (`submit_proposed`).
+        """
+        if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
+            return None
+        work = CompiledRequest(request, self.rare_resources)
+        if work.group_target is not None:
+            return None
+        plans, _bundle = actor_plans(self._view, work)
+        for plan in plans:
+            plan.room = _less(plan.room, taken)
+            node = choose(self._view, plan, prng, self.sample_size)
+            if node is not None:
+                held = taken.setdefault(node.node_id, {})
+                for name, amount in work.resources.items():
+                    held[name] = held.get(name, 0.0) + amount
+                return node.node_id
+        return None
+
+    def submit_proposed(
+        self, request: ScheduleRequest, node_id: str, prng: int, folded: int
+    ) -> Placed | Pending | None:
+        """Place a new actor on the node a proposer chose (`propose`, with generator state `prng`, on a view that had
+        folded the log up to `folded`) if this view agrees: the node is live, has the room and passes every hard
+        rule of one option. None when it does not, and then nothing changed. A live id (or work `propose` leaves to
+        the allocator) is decided as `submit` decides it."""
+        if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
+            return self.submit(request)
+        work = CompiledRequest(request, self.rare_resources)
+        if work.group_target is not None:
+            return self.submit(request)
+        node = self._view.nodes.get(node_id)
+        plans, _bundle = actor_plans(self._view, work)
+        if node is None or not any(fits(p.room(node), p.need) and p.rejects(node) is None for p in plans):
+            return None
+        self._work[request.actor_id] = work
+        self._begin(request.actor_id)
+        self._emit(ActorSubmitted(request=request))
+        self._emit(ActorPlaced(actor_id=request.actor_id, node_id=node_id, prng=prng, folded=folded))
+        self._retry_pending(wake_all=False, where=self._view)
+        return self._decision_of(self._view.actors[request.actor_id])
 
     def remove_actor(self, actor_id: str) -> None:
         """The actor or task finished or was removed: free its resources."""
@@ -785,6 +833,19 @@ _WORK_OF: dict[type, Callable[[Any], str]] = {
     ),
 }
 """Event type -> the actor or placement group an event of it is about (the waiting index files it again)."""
+
+
+def _less(room: Callable[[NodeState], Resources], taken: Mapping[str, Resources]) -> Callable[[NodeState], Resources]:
+    """`room` with what `taken` holds on each node counted as used."""
+    if not taken:
+        return room
+
+    def less(node: NodeState) -> Resources:
+        free = room(node)
+        used = taken.get(node.node_id)
+        return free if used is None else {name: amount - used.get(name, 0.0) for name, amount in free.items()}
+
+    return less
 
 
 def _shape(request: ScheduleRequest) -> bytes:

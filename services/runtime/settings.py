@@ -28,11 +28,12 @@ COUNTS = {
     "http_port": (1, 65_535),
     "http_max_body_bytes": (1024, 64 * 1024 * 1024),
     "replicas": (1, 5),
+    "decision_workers": (0, 64),
 }
 """Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
 limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits, a port is 16 bits
 (0: no metrics served; the gateway's HTTP port from 1), the gateway's body limit is bounded like a message, and
-JetStream keeps at most 5 replicas of a stream."""
+JetStream keeps at most 5 replicas of a stream; decision workers from 0 (the scheduler decides alone) to 64."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 """The standard OpenTelemetry variable: where spans and metrics go over OTLP/HTTP (checked here, read by the SDK)."""
@@ -78,6 +79,9 @@ class Settings:
     """The largest request body the gateway reads (413 above it)."""
     replicas: int = 1
     """How many servers of a NATS cluster keep each stream and KV bucket (3 on a three-server cluster)."""
+    decision_workers: int = 0
+    """Decider processes that decide scheduling requests and propose them to the leading scheduler, which checks and
+    appends them (0: the scheduler decides every request itself)."""
 
     @property
     def nats_servers(self) -> list[str]:

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import anyio
 import nats.errors
 from nats.aio.msg import Msg
-from nats.js import api
 
 from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
 from services.core.errors import CodecError
-from services.runtime.bus import answerable
 from services.runtime.codec import decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
@@ -27,13 +27,15 @@ from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
+from services.runtime.work_queue import request_consumer, settle
 from services.scheduler import measure
+from services.scheduler.applier import DEPOSED, Applier
 from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 
 log = logging.getLogger("corral.scheduler")
 
-DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
+R = TypeVar("R")
 
 
 class Writer:
@@ -110,7 +112,10 @@ async def main(settings: Settings) -> None:
             group.start_soon(writer.flush_reactions)
             await _serve_queries(shell, view)
             try:
-                await _consume_requests(shell, view, writer, settings, leader)
+                if settings.decision_workers:
+                    await _applier(shell, view, writer, leader).run()
+                else:
+                    await _consume_requests(shell, view, writer, settings, leader)
             finally:
                 with anyio.CancelScope(shield=True):
                     await lease.release()
@@ -188,17 +193,20 @@ async def _serve_queries(shell: Shell, view: SchedulerView) -> None:
     )
 
 
+def _applier(shell: Shell, view: SchedulerView, writer: Writer, leader: Leader) -> Applier:
+    """The applier of the decision workers' proposals, under this leader's elections."""
+
+    async def still_elected(appended_from: int) -> None:
+        await _check_still_elected(shell, view, leader.elected_at, appended_from)
+
+    return Applier(shell, view, writer, still_elected, functools.partial(guarded, shell))
+
+
 async def _consume_requests(
     shell: Shell, view: SchedulerView, writer: Writer, settings: Settings, leader: Leader
 ) -> None:
     """Decide batch after batch; answer and ack a batch only once its events are stored and still count."""
-    config = api.ConsumerConfig(
-        durable_name=s.REQUESTS_CONSUMER,
-        ack_policy=api.AckPolicy.EXPLICIT,
-        ack_wait=settings.request_ack_wait,
-        max_ack_pending=-1,
-    )
-    requests = await shell.bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, config)
+    requests = await shell.bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, request_consumer(settings))
     shell.subscriptions.append(requests)
     while True:
         try:
@@ -254,30 +262,25 @@ async def _decide_one(shell: Shell, view: SchedulerView, msg: Msg) -> tuple[Requ
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
         return Rejected(str(error)), True, measure.UNREADABLE
+    reply, poison = await guarded(shell, msg.subject, lambda: msg.data, lambda: handle(view, request))
+    return reply, poison, request
+
+
+async def guarded(
+    shell: Shell, subject: str, data: Callable[[], bytes], decide: Callable[[], R]
+) -> tuple[R | Rejected, bool]:
+    """`decide()`, and whether the request is poison: a bug must not stop the scheduler for everyone, so a request it
+    fails on is put aside in dead letters (as `data()`) and answered as the scheduler failing."""
     try:
-        return handle(view, request), False, request
-    except Exception as error:  # a bug must not stop the scheduler for everyone: put the request aside, go on
-        log.exception("request on %s failed", msg.subject)
-        await shell.bus.dead_letter("scheduler", msg.data, f"{type(error).__name__}: {error}", msg.subject)
+        return decide(), False
+    except Exception as error:
+        log.exception("request on %s failed", subject)
+        await shell.bus.dead_letter("scheduler", data(), f"{type(error).__name__}: {error}", subject)
         failed = Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
-        return failed, True, request
+        return failed, True
 
 
 async def _answer(shell: Shell, batch: Sequence[Msg], decided: Sequence[Decided]) -> None:
     """Send each reply to its request's inbox; ack a decided request, terminate a poison one (never redelivered)."""
     for msg, (reply, poison) in zip(batch, decided, strict=True):
-        inbox = (msg.headers or {}).get(s.REPLY_HEADER)
-        if inbox:
-            await _reply(shell, msg.subject, inbox, reply)
-        await (msg.term() if poison else msg.ack())
-
-
-async def _reply(shell: Shell, subject: str, inbox: str, reply: RequestReply) -> None:
-    """Publish a reply to a request's inbox: never to a Corral or JetStream subject, nor to a malformed one."""
-    if not answerable(inbox):
-        log.warning("request on %s names %r as its reply inbox: not answered", subject, inbox[:200])
-        return
-    try:
-        await shell.bus.nc.publish(inbox, shell.pager.fit(reply))
-    except nats.errors.BadSubjectError:
-        log.warning("request on %s names a malformed reply inbox %r: not answered", subject, inbox[:200])
+        await settle(shell.bus, shell.pager.fit, msg, reply, poison=poison)

@@ -10,6 +10,7 @@ from schemas.commands import (
     SchedulerRequest,
     SubmitActor,
 )
+from schemas.proposals import Proposal
 from schemas.replies import Accepted, RequestReply
 from services.core.errors import RejectedError
 from services.runtime.commands import rejection
@@ -35,4 +36,16 @@ def handle(view: SchedulerView, request: SchedulerRequest) -> RequestReply:
         cluster.remove_placement_group(request.pg_id)
         return Accepted(message=f"placement group {request.pg_id} removed")
     except RejectedError as error:  # any other error is a bug: the request is set aside (see `app._decide`)
+        return rejection(error)
+
+
+def handle_proposal(view: SchedulerView, proposal: Proposal, folded: int) -> RequestReply | None:
+    """Apply a decision worker's proposal (decided on a view at sequence `folded`) if this view agrees with it;
+    None when it does not (nothing changed). A request without a chosen node is decided here, as `handle` does."""
+    request = proposal.request
+    if not proposal.node_id or not isinstance(request, SubmitActor):
+        return handle(view, request)
+    try:
+        return view.cluster.submit_proposed(request.request, proposal.node_id, proposal.prng, folded)
+    except RejectedError as error:
         return rejection(error)

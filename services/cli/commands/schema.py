@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 import schemas
-from schemas import AnyEvent, Pending, Placed
+from schemas import AnyEvent, Pending, Placed, proposals
 from schemas import commands as cmd
 from schemas import events as ev
 from schemas import queries as q
@@ -49,12 +49,13 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
             ("CreateVirtualCluster", cmd.CreateVirtualCluster),
             ("DestroyVirtualCluster", cmd.DestroyVirtualCluster),
             ("SchedulerRequest", cmd.SchedulerRequest),
+            ("Proposals", proposals.Proposals),
         ],
     ),
     "events": ("Events: the facts the log records on corral.evt.>", [("AnyEvent", AnyEvent)]),
     "replies": (
         "Replies to commands (CommandReply) and to durable scheduler requests (RequestReply)",
-        [("CommandReply", rp.CommandReply), ("RequestReply", rp.RequestReply)],
+        [("CommandReply", rp.CommandReply), ("RequestReply", rp.RequestReply), ("Verdicts", proposals.Verdicts)],
     ),
     "queries": (
         "Queries answered from a service's view, and their replies (a query may also answer Rejected)",
@@ -186,6 +187,14 @@ ROUTES = [
         ["RequestReply"],
     ),
     Route("REQUESTS_SUBJECTS", s.REQUESTS_SUBJECTS, "stream subjects", ["SchedulerRequest"], ["RequestReply"]),
+    Route(
+        "PROPOSALS",
+        s.PROPOSALS,
+        "request",
+        ["Proposals"],
+        ["Verdicts"],
+        "decision workers to the leading scheduler's applier (CORRAL_DECISION_WORKERS > 0); answered once stored",
+    ),
     Route("NODES_QUERY", s.NODES_QUERY, "query", ["NodesQuery"], ["NodesReply", "Rejected"]),
     Route("ACTORS_QUERY", s.ACTORS_QUERY, "query", ["ActorsQuery"], ["ActorsReply", "Rejected"]),
     Route("TAINTS_QUERY", s.TAINTS_QUERY, "query", ["TaintsQuery"], ["TaintsReply", "Rejected"]),

@@ -27,7 +27,7 @@ from services.cli.servers import ServerError
 from services.client import Client, CorralError
 from services.core.autoscale import parse_config
 from services.core.errors import RejectedError
-from services.runtime.settings import Settings
+from services.runtime.settings import Settings, SettingsError
 
 DEFAULT_NATS_PORT = 4222
 DEFAULT_HTTP_PORT = Settings().http_port
@@ -204,7 +204,7 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
                 durable=True,
                 metrics_from=args.metrics_from,
             )
-        except (ServerError, OSError) as error:
+        except (ServerError, OSError, SettingsError) as error:
             raise CliError(f"the mesh did not start: {error}") from None
         try:
             if not await wait_until_ready(mesh, args.timeout, stop):

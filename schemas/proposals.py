@@ -1,0 +1,48 @@
+"""What a decision worker proposes to the leading scheduler's applier, and what the applier answers."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.commands import SchedulerRequest
+from schemas.replies import RequestReply
+
+
+class Proposal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One durable request, decided by a worker against its own view (or left to the applier)."""
+
+    request: SchedulerRequest
+    request_sequence: int
+    """The request's sequence in `CORRAL_REQUESTS`: a request delivered again is answered as it was the first time."""
+    inbox: str = ""
+    """The client's reply inbox (the applier answers there itself a reply too long to pass back)."""
+    node_id: str = ""
+    """The node the worker chose for a new actor; "" leaves the request to the applier, which decides it itself."""
+    prng: int = -1
+    """The worker's generator state before its choice (recorded on the placement, as the scheduler records its own)."""
+
+
+class Proposals(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A worker's batch: its proposals, decided on a view that had folded the event log up to `folded`."""
+
+    worker: str
+    folded: int
+    proposals: list[Proposal]
+
+
+class Verdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The applier's answer to one proposal, given once its events are stored."""
+
+    reply: RequestReply | None = None
+    """What the client is told; None when the proposal was refused (or `sent`)."""
+    sent: bool = False
+    """The applier sent the reply to the client's inbox itself (too long to pass back): ack the request."""
+    poison: bool = False
+    """The scheduler failed on the request (set aside in dead letters): terminate it, never deliver it again."""
+
+
+class Verdicts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One verdict per proposal, in order; `sequence`: fold the log up to it before proposing the refused again."""
+
+    sequence: int
+    verdicts: list[Verdict]

@@ -1,0 +1,143 @@
+"""The leading scheduler's applier (with `CORRAL_DECISION_WORKERS` above 0): the one serial step of allocation.
+
+Decision workers decide batches of requests against their own views and propose them here. The applier checks
+each proposal against its view, the authoritative one (`handlers.handle_proposal`: the node live, its room, the
+hard rules on that node only; a live id answered with its decision), appends what it accepts exactly as the
+scheduler appends its own decisions, checks it is still the elected leader, and only then answers each worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import nats.errors
+from nats.aio.msg import Msg
+
+from schemas import Pending
+from schemas import subjects as s
+from schemas.proposals import Proposal, Proposals, Verdict, Verdicts
+from schemas.replies import RequestReply
+from services.core.errors import CodecError
+from services.runtime.codec import MAX_DEPTH, decode, encode
+from services.runtime.nats_private import pending_queue
+from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
+from services.runtime.service import Shell
+from services.runtime.work_queue import send_reply
+from services.scheduler import measure
+from services.scheduler.handlers import handle_proposal
+from services.scheduler.view import SchedulerView
+
+log = logging.getLogger("corral.scheduler.applier")
+
+DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
+
+REMEMBERED = 100_000
+"""Verdicts kept by request sequence: a request delivered again (its worker gave up waiting) gets the same one."""
+NESTING = 4
+"""How much deeper a request lies inside `Proposals` than alone (a request within the limit is never refused here)."""
+BATCHES_AT_ONCE = 64
+"""Proposal batches (from any workers) applied together: one append and one election check for all of them."""
+
+Guard = Callable[
+    [str, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
+]
+"""Runs a decision; a request the scheduler fails on is set aside and answered as the scheduler failing (poison)."""
+
+
+class Appender(Protocol):
+    """The scheduler's writer, as the applier uses it."""
+
+    lock: asyncio.Lock
+    confirmed: int
+
+    async def flush(self) -> int:
+        """Append what was decided; the sequence of the first event (0 if none)."""
+        ...
+
+
+class Applier:
+    """Checks and appends the workers' proposals, batch after batch, under the writer's lock."""
+
+    def __init__(
+        self,
+        shell: Shell,
+        view: SchedulerView,
+        writer: Appender,
+        still_elected: Callable[[int], Awaitable[None]],
+        guarded: Guard,
+    ) -> None:
+        self.shell, self.view, self.writer = shell, view, writer
+        self.still_elected, self.guarded = still_elected, guarded
+        self.answered: OrderedDict[int, Verdict] = OrderedDict()
+
+    async def run(self) -> None:
+        """Take the proposal batches that wait, apply them together, answer each; forever."""
+        sub = await self.shell.bus.nc.subscribe(s.PROPOSALS, queue=self.shell.name, pending_msgs_limit=100_000)
+        self.shell.subscriptions.append(sub)
+        queue = pending_queue(sub)
+        while True:
+            try:
+                msgs = [await (queue.get(60.0) if queue is not None else sub.next_msg(timeout=60.0))]
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue  # no worker proposed for a minute
+            while queue is not None and not queue.empty() and len(msgs) < BATCHES_AT_ONCE:
+                msgs.append(queue.get_nowait())
+            await self.apply(msgs)
+
+    async def apply(self, msgs: list[Msg]) -> None:
+        """Decide every proposal of `msgs`, append, and answer once the events are stored and still count."""
+        batches: list[tuple[Msg, Proposals]] = []
+        for msg in msgs:
+            try:
+                batch = decode(
+                    msg.data, Proposals, max_bytes=self.shell.bus.nc.max_payload, max_depth=MAX_DEPTH + NESTING
+                )
+                batches.append((msg, batch))
+            except CodecError as error:
+                log.warning("proposals from %s refused: %s", msg.reply[:200], error)
+        async with self.writer.lock:
+            if self.view.deposed():
+                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+            decided = [[await self._decide(p, batch.folded) for p in batch.proposals] for _msg, batch in batches]
+            appended_from = await self.writer.flush()
+        await self.still_elected(appended_from)
+        sequence = max(self.writer.confirmed, self.view.sequence)
+        for (msg, batch), verdicts in zip(batches, decided, strict=True):
+            pairs = zip(batch.proposals, verdicts, strict=True)
+            answer = Verdicts(sequence, [await self._settled(proposal, verdict) for proposal, verdict in pairs])
+            if msg.reply:
+                await msg.respond(encode(answer))
+
+    async def _decide(self, proposal: Proposal, folded: int) -> Verdict:
+        known = self.answered.get(proposal.request_sequence)
+        if known is not None:
+            return known
+        began = time.perf_counter()
+        reply, poison = await self.guarded(
+            s.PROPOSALS, lambda: encode(proposal.request), lambda: handle_proposal(self.view, proposal, folded)
+        )
+        verdict = Verdict(reply, poison=poison)
+        if reply is not None:  # remembered at once: a batch that is not stored ends this process, and its memory
+            measure.decided(proposal.request, reply, time.perf_counter() - began, 0)
+            self._remember(proposal.request_sequence, verdict)
+        return verdict
+
+    async def _settled(self, proposal: Proposal, verdict: Verdict) -> Verdict:
+        """The verdict a worker gets, now that its events are stored: a long reply (a pending explanation) is sent
+        to the client's inbox from here, and remembered as sent."""
+        if isinstance(verdict.reply, Pending) and not verdict.sent:
+            if proposal.inbox:
+                await send_reply(self.shell.bus, s.PROPOSALS, proposal.inbox, self.shell.pager.fit(verdict.reply))
+            verdict = Verdict(sent=True, poison=verdict.poison)
+            self._remember(proposal.request_sequence, verdict)
+        return verdict
+
+    def _remember(self, request_sequence: int, verdict: Verdict) -> None:
+        self.answered[request_sequence] = verdict
+        if len(self.answered) > REMEMBERED:
+            self.answered.popitem(last=False)

@@ -1,0 +1,272 @@
+"""Decision workers (`CORRAL_DECISION_WORKERS`): several processes decide, the leading scheduler's applier checks and
+appends. Every guarantee of the scheduler alone holds: durable before answered, each request decided once, no node
+over-allocated, a deposed leader's decisions counting for nothing, every view equal to a replay of the log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from nats.js.api import ConsumerInfo
+
+from schemas import ActorPlaced, ActorSubmitted, Pending, Placed, ScheduleRequest
+from schemas import subjects as s
+from schemas.commands import SubmitActor
+from schemas.proposals import Proposal, Proposals, Verdicts
+from schemas.queries import DigestQuery, DigestReply
+from services.cli.mesh import Mesh
+from services.client import Client, ConflictError, RejectedError
+from services.core.errors import UnavailableError
+from services.core.state import replay
+from services.core.state.snapshot import digest
+from services.runtime.bus import Bus
+from services.runtime.codec import decode, encode
+from services.runtime.elections import new_election, record_election
+from services.runtime.runner import EXIT_LEASE_LOST
+from services.runtime.settings import Settings
+from services.testing.servers import ServerPath
+from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
+from tests.integration.log import read_events
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+WORKERS = ("decider-1", "decider-2")
+
+
+@pytest.fixture
+def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """The mesh with two decision workers beside the scheduler."""
+    running = start_test_mesh(tmp_path / "mesh", server_path, settings={"CORRAL_DECISION_WORKERS": str(len(WORKERS))})
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+async def client(mesh: Mesh) -> AsyncIterator[Client]:
+    """A client of the mesh, once every service answers."""
+    async with Client(mesh.nats_url, timeout=10.0) as connected:
+        await wait_ready(connected)
+        yield connected
+
+
+async def submit_all(client: Client, count: int, prefix: str = "a", pause: float = 0.0) -> list[object]:
+    """`count` one-CPU submits sent at once (each `pause` seconds after the one before), each with its own key; each
+    answer is checked to be stored in the log already (durable before answered)."""
+
+    async def submit(index: int) -> object:
+        await asyncio.sleep(index * pause)
+        request = ScheduleRequest(f"{prefix}{index}", {"CPU": 1})
+        decision = await client.submit(request, timeout=30.0, command_id=f"{prefix}{index}")
+        subject = s.event_subject(s.ACTOR, request.actor_id)
+        assert await client.bus.last_sequence(subjects=(subject,)), f"{request.actor_id} answered before stored"
+        return decision
+
+    return list(await asyncio.gather(*(submit(i) for i in range(count))))
+
+
+async def placed_once(mesh: Mesh, count: int) -> dict[str, int]:
+    """Check the log: no actor submitted or placed twice; the number of placements per node."""
+    events = await read_events(mesh.nats_url)
+    submitted = Counter(e.request.actor_id for e in events if isinstance(e, ActorSubmitted | ActorPlaced) and e.request)
+    assert len(submitted) == count and set(submitted.values()) == {1}
+    placements = Counter(e.actor_id for e in events if isinstance(e, ActorPlaced))
+    assert set(placements.values()) <= {1}
+    view = replay(events)
+    assert all(free >= 0 for node in view.nodes.values() for free in node.free.values())
+    return Counter(actor.node_id for actor in view.actors.values() if actor.node_id)
+
+
+async def digests(client: Client, service: str, answers: int) -> list[DigestReply]:
+    """The digests of the processes of `service` that answer within 10 s (every decision worker answers the same
+    subject), up to `answers` of them."""
+    inbox = client.bus.nc.new_inbox()
+    sub = await client.bus.nc.subscribe(inbox)
+    replies: list[DigestReply] = []
+    try:
+        await client.bus.nc.publish(s.digest_subject(service), encode(DigestQuery()), reply=inbox)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                while len(replies) < answers:
+                    replies.append(decode((await sub.next_msg(timeout=10)).data, DigestReply))
+        return replies
+    finally:
+        await sub.unsubscribe()
+
+
+async def test_workers_decide_each_request_once_no_node_overfull_and_every_view_equals_a_replay(
+    client: Client, mesh: Mesh
+) -> None:
+    """More requests than room, from many senders at once: each decided once, the room filled exactly."""
+    for index in range(3):
+        await client.register_node(f"n{index}", {"CPU": 10})
+    decisions = await submit_all(client, 45)
+    assert sum(isinstance(d, Placed) for d in decisions) == 30
+    assert sum(isinstance(d, Pending) for d in decisions) == 15
+    assert await placed_once(mesh, 45) == {"n0": 10, "n1": 10, "n2": 10}
+    status = await client.status()
+    assert {a.actor_id: a.node_id for a in status.actors if a.node_id} == {
+        d.id: d.node_id for d in decisions if isinstance(d, Placed)
+    }
+
+    last = await client.bus.last_sequence()
+    for service, answers in (("scheduler", 1), ("decider", len(WORKERS))):
+        deadline = asyncio.get_running_loop().time() + 20
+        while asyncio.get_running_loop().time() < deadline:
+            replies = await digests(client, service, answers)
+            if len(replies) == answers and all(reply.sequence >= last for reply in replies):
+                break
+            await asyncio.sleep(0.05)
+        assert len(replies) == answers, f"{len(replies)} of {answers} {service} processes answered"
+        for reply in replies:
+            assert reply.digest == digest(replay(await read_events(mesh.nats_url, last=reply.sequence))), service
+
+
+async def test_two_workers_proposing_the_last_room_get_one_placement_and_one_refusal(
+    client: Client, mesh: Mesh
+) -> None:
+    """Two proposals decided against views with one slot left, for different actors on the same node: the applier
+    accepts the first and refuses the second, whose worker decides it again (here: no room left, so pending)."""
+    await client.register_node("n1", {"CPU": 1})
+    await client.wait_ready(timeout=5)
+    folded = await client.bus.last_sequence()
+
+    async def propose(worker: str, actor_id: str, request_sequence: int) -> Verdicts:
+        request = SubmitActor(request=ScheduleRequest(actor_id, {"CPU": 1}))
+        proposals = Proposals(worker, folded, [Proposal(request, request_sequence, node_id="n1", prng=0)])
+        reply = await client.bus.nc.request(s.PROPOSALS, encode(proposals), timeout=10)
+        answer: Verdicts = decode(reply.data, Verdicts)
+        return answer
+
+    first, second = await asyncio.gather(propose("w1", "x", 10**9), propose("w2", "y", 10**9 + 1))
+    replies = [first.verdicts[0].reply, second.verdicts[0].reply]
+    assert sum(isinstance(r, Placed) and r.node_id == "n1" for r in replies) == 1
+    assert replies.count(None) == 1  # refused: nothing of it stored
+    events = await read_events(mesh.nats_url)
+    assert [e.actor_id for e in events if isinstance(e, ActorPlaced)] in (["x"], ["y"])
+    assert replay(events).nodes["n1"].free == {"CPU": 0.0}
+    # the refused proposal, decided by its worker again on a view folded up to the verdict's sequence
+    assert isinstance(await client.submit(ScheduleRequest("z", {"CPU": 1})), Pending)
+
+
+async def test_killing_a_worker_mid_batch_loses_no_request_and_decides_nothing_twice(
+    client: Client, mesh: Mesh
+) -> None:
+    """Each worker holds a request it proposed when one is killed: the applier (paused meanwhile) stores both
+    proposals, one worker is never answered, and its request, delivered again to the other worker, is answered with
+    the decision already stored."""
+    for index in range(2):
+        await client.register_node(f"n{index}", {"CPU": 40})
+
+    async def consumer_has(check: Callable[[ConsumerInfo], bool]) -> bool:
+        return check(await client.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER))
+
+    assert await holds_within(lambda: consumer_has(lambda info: (info.num_waiting or 0) >= len(WORKERS)), 15)
+    scheduler = mesh.processes["scheduler"]
+    scheduler.send_signal(signal.SIGSTOP)  # briefly: well within its lease
+    try:
+        stream = asyncio.ensure_future(submit_all(client, 20))
+        assert await holds_within(lambda: consumer_has(lambda info: (info.num_ack_pending or 0) >= 2), 0.8)
+        mesh.stop_service("decider-1", hard=True)
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+    decisions = await asyncio.wait_for(stream, timeout=60)
+    assert all(isinstance(d, Placed) for d in decisions)
+    assert sum((await placed_once(mesh, 20)).values()) == 20
+    # delivered more times than there are requests: the killed worker's request went out again
+    delivered = (await client.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER)).delivered
+    assert delivered is not None and delivered.consumer_seq > delivered.stream_seq
+
+
+async def test_with_every_worker_gone_requests_wait_in_the_queue_and_a_worker_started_again_decides_them(
+    client: Client, mesh: Mesh
+) -> None:
+    """The leader decides nothing itself while workers are configured: a request waits, stored, for a worker."""
+    await client.register_node("n1", {"CPU": 4})
+    for worker in WORKERS:
+        mesh.stop_service(worker, hard=True)
+    with pytest.raises(UnavailableError, match="no decision within"):
+        await client.submit(ScheduleRequest("waits", {"CPU": 1}), timeout=1.0, command_id="waits")
+    mesh.start_service("decider", instance=WORKERS[0])
+    decision = await client.submit(ScheduleRequest("waits", {"CPU": 1}), timeout=20.0, command_id="waits")
+    assert isinstance(decision, Placed) and decision.node_id == "n1"
+    assert await placed_once(mesh, 1) == {"n1": 1}
+
+
+async def test_killing_the_leading_scheduler_mid_stream_loses_nothing_and_the_standby_applies(
+    client: Client, mesh: Mesh
+) -> None:
+    """The applier killed with proposals in flight: the workers' requests go again to the standby's applier,
+    which answers a request its predecessor decided with that decision."""
+    mesh.start_service("scheduler", instance="standby")
+    for index in range(4):
+        await client.register_node(f"n{index}", {"CPU": 40})
+    stream = asyncio.ensure_future(submit_all(client, 100, pause=0.01))
+    await asyncio.sleep(0.4)
+    mesh.stop_service("scheduler", hard=True)
+    decisions = await asyncio.wait_for(stream, timeout=60)
+    assert all(isinstance(d, Placed) for d in decisions)
+    assert "won the lease" in log_of(mesh, "standby")
+    assert sum((await placed_once(mesh, 100)).values()) == 100
+    placed_now = {a.actor_id: a.node_id for a in (await client.status()).actors}
+    assert all(placed_now[d.id] == d.node_id for d in decisions if isinstance(d, Placed))
+
+
+async def test_a_deposed_leaders_applier_answers_nothing_and_the_next_one_decides(client: Client, mesh: Mesh) -> None:
+    """A newer election lands in the log behind the leader's back: the proposals it gets count for no view, so no
+    worker is answered; the leader exits and the next scheduler's applier decides the request once."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.submit(ScheduleRequest("before", {"CPU": 1}))
+    usurper = await Bus.connect(Settings(nats_url=mesh.nats_url), "test-usurper")
+    try:
+        lease = await usurper.lease_bucket()
+        held = await lease.get(s.SCHEDULER_LEASE_KEY)
+        epoch = await lease.update(s.SCHEDULER_LEASE_KEY, held.value or b"", last=held.revision)
+        elected = new_election(epoch, "usurper")
+        await record_election(usurper.js, elected)
+        await usurper.append([elected])
+    finally:
+        await usurper.close()
+
+    with pytest.raises(UnavailableError, match="no decision within"):
+        await client.submit(ScheduleRequest("late", {"CPU": 1}), timeout=1.0)
+    assert await asyncio.to_thread(mesh.processes["scheduler"].wait, 10) == EXIT_LEASE_LOST
+    assert "a newer scheduler was elected" in log_of(mesh, "scheduler")
+    assert "snapshot saved" not in log_of(mesh, "scheduler")
+
+    mesh.start_service("scheduler", instance="next")
+    await wait_ready(client)
+
+    async def late_in_the_log() -> bool:
+        return "late" in replay(await read_events(mesh.nats_url)).actors
+
+    assert await holds_within(late_in_the_log, timeout=15), "the unacked request is delivered again and decided"
+    view = replay(await read_events(mesh.nats_url))
+    assert view.actors["late"].status == "placed"
+    assert view.nodes["n1"].free == {"CPU": 2.0}  # "before" and "late", each once
+
+
+async def test_bad_requests_through_the_workers_are_refused_or_set_aside_and_change_nothing(
+    client: Client, mesh: Mesh
+) -> None:
+    """Garbage on the request stream goes to dead letters; a request the core refuses is rejected naming the field
+    (the workers keep serving); another request for a live id is a conflict naming the field; the same request again
+    returns the decision; nothing changes."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.bus.js.publish(s.SCHEDULE, b"\x00garbage")
+    with pytest.raises(RejectedError, match="label_selector"):
+        await client.submit(ScheduleRequest("bad", {"CPU": 1}, label_selector={"zone": "in(a"}))
+    first = await client.submit(ScheduleRequest("a1", {"CPU": 1}))
+    assert isinstance(first, Placed)
+    with pytest.raises(ConflictError, match="resources"):
+        await client.submit(ScheduleRequest("a1", {"CPU": 2}))
+    assert await client.submit(ScheduleRequest("a1", {"CPU": 1})) == first
+    info = await client.bus.js.stream_info(s.DEAD_LETTERS_STREAM)
+    assert info.state.messages >= 1
+    assert await placed_once(mesh, 1) == {"n1": 1}
