@@ -9,6 +9,7 @@ ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import pytest
 from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.cli.servers import LocalServer
 from services.client import Client
+from services.core.errors import CorralError
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.testing.servers import ServerPath, choose_servers, nats_container, redis_container
@@ -178,3 +180,19 @@ async def bus_of(mesh: Mesh, name: str) -> AsyncIterator[Bus]:
         yield connected
     finally:
         await connected.close()
+
+
+async def scheduler_answers(client: Client) -> bool:
+    """Whether the scheduler answers a status query."""
+    try:
+        await client.status()
+    except CorralError:
+        return False
+    return True
+
+
+async def cancelled(task: asyncio.Future[None]) -> None:
+    """Cancel a service's task run in the test's process, and wait until it has stopped (cleanly)."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=10.0)

@@ -20,11 +20,19 @@ from schemas import Pending, ScheduleRequest
 from schemas import subjects as s
 from services.cli.mesh import Mesh
 from services.client import Client
-from services.core.errors import CorralError
 from services.runtime import replicas
 from services.runtime.bus import Bus
 from services.scheduler.app import main as scheduler_main
-from tests.integration.conftest import JETSTREAM_TIMEOUT_S, bus_of, holds_within, nats_paused, paused, settings_of
+from tests.integration.conftest import (
+    JETSTREAM_TIMEOUT_S,
+    bus_of,
+    cancelled,
+    holds_within,
+    nats_paused,
+    paused,
+    scheduler_answers,
+    settings_of,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -74,24 +82,9 @@ async def test_a_scheduler_starting_while_jetstream_does_not_answer_comes_up_and
             await outage.aclose()
             assert not scheduler.done()
             async with Client(servers.nats_url, timeout=10.0) as client:
-                assert await holds_within(lambda: _answers(client), timeout=10.0)
+                assert await holds_within(lambda: scheduler_answers(client), timeout=10.0)
                 decision = await client.submit(ScheduleRequest("job", {"CPU": 1}), timeout=10.0)
             assert isinstance(decision, Pending)  # no nodes: decided, and waiting
             assert not scheduler.done()
         finally:
-            await _stopped(scheduler)
-
-
-async def _answers(client: Client) -> bool:
-    """Whether the scheduler answers a status query."""
-    try:
-        await client.status()
-    except CorralError:
-        return False
-    return True
-
-
-async def _stopped(task: asyncio.Future[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=10.0)
+            await cancelled(scheduler)
