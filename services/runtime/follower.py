@@ -310,7 +310,7 @@ class LogFollower:
         answering, say). For a leader, which may neither decide on a view short of its own writes nor drop what it
         holds by exiting; a wait longer than `PATIENCE_SECONDS` is logged once, and its end."""
         try:
-            await self.wait_for(sequence)
+            await self.wait_for(sequence, PATIENCE_SECONDS)
         except TimeoutError:
             log.warning(
                 "%s: %s: the log has not reached sequence %d in %gs; waiting on, deciding nothing",
