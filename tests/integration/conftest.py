@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -147,7 +146,7 @@ async def corral(mesh: Mesh, *args: str, timeout: float = 30) -> subprocess.Comp
     return subprocess.CompletedProcess(command, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
-@asynccontextmanager
+@contextlib.asynccontextmanager
 async def nats_paused(mesh: Mesh) -> AsyncIterator[None]:
     """nats-server stopped (SIGSTOP: connections stay up, nothing answers) from the moment this is entered, going
     on once it is left (what was sent meanwhile is answered then, if still asked)."""
@@ -172,7 +171,7 @@ def settings_of(mesh: Mesh) -> Settings:
     return Settings.from_env(mesh.env)
 
 
-@asynccontextmanager
+@contextlib.asynccontextmanager
 async def bus_of(mesh: Mesh, name: str) -> AsyncIterator[Bus]:
     """A bus connected to the mesh's NATS, closed on the way out."""
     connected = await Bus.connect(settings_of(mesh), name)
