@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import pytest
 
 from schemas import AnyEvent, NodeDied
+from services.runtime import follower as follower_module
 from services.runtime.bus import LogEntry
 from services.runtime.follower import LogFollower
 
@@ -75,6 +79,32 @@ class ReplacedConsumerLog(FakeLog):
         return [(1, "c1", 1), (2, "c1", 2), (5, "c1b", 1), (6, "c1b", 2)]
 
 
+class StalledLog(FakeLog):
+    """Ends at event 3 until `end` is moved on; delivers nothing after 3 until `go_on` is set (a stalled reader)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.end = 3
+        self.go_on = asyncio.Event()
+
+    async def last_sequence(self, subjects: Sequence[str] = ()) -> int:
+        return self.end
+
+    async def log_identity(self) -> tuple[str, int]:
+        return "fake", self.end
+
+    def read_log(self, start: int, subjects: Sequence[str] = (), max_bytes: int = 0) -> AsyncIterator[LogEntry]:
+        entries = super().read_log(start, subjects, max_bytes)
+
+        async def stalling() -> AsyncIterator[LogEntry]:
+            async for entry in entries:
+                if entry.sequence > 3:
+                    await self.go_on.wait()
+                yield entry
+
+        return stalling()
+
+
 class NoSnapshots:
     async def load(self, _name: str) -> None:
         return None
@@ -125,6 +155,32 @@ async def test_an_unfoldable_event_is_skipped_counted_and_dead_lettered_once_acr
     assert await follow(bus, frozenset({3})) == [1, 2, 4, 5, 6]
     assert await follow(bus, frozenset({3})) == [1, 2, 4, 5, 6]  # a replay skips it again, the same way
     assert bus.dead_letters == [("test", "could not be folded (KeyError: 'n3')", 3)]
+
+
+@pytest.mark.anyio
+async def test_a_patient_catch_up_outlasts_a_stalled_log_says_so_once_and_ends_when_the_log_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(follower_module, "PATIENCE_SECONDS", 0.01)
+    caplog.set_level(logging.INFO, "corral.follower")
+    bus: Any = StalledLog()
+    store: Any = NoSnapshots()
+    fold, dump, load = (lambda *_: None), (lambda _s: b""), (lambda _b, _s: None)
+    follower = LogFollower(bus, store, "test", fold, dump, load, snapshot_every=1000, ready=lambda: False)
+    await follower.start()
+    running = asyncio.ensure_future(follower.run())
+    bus.end = 6
+    waiting = asyncio.ensure_future(follower.caught_up(patient=True))
+    deadline = time.monotonic() + 5.0
+    while "waiting on" not in caplog.text and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert caplog.text.count("the log has not reached sequence 6") == 1
+    assert not waiting.done() and follower.sequence == 3
+    bus.go_on.set()
+    await asyncio.wait_for(waiting, timeout=5.0)
+    assert follower.sequence == 6 and "the log reached sequence 6" in caplog.text
+    running.cancel()
+    await follower.close()
 
 
 @pytest.fixture

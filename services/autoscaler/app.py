@@ -38,7 +38,7 @@ from services.autoscaler.split import message_budget
 from services.autoscaler.view import AutoscalerView
 from services.client import Client
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, parse_config
-from services.core.errors import CorralError, NotFoundError, RejectedError
+from services.core.errors import CorralError, NotFoundError, RejectedError, UnavailableError
 from services.core.labels import SCALE_DOWN_TAINT
 from services.core.state.model import Launch
 from services.runtime import metrics
@@ -198,16 +198,36 @@ class Autoscaler:
 
     async def start(self, epoch: int) -> None:
         """Be elected under `epoch`, then resume what the log says is under way."""
-        await self.commands.connect()
+        await self._connect_commands()
         await self.elect(epoch)
         await self.resume()
 
-    async def elect(self, epoch: int) -> None:
-        """Append this instance's election (after every decision before it is folded)."""
+    async def _connect_commands(self) -> None:
+        """Connect the command client, however long NATS does not answer (said once in the log)."""
+        warned = False
         while True:
-            await self.shell.caught_up()
+            try:
+                await self.commands.connect()
+                return
+            except UnavailableError as error:
+                if not warned:
+                    log.warning("autoscaler commands: %s; connecting again", error)
+                    warned = True
+
+    async def elect(self, epoch: int) -> None:
+        """Append this instance's election (after every decision before it is folded); JetStream not answering
+        and the log stalling are waited out, however long (the lease, lost meanwhile, ends the wait)."""
+        while True:
+            await self.shell.follower.caught_up(patient=True)
             elected = AutoscalerElected(event_id=event_id(), instance=self.settings.instance, epoch=epoch)
-            if await self.decisions.append([elected], self.shell.follower.sequence):
+            try:
+                stored = await self.decisions.append([elected], self.shell.follower.sequence)
+            except TimeoutError as error:  # met before appending (the bus retries an append itself): try again
+                log.warning(
+                    "autoscaler election of epoch %d not appended yet (%s)", epoch, error or type(error).__name__
+                )
+                continue
+            if stored:
                 self.epoch = epoch
                 metrics.ELECTIONS.add(1)
                 log.info("autoscaler %s leads (epoch %d)", self.settings.instance, epoch)

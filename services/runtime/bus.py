@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -260,27 +261,37 @@ class Bus:
         An existing stream keeps its configuration except its replicas, moved to `settings.replicas`
         (`SettingsError` when NATS cannot). A service declares only the streams it uses: deploy/nats.conf lets it
         inspect and create no others.
+
+        Asked again while JetStream does not answer (`answered`): a service starting just after nats-server
+        restarted, or while a cluster elects a stream's leader, waits instead of exiting.
         """
-        for config in STREAMS:
-            if config.name not in names:
-                continue
-            try:
-                await replicas.replicate(self.js, config.name or "", self.settings.replicas)
-            except nats.js.errors.NotFoundError:
-                await replicas.add_stream(self.js, config, self.settings.replicas)
+        for name in names:
+            await self.answered(functools.partial(self._ensure_stream, name), f"stream {name}")
+
+    async def _ensure_stream(self, name: str) -> None:
+        """Create the stream `name` (of `STREAMS`) if missing, else move it to `settings.replicas`; asked once."""
+        (config,) = [config for config in STREAMS if config.name == name]
+        try:
+            await replicas.replicate(self.js, name, self.settings.replicas)
+        except nats.js.errors.NotFoundError:
+            await replicas.add_stream(self.js, config, self.settings.replicas)
 
     async def lease_bucket(self, bucket: str = s.LEASE_BUCKET) -> KeyValue:
         """The KV bucket holding leases (the scheduler's, unless another is named; created if missing), on
-        `settings.replicas` servers."""
-        return await replicas.key_value(self.js, bucket, self.settings.replicas, ttl=self.settings.lease_ttl, history=1)
+        `settings.replicas` servers; asked again while JetStream does not answer."""
+
+        def declare() -> Awaitable[KeyValue]:
+            return replicas.key_value(self.js, bucket, self.settings.replicas, ttl=self.settings.lease_ttl, history=1)
+
+        return await self.answered(declare, f"KV bucket {bucket}")
 
     async def answered(self, ask: Callable[[], Awaitable[T]], what: str) -> T:
         """`ask()`, asked again while JetStream does not answer it (a stream of a cluster between two leaders, say:
-        its requests go unanswered until the others elect one)."""
+        its requests go unanswered until the others elect one); the outage is logged once, and its end."""
         warned = False
         while True:
             try:
-                return await ask()
+                answer = await ask()
             except _UNANSWERED as error:
                 if self.nc.is_closed:
                     raise
@@ -288,6 +299,10 @@ class Bus:
                     log.warning("%s: no answer (%s); asking again", what, error or type(error).__name__)
                     warned = True
                 await asyncio.sleep(0.25)
+                continue
+            if warned:
+                log.info("%s: answered", what)
+            return answer
 
     # appending
 
@@ -587,7 +602,8 @@ class Bus:
     # work queues
 
     async def pull(self, subject: str, stream: str, config: api.ConsumerConfig) -> PullConsumer:
-        """The durable pull consumer `config.durable_name` of `stream` (created with `config` when missing)."""
+        """The durable pull consumer `config.durable_name` of `stream` (created with `config` when missing; asked
+        again while JetStream does not answer)."""
         durable = config.durable_name
         assert durable, "a durable pull consumer needs a durable_name"
         if not config.filter_subjects:
@@ -596,14 +612,14 @@ class Bus:
 
         async def declare() -> None:
             """The stream and the consumer, each made again if missing (deleted by an operator, say)."""
-            await self.ensure_streams((stream,))
+            await self._ensure_stream(stream)
             try:
                 await self.js.consumer_info(stream, durable)
             except nats.js.errors.NotFoundError:
                 log.info("consumer %s of %s: declared", durable, stream)
                 await self.js.add_consumer(stream, config=config)
 
-        await declare()
+        await self.answered(declare, f"consumer {durable} of {stream}")
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox + ".*", pending_msgs_limit=200_000, pending_bytes_limit=512 * 1024 * 1024)
         return PullConsumer(self, sub, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}", inbox, declare)

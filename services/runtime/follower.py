@@ -24,6 +24,9 @@ log = logging.getLogger("corral.follower")
 
 LOG_CHECK_SECONDS = 1.0
 """How often a running service checks that the event log is still the one its view folded."""
+PATIENCE_SECONDS = 10.0
+"""How long a wait for the view to fold the log may take before it is said in the log (`wait_patiently`), or raises
+(`wait_for`)."""
 
 
 class LogReplaced(ServiceExit):
@@ -147,11 +150,21 @@ class LogFollower:
         """The sequence of the newest event in the log (on the follower's subjects)."""
         return await self.bus.last_sequence(subjects=self.subjects)
 
-    async def caught_up(self) -> None:
+    async def caught_up(self, *, patient: bool = False) -> None:
         """Return once the view has folded the log up to its end as of now (what other writers appended too);
-        raises `LogReplaced` when the log is no longer the one folded (a view of a lost log answers nothing)."""
+        raises `LogReplaced` when the log is no longer the one folded (a view of a lost log answers nothing).
+
+        `TimeoutError` when JetStream or the log reader does not answer in time; `patient`: they are waited out
+        however long (see `wait_patiently`)."""
+        if patient:
+            await self.wait_patiently(await self.bus.answered(self._end, "the event log's end"), "catching up")
+        else:
+            await self.wait_for(await self._end())
+
+    async def _end(self) -> int:
+        """The log's end (on the follower's subjects), once its identity is checked."""
         end = await self.check_log()
-        await self.wait_for(await self.log_end() if self.subjects else end)
+        return await self.log_end() if self.subjects else end
 
     async def check_log(self) -> int:
         """The log's last sequence, once its identity is checked: `LogReplaced` when it is gone or another one."""
@@ -280,8 +293,9 @@ class LogFollower:
         await self.bus.dead_letter(self.name, entry.raw, reason, entry.subject, entry.sequence)
         self._dead_lettered_to = entry.sequence
 
-    async def wait_for(self, sequence: int, timeout: float = 10.0) -> None:
-        """Return once the view has folded the log up to `sequence` (read-your-writes for a command)."""
+    async def wait_for(self, sequence: int, timeout: float | None = PATIENCE_SECONDS) -> None:
+        """Return once the view has folded the log up to `sequence` (read-your-writes for a command); `TimeoutError`
+        after `timeout` seconds (None: never)."""
         if self.sequence >= sequence:
             return
         self._waiters += 1
@@ -290,6 +304,23 @@ class LogFollower:
                 await asyncio.wait_for(self._advanced.wait_for(lambda: self.sequence >= sequence), timeout)
         finally:
             self._waiters -= 1
+
+    async def wait_patiently(self, sequence: int, why: str) -> None:
+        """Return once the view has folded the log up to `sequence`, however long the log stalls (JetStream not
+        answering, say). For a leader, which may neither decide on a view short of its own writes nor drop what it
+        holds by exiting; a wait longer than `PATIENCE_SECONDS` is logged once, and its end."""
+        try:
+            await self.wait_for(sequence, PATIENCE_SECONDS)
+        except TimeoutError:
+            log.warning(
+                "%s: %s: the log has not reached sequence %d in %gs; waiting on, deciding nothing",
+                self.name,
+                why,
+                sequence,
+                PATIENCE_SECONDS,
+            )
+            await self.wait_for(sequence, None)
+            log.info("%s: %s: the log reached sequence %d", self.name, why, sequence)
 
     async def snapshot(self) -> bool:
         """Save the view as of the current sequence (only if newer than the stored one; never once the log it was

@@ -147,7 +147,7 @@ class Leader:
             await record_election(shell.bus.js, elected, replicas=shell.bus.settings.replicas)
             view.awaited_election = elected.event_id
             (sequence,) = await shell.bus.append([elected])
-            await shell.follower.wait_for(sequence)
+            await shell.follower.wait_patiently(sequence, f"the election of epoch {epoch}")
             assert view.own_echo is not None and view.cluster.epoch == epoch
             shell.bus.skip_own_events(view.cluster.event_prefix, view.own_echo)
             view.on_decided = writer.dirty.set
@@ -157,12 +157,13 @@ class Leader:
         log.info("scheduler %s leads from sequence %d (epoch %d)", self.instance, sequence, epoch)
 
     async def _settle(self) -> None:
-        """Append what is decided and fold the log to its end; exit when another election came in between."""
+        """Append what is decided and fold the log to its end (however long the log stalls); exit when another
+        election came in between."""
         if self.writer.unconfirmed:
             raise ServiceExit(EXIT_LEASE_LOST, "an append was never confirmed: restarting from the log")
         await self.writer.flush()
-        await self.shell.follower.wait_for(self.writer.confirmed)
-        await self.shell.caught_up()
+        await self.shell.follower.wait_patiently(self.writer.confirmed, "settling before an election")
+        await self.shell.follower.caught_up(patient=True)
         if self.view.deposed():
             raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 
@@ -231,15 +232,17 @@ async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: in
     leader that lost its lease, but has not noticed yet, would tell a client about a placement no view will hold.
     The view has usually folded the log up to the batch already; a batch with nothing appended folds up to the
     newest message on the elections subject (an unreadable one there is skipped by the fold, and deposes no one).
+    While the log stalls, nothing is answered: the wait goes on however long (the lease, lost meanwhile, ends it).
     """
+    follower, why = shell.follower, "confirming this leader is still elected"
     if appended_from:
-        await shell.follower.wait_for(appended_from - 1)
+        await follower.wait_patiently(appended_from - 1, why)
     else:
         elections = (s.ELECTIONS,)
         newest = await shell.bus.answered(lambda: shell.bus.last_sequence(subjects=elections), "the newest election")
         if newest == elected_at:
             return
-        await shell.follower.wait_for(newest)  # the reader skips an election no lease produced
+        await follower.wait_patiently(newest, why)  # the reader skips an election no lease produced
     if view.deposed():
         raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 

@@ -9,6 +9,8 @@ ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +23,9 @@ import pytest
 from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.cli.servers import LocalServer
 from services.client import Client
+from services.core.errors import CorralError
+from services.runtime.bus import Bus
+from services.runtime.settings import Settings
 from services.testing.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
@@ -31,6 +36,9 @@ FAST = {
     "CORRAL_LOG_LEVEL": "INFO",
 }
 """Short timeouts so failover and node death happen within a test's patience."""
+
+JETSTREAM_TIMEOUT_S = 5.0
+"""How long a bus waits for a JetStream answer (`Bus.js`): an outage of a test outlasts the requests it must fail."""
 
 
 @pytest.fixture
@@ -136,3 +144,54 @@ async def corral(mesh: Mesh, *args: str, timeout: float = 30) -> subprocess.Comp
     with anyio.fail_after(timeout + 30):
         done = await anyio.run_process(command, check=False)
     return subprocess.CompletedProcess(command, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+@contextlib.asynccontextmanager
+async def nats_paused(mesh: Mesh) -> AsyncIterator[None]:
+    """nats-server stopped (SIGSTOP: connections stay up, nothing answers) from the moment this is entered, going
+    on once it is left (what was sent meanwhile is answered then, if still asked)."""
+    process: subprocess.Popen[bytes] | None = mesh.nats.process
+    if process is None:
+        pytest.skip("the NATS server is not a local process here")
+    process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGCONT)
+
+
+async def paused(mesh: Mesh, seconds: float) -> None:
+    """nats-server stopped for `seconds` (see `nats_paused`), then going on."""
+    async with nats_paused(mesh):
+        await asyncio.sleep(seconds)
+
+
+def settings_of(mesh: Mesh) -> Settings:
+    """The settings of a service of the mesh run inside the test's process."""
+    return Settings.from_env(mesh.env)
+
+
+@contextlib.asynccontextmanager
+async def bus_of(mesh: Mesh, name: str) -> AsyncIterator[Bus]:
+    """A bus connected to the mesh's NATS, closed on the way out."""
+    connected = await Bus.connect(settings_of(mesh), name)
+    try:
+        yield connected
+    finally:
+        await connected.close()
+
+
+async def scheduler_answers(client: Client) -> bool:
+    """Whether the scheduler answers a status query."""
+    try:
+        await client.status()
+    except CorralError:
+        return False
+    return True
+
+
+async def cancelled(task: asyncio.Future[None]) -> None:
+    """Cancel a service's task run in the test's process, and wait until it has stopped (cleanly)."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=10.0)

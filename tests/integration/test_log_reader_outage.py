@@ -8,8 +8,6 @@ scheduler did). nats-server is paused with SIGSTOP: connected, and nothing answe
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import pytest
@@ -18,14 +16,11 @@ from schemas import NodeRegistered
 from services.cli.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.follower import LogFollower
-from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
 from services.runtime.views import FoldedView
+from tests.integration.conftest import JETSTREAM_TIMEOUT_S, bus_of, paused
 
 pytestmark = pytest.mark.anyio
-
-JETSTREAM_TIMEOUT_S = 5.0
-"""How long the bus waits for a JetStream answer (`Bus.js`): each outage outlasts the requests it must fail."""
 
 REGISTERED = NodeRegistered(node_id="n1", resources={"CPU": 1.0}, labels={}, event_id="e1")
 
@@ -33,33 +28,17 @@ REGISTERED = NodeRegistered(node_id="n1", resources={"CPU": 1.0}, labels={}, eve
 @pytest.fixture
 async def bus(servers: Mesh) -> AsyncIterator[Bus]:
     """A bus to the servers' NATS, its log holding one event."""
-    settings = Settings(**{**Settings.from_env().__dict__, "nats_url": servers.nats_url})
-    connected = await Bus.connect(settings, "reader")
-    try:
+    async with bus_of(servers, "reader") as connected:
         await connected.ensure_streams()
         assert await connected.append([REGISTERED]) == [1]
         yield connected
-    finally:
-        await connected.close()
-
-
-async def _paused(servers: Mesh, seconds: float) -> None:
-    """nats-server stopped for `seconds`, then going on (what was sent meanwhile is answered then, if still asked)."""
-    process: subprocess.Popen[bytes] | None = servers.nats.process
-    if process is None:
-        pytest.skip("the NATS server is not a local process here")
-    process.send_signal(signal.SIGSTOP)
-    try:
-        await asyncio.sleep(seconds)
-    finally:
-        process.send_signal(signal.SIGCONT)
 
 
 async def test_the_log_reader_waits_while_jetstream_does_not_answer_then_reads_the_log(servers: Mesh, bus: Bus) -> None:
     reader = bus.read_log(1)
     assert isinstance(reader, AsyncGenerator)
     first = asyncio.ensure_future(anext(reader))
-    await _paused(servers, JETSTREAM_TIMEOUT_S + 1)
+    await paused(servers, JETSTREAM_TIMEOUT_S + 1)
     entry = await asyncio.wait_for(first, timeout=3 * JETSTREAM_TIMEOUT_S)
     assert (entry.sequence, entry.event) == (1, REGISTERED)
     await reader.aclose()
@@ -72,7 +51,7 @@ async def test_a_view_starting_while_jetstream_does_not_answer_folds_the_log_onc
     store = SnapshotStore(servers.env["CORRAL_REDIS_URL"])
     follower = LogFollower(bus, store, "reader", view.fold, view.dump, view.load, snapshot_every=1000)
     starting = asyncio.ensure_future(follower.start())
-    await _paused(servers, 2 * JETSTREAM_TIMEOUT_S + 1)  # the dead letters' lookup gives up, then the log's identity
+    await paused(servers, 2 * JETSTREAM_TIMEOUT_S + 1)  # the dead letters' lookup gives up, then the log's identity
     await asyncio.wait_for(starting, timeout=3 * JETSTREAM_TIMEOUT_S)
     assert follower.sequence == 1
     assert list(view.cluster.nodes) == ["n1"]
