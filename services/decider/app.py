@@ -49,7 +49,7 @@ async def main(settings: Settings) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             group.start_soon(shell.follower.watch_log)
-            await shell.caught_up()
+            await shell.follower.caught_up(patient=True)  # a bus outage at start-up is waited out, not an exit
             await Worker(shell, view, settings).run()
 
 

@@ -26,6 +26,7 @@ from services.autoscaler.app import main as autoscaler_main
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.client.base import Connection
+from services.decider.app import main as decider_main
 from services.runtime import replicas
 from services.runtime.bus import Bus
 from services.runtime.lease import Lease
@@ -115,6 +116,30 @@ async def test_a_scheduler_starting_while_jetstream_does_not_answer_comes_up_and
         assert isinstance(decision, Pending)  # no nodes: decided, and waiting
         assert not scheduler.done()
     finally:
+        await cancelled(scheduler)
+
+
+async def test_a_decision_worker_starting_while_jetstream_does_not_answer_comes_up_and_decides(
+    servers: Mesh, outage: Outage
+) -> None:
+    """A decision worker has its request stream, and nats-server pauses at once: its catching up with the log meets
+    the outage; once it ends, the worker decides (with workers, the scheduler pulls no request itself)."""
+    settings = dataclasses.replace(settings_of(servers), decision_workers=1)
+    scheduler = asyncio.ensure_future(scheduler_main(settings))
+    worker: asyncio.Future[None] | None = None
+    try:
+        async with Client(servers.nats_url, timeout=10.0) as client:
+            assert await holds_within(lambda: scheduler_answers(client), timeout=10.0)
+            outage.after(Bus, "ensure_streams", lambda _bus, names=(), *_: tuple(names) == (s.REQUESTS_STREAM,))
+            worker = asyncio.ensure_future(decider_main(settings))
+            await outage.waited_out()
+            assert not worker.done()
+            decision = await client.submit(ScheduleRequest("job", {"CPU": 1}), timeout=10.0)
+        assert isinstance(decision, Pending)  # no nodes: decided, and waiting
+        assert not worker.done()
+    finally:
+        if worker is not None:
+            await cancelled(worker)
         await cancelled(scheduler)
 
 
