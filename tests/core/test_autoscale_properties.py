@@ -273,13 +273,18 @@ def test_work_a_launch_was_for_and_still_waits_is_counted_again_by_the_next_roun
     new = register_launches(cluster, result)
     counted = {work_id for launch in result.launches for work_id in launch.work_ids}
     stranded = {work_id for work_id in counted if not placed(cluster, work_id)}
+    again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
+    recounted = {work_id for launch in again.launches for work_id in launch.work_ids}
+    assert stranded <= recounted
+
+
+def running_with(cluster: Cluster, new: list[str]) -> Fleet:
+    """`ROOMY`'s fleet with the registered new nodes running too (under their types)."""
     running = dict(ROOMY.running)
     for node_id in new:
         node_type = cluster.view.nodes[node_id].labels[NODE_TYPE]
         running[node_type] = (*running.get(node_type, ()), node_id)
-    again = plan(cluster.view, SCALING, Fleet(running=running), RARE)
-    recounted = {work_id for launch in again.launches for work_id in launch.work_ids}
-    assert stranded <= recounted
+    return Fleet(running=running)
 
 
 @SETTINGS
@@ -468,12 +473,9 @@ def test_work_in_virtual_clusters_a_launch_was_for_and_still_waits_is_counted_ag
     again."""
     cluster = in_a_virtual_cluster(asks, cap, child, at_root=at_root, busy=0)
     result = plan(cluster.view, SCALING, ROOMY, RARE)
-    register_launches(cluster, result)
+    new = register_launches(cluster, result)
     left = stranded(cluster, result)
-    running = dict(ROOMY.running)
-    for launch in result.launches:
-        running[launch.node_type] = tuple(f"new-{launch.node_type}-{index}" for index in range(launch.count))
-    again = plan(cluster.view, SCALING, Fleet(running=running), RARE)
+    again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
     assert left <= {work_id for launch in again.launches for work_id in launch.work_ids}
 
 
