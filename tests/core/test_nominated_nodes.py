@@ -325,13 +325,14 @@ def test_room_held_for_nominated_work_is_not_carved_for_a_virtual_clusters_admis
 
 
 def test_room_held_for_nominated_work_is_not_lent_to_a_virtual_clusters_other_work() -> None:
-    """An actor of a virtual cluster does not grow its cluster onto room held for a root actor."""
+    """A placement group waiting for the second of its two launched nodes keeps its room on the first: an actor of a
+    virtual cluster submitted meanwhile does not grow its cluster onto it."""
     cluster = Cluster()
     in_a_cluster(cluster)
-    cluster.submit(actor("a", 3))
-    cluster.submit(actor("inside", 2, vcluster_id="vc"))
-    cluster.fold(launch({"L1": {"a": {"CPU": 3}}}))
-    cluster.fold(registered("n1", "L1"), react=False)
-    cluster.reconcile()
-    assert cluster.placements() == {"a": "n1"}
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("inside", 3, vcluster_id="vc"))
+    cluster.fold(registered("n2", "L2"))
+    assert cluster.placement_groups() == {"pg": ["n1", "n2"]}
     assert cluster.placements(vcluster_id="vc") == {}

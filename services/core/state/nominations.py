@@ -2,12 +2,11 @@
 
 Like kube-scheduler's NominatedNodeName. `NodesLaunchRequested.nominated` names, per launch, the pending work of the
 root scope and the pending actors of top-level virtual clusters the plan put on that node, and the resources it put
-there (an actor of a virtual cluster is tried on its cluster's flexible node there first, grown for it); `LaunchesNominated` adds work a later round
-counted on launches asked for earlier. Once the node registers (and while it lives),
-that work is tried there first, and the room is held: other work of lower or equal priority cannot take it, nor can
-a virtual cluster's admission or growth for other work. A
-nomination ends when the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node
-died).
+there; `LaunchesNominated` adds work a later round counted on launches asked for earlier. Once the node registers
+(and while it lives), that work is tried there first (an actor of a virtual cluster: its cluster's flexible node
+there, grown for it), and the room is held: other work of lower or equal priority cannot take it, nor can a virtual
+cluster's admission, nor its growth for other work. A nomination ends when the work is placed (anywhere) or gone,
+or when the launch ends (failed, terminated, its node died).
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import actor_plans, new_nodes_fail, place_actor
+from services.core.decide.actor import first_fitting, new_nodes_fail, place_actor
 from services.core.errors import NotFoundError
+from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
-from services.core.plugins.taints import TaintFilter
-from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
 from services.core.state.nominations import nominated_nodes
 from services.core.state.tree import ROOT, flexible_id
@@ -321,12 +321,7 @@ class VirtualClusters:
             if node is not None:
                 nodes.append(node)
         scratch = scope.with_candidates(extra) if extra else scope
-        plans, _ = actor_plans(scratch, work, lender.room(vc, standins))
-        for plan in plans:
-            for node in nodes:
-                if fits(plan.room(node), plan.need) and plan.rejects(node) is None:
-                    return node, -1
-        return None
+        return first_fitting(scratch, work, nodes, lender.room(vc, standins))
 
     def may_grow(self, vc: VClusterState) -> bool:
         """Whether the cluster's flexible nodes may still borrow something from its parent."""
