@@ -336,3 +336,18 @@ def test_room_held_for_nominated_work_is_not_lent_to_a_virtual_clusters_other_wo
     cluster.fold(registered("n2", "L2"))
     assert cluster.placement_groups() == {"pg": ["n1", "n2"]}
     assert cluster.placements(vcluster_id="vc") == {}
+
+
+def test_an_actor_of_a_virtual_cluster_waits_for_its_own_launch_while_a_later_one_registers() -> None:
+    """Its cluster does not grow onto a node launched later for other work (the plan gave that room away); it
+    grows on its own node once that registers."""
+    cluster = Cluster()
+    in_a_cluster(cluster)
+    cluster.submit(actor("inside", 1, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"inside": {"CPU": 1}}}, at=1.0))
+    cluster.submit(actor("big", 3))
+    cluster.fold(launch({"L2": {"big": {"CPU": 3}}}, at=2.0))
+    cluster.fold(registered("n2", "L2"))
+    assert (cluster.placements(), cluster.placements(vcluster_id="vc")) == ({"big": "n2"}, {})
+    cluster.fold(registered("n1", "L1"))
+    assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}

@@ -27,12 +27,20 @@ STANDINS = 4
 class Lender:
     """Answers "how much more can this cluster hold here" and plans the growth that placing work needs."""
 
-    def __init__(self, root: ClusterView, specs: Specs, claimant: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        root: ClusterView,
+        specs: Specs,
+        claimant: tuple[str, int] | None = None,
+        closed: frozenset[str] = frozenset(),
+    ) -> None:
         self.root = root
         self.specs = specs
         self.claimant = claimant
         """The work (id, priority) growth is for: a root node's room held for other nominated work of equal or
         higher priority is not lent; without one (an admission), no held room is."""
+        self.closed = closed
+        """Root nodes that lend the claimant nothing (launched in the round of a launch of its own still coming)."""
 
     def headroom(self, vc: VClusterState, names: Resources) -> Resources:
         """Per resource in `names`: how much more the cluster's flexible nodes may hold (inf: unbounded)."""
@@ -42,8 +50,10 @@ class Lender:
 
     def host_room(self, vc: VClusterState, host: NodeState) -> Resources:
         """What `host` (a node of the parent's scope) can give `vc`: its free resources (on a root node, less the
-        room it holds for nominated work), plus what it may borrow."""
+        room it holds for nominated work, and nothing when closed), plus what it may borrow."""
         if not vc.parent:
+            if host.node_id in self.closed:
+                return {}
             return unheld(self.root, host, *self.claimant) if self.claimant else unheld(self.root, host)
         parent = self.root.tree.clusters[vc.parent]
         vnode = parent.vnodes.get(host.node_id)

@@ -25,7 +25,7 @@ from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
-from services.core.state.nominations import nominated_nodes
+from services.core.state.nominations import closed_to, nominated_nodes
 from services.core.state.tree import ROOT, flexible_id
 from services.core.state.view import VClusterState
 from services.core.vclusters.admission import (
@@ -269,8 +269,11 @@ class VirtualClusters:
         spec = self.spec_of(vc.vc_id)
         if vc.status != "admitted" or not spec.grows or work.group_target is not None:
             return None
-        request = work.request
-        lender = Lender(self._view, self.spec_of, (request.actor_id, request.priority))
+        request, root = work.request, self._view
+        nominations = bool(root.nominations) and not vc.parent
+        nominated = nominated_nodes(root, request.actor_id) if nominations else ()
+        closed = closed_to(root, request.actor_id, nominated) if nominations else frozenset()
+        lender = Lender(root, self.spec_of, (request.actor_id, request.priority), closed)
         scope = vc.scope
         headroom = lender.headroom(vc, work.resources)
         most_free = {
@@ -280,7 +283,7 @@ class VirtualClusters:
         if any(amount - most_free[name] > headroom[name] + 1e-9 for name, amount in work.resources.items()):
             return None  # even the freest node would have to grow past the maximum
         standins: dict[str, str] = {}
-        placed = self._on_nominated(vc, spec, work, lender, standins)
+        placed = self._on_nominated(vc, spec, work, lender, nominated, standins) if nominated else None
         if placed is None:
             placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
         if placed is None and not new_nodes_fail(scope, work):  # no flexible node can grow enough: try new ones
@@ -300,13 +303,17 @@ class VirtualClusters:
         return scope.nodes[node_id], bundle_index
 
     def _on_nominated(
-        self, vc: VClusterState, spec: CompiledSpec, work: CompiledRequest, lender: Lender, standins: dict[str, str]
+        self,
+        vc: VClusterState,
+        spec: CompiledSpec,
+        work: CompiledRequest,
+        lender: Lender,
+        hosts: tuple[str, ...],
+        standins: dict[str, str],
     ) -> tuple[NodeState, int] | None:
-        """The cluster's flexible node (grown, or new: noted in `standins`) on the first node nominated for `work`
-        that passes every rule and can lend it room, as the scheduler chooses a nominated node outright."""
-        hosts = nominated_nodes(self._view, work.request.actor_id) if self._view.nominations and not vc.parent else ()
-        if not hosts:
-            return None
+        """The cluster's flexible node (grown, or new: noted in `standins`) on the first of the nodes nominated for
+        `work` (`hosts`) that passes every rule and can lend it room, as the scheduler chooses a nominated node
+        outright."""
         scope, allowed = vc.scope, TaintFilter(spec.tolerations)
         nodes, extra = [], []
         for host_id in hosts:
