@@ -351,3 +351,17 @@ def test_an_actor_of_a_virtual_cluster_waits_for_its_own_launch_while_a_later_on
     assert (cluster.placements(), cluster.placements(vcluster_id="vc")) == ({"big": "n2"}, {})
     cluster.fold(registered("n1", "L1"))
     assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}
+
+
+def test_room_a_node_stops_holding_is_lent_to_a_virtual_cluster_waiting_for_it() -> None:
+    """Once the work a node held room for is gone, an actor of a virtual cluster that waited for that room grows its
+    cluster there at once."""
+    cluster = Cluster()
+    in_a_cluster(cluster)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("inside", 3, vcluster_id="vc"))
+    assert cluster.placements(vcluster_id="vc") == {}
+    cluster.remove_placement_group("pg")
+    assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}

@@ -126,13 +126,13 @@ def _carve_minimum(
     holding = {vnode.parent_node for vnode in vc.vnodes.values() if vnode.flexible}
     ids = parent_view.ring.ids
     start = prng.below(len(ids)) if ids else 0
-    free = {node_id: unheld(parent_view, node) for node_id, node in parent_view.nodes.items()}
     for step in range(len(ids)):
         node = parent_view.nodes[ids[(start + step) % len(ids)]]
-        if fits(free[node.node_id], remaining) and node.node_id not in holding and tolerated.check(node) is None:
+        if fits(unheld(parent_view, node), remaining) and node.node_id not in holding and tolerated.check(node) is None:
             return [VirtualNodeGrant(flexible_id(vc.vc_id, node.node_id), node.node_id, remaining)]
     nodes = [parent_view.nodes[node_id] for node_id in ids if node_id not in holding]
     usable = [node for node in nodes if tolerated.check(node) is None]
+    free = {node.node_id: unheld(parent_view, node) for node in usable}
     usable.sort(key=lambda node: -_share_size(free[node.node_id], remaining))  # fewest, largest pieces first
     grants = []
     for node in usable:
