@@ -273,13 +273,18 @@ def test_work_a_launch_was_for_and_still_waits_is_counted_again_by_the_next_roun
     new = register_launches(cluster, result)
     counted = {work_id for launch in result.launches for work_id in launch.work_ids}
     stranded = {work_id for work_id in counted if not placed(cluster, work_id)}
+    again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
+    recounted = {work_id for launch in again.launches for work_id in launch.work_ids}
+    assert stranded <= recounted
+
+
+def running_with(cluster: Cluster, new: list[str]) -> Fleet:
+    """`ROOMY`'s fleet with the registered new nodes running too (under their types)."""
     running = dict(ROOMY.running)
     for node_id in new:
         node_type = cluster.view.nodes[node_id].labels[NODE_TYPE]
         running[node_type] = (*running.get(node_type, ()), node_id)
-    again = plan(cluster.view, SCALING, Fleet(running=running), RARE)
-    recounted = {work_id for launch in again.launches for work_id in launch.work_ids}
-    assert stranded <= recounted
+    return Fleet(running=running)
 
 
 @SETTINGS
@@ -398,7 +403,14 @@ def stranded(cluster: Cluster, result: ScalePlan) -> set[str]:
     return {work_id for work_id in counted if not admitted_or_placed(cluster, work_id)}
 
 
-@settings(SETTINGS, derandomize=True, database=None)
+BESIDE_THE_ROOT = [Ask(1, 0, 0, 0, 0, 1, None, 1), Ask(1, 0, 0, 0, 0, 1, "PACK", 1), Ask(3, 0, 0, 0, 0, 1, None, 1)]
+"""A round planning a cluster's 3-CPU actor beside a root 1-CPU actor on one new cpu-4, and its 1-CPU actor on
+another: before virtual clusters' actors were nominated, the cluster grew for its 1-CPU actor on the first node
+and left the 3-CPU one without room (found by Hypothesis with 1,500 random rounds)."""
+
+
+@SETTINGS
+@example(asks=BESIDE_THE_ROOT, cap=4, at_root=True, busy=1)
 @given(
     asks=st.lists(ASKS, min_size=1, max_size=5), cap=st.integers(1, 24), at_root=st.booleans(), busy=st.integers(0, 2)
 )
@@ -406,7 +418,8 @@ def test_the_scheduler_places_the_demand_counted_inside_a_virtual_cluster(
     asks: list[Ask], cap: int, at_root: bool, busy: int
 ) -> None:
     """The issue's claim inside a top-level virtual cluster that grows onto new nodes (beside the same work at the
-    root, when `at_root`): a fixed sample, as for the root."""
+    root, when `at_root`): each actor of the cluster is nominated to the node the plan put it on, and the cluster
+    grows there for it."""
     cluster = in_a_virtual_cluster(asks, cap, 0, at_root=at_root, busy=busy)
     before = digest(cluster.view)
     result = plan(cluster.view, SCALING, ROOMY, RARE)
@@ -453,7 +466,15 @@ def test_a_queued_nested_cluster_of_fixed_size_nodes_counted_as_demand_is_admitt
     assert bool(result.launches) == (sum(pieces) + minimum <= cap)
 
 
-@settings(SETTINGS, derandomize=True, database=None)
+ADMITTED_ONTO_HELD_ROOM = [Ask(3, 0, 1, 0, 0, 1, None, 1), Ask(1, 0, 0, 0, 0, 1, None, 1)]
+"""A round planning a child's minimum on a new cpu-16 and the parent's 3-CPU 4c8g actor on a new cpu-4: before
+nominated room was held from virtual clusters' admission, the child was carved from both cpu-4s first, the
+parent's uncounted 1-CPU actor took the last of its maximum, and the 3-CPU actor waited for quota, which no
+round counts (found by Hypothesis with 1,500 random rounds)."""
+
+
+@SETTINGS
+@example(asks=ADMITTED_ONTO_HELD_ROOM, cap=8, child=5, at_root=True)
 @given(
     asks=st.lists(ASKS, min_size=1, max_size=5),
     cap=st.integers(1, 24),
@@ -463,21 +484,18 @@ def test_a_queued_nested_cluster_of_fixed_size_nodes_counted_as_demand_is_admitt
 def test_work_in_virtual_clusters_a_launch_was_for_and_still_waits_is_counted_again(
     asks: list[Ask], cap: int, child: int, at_root: bool
 ) -> None:
-    """A queued child's admission spreads its parent's growth over nodes in an order the plan does not foresee, so
-    the parent's own actors can be left without the node the plan meant for them: the next round counts them
-    again."""
+    """Liveness: a queued child's admission spreads its parent's growth over nodes in an order the plan does not
+    foresee (it carves its minimum where it finds room, never on room held for nominated work), so the parent's
+    own actors can be left without the node the plan meant for them: the next round counts them again."""
     cluster = in_a_virtual_cluster(asks, cap, child, at_root=at_root, busy=0)
     result = plan(cluster.view, SCALING, ROOMY, RARE)
-    register_launches(cluster, result)
+    new = register_launches(cluster, result)
     left = stranded(cluster, result)
-    running = dict(ROOMY.running)
-    for launch in result.launches:
-        running[launch.node_type] = tuple(f"new-{launch.node_type}-{index}" for index in range(launch.count))
-    again = plan(cluster.view, SCALING, Fleet(running=running), RARE)
+    again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
     assert left <= {work_id for launch in again.launches for work_id in launch.work_ids}
 
 
-@settings(SETTINGS, derandomize=True, database=None)
+@SETTINGS
 @given(
     asks=st.lists(ASKS, min_size=1, max_size=4),
     policy=st.sampled_from(["Require", "Prefer"]),

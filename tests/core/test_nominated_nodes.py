@@ -17,10 +17,11 @@ from schemas import (
     NodesLaunchRequested,
     PlacementGroupRequest,
     ScheduleRequest,
+    VirtualCluster,
 )
 from services.autoscaler.handlers import Decider
 from services.core import Cluster
-from services.core.autoscale import parse_config
+from services.core.autoscale import Fleet, parse_config, plan
 from services.core.labels import LAUNCH_ID, NODE_TYPE
 from services.core.state.snapshot import digest, dump, restore
 
@@ -275,3 +276,92 @@ def test_work_nominated_to_a_registered_node_it_is_not_placed_on_yet_launches_no
     cluster.fold(launch({"L1": {w: {"CPU": 1} for w in ids[4:]}, "L2": {w: {"CPU": 1} for w in ids[:4]}}))
     cluster.fold(registered("n1", "L1"), react=False)
     assert Decider(SCALING, (), 1.0).decide(cluster.view, 2.0, {}).events == []
+
+
+def test_room_a_registered_node_holds_counts_only_for_the_work_nominated_to_it() -> None:
+    """A larger pending actor is not counted on the room a registered node holds for smaller nominated work (the
+    scheduler would not give it that room): it is demand, and the nominated work is not."""
+    cluster = Cluster()
+    cluster.submit(actor("x", 2))
+    cluster.submit(actor("y", 3))
+    cluster.fold(launch({"L1": {"x": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    result = plan(cluster.view, SCALING, Fleet(), ())
+    assert [launch.work_ids for launch in result.launches] == [("y",)]
+    cluster.reconcile()
+    assert cluster.placements() == {"x": "n1"}
+
+
+def in_a_cluster(cluster: Cluster, cap: float = 8) -> None:
+    """A top-level virtual cluster `vc` that may borrow `cap` CPUs and holds nothing yet."""
+    cluster.create_virtual_cluster("vc", VirtualCluster(flexible_resource_max={"CPU": cap}))
+
+
+def test_an_actor_of_a_virtual_cluster_grows_its_cluster_on_the_node_launched_for_it() -> None:
+    """Two nodes launched for two actors of a virtual cluster: each grows the cluster's flexible node on its own
+    node (the smaller one does not take the room the larger one was launched for)."""
+    cluster = Cluster()
+    in_a_cluster(cluster)
+    cluster.submit(actor("small", 1, vcluster_id="vc"))
+    cluster.submit(actor("large", 3, vcluster_id="vc"))
+    cluster.submit(actor("root", 3))
+    cluster.fold(launch({"L1": {"large": {"CPU": 3}, "root": {"CPU": 1}}, "L2": {"small": {"CPU": 1}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(registered("n2", "L2"), react=False)
+    cluster.reconcile()
+    assert cluster.placements(vcluster_id="vc") == {"small": "vc-flex-n2", "large": "vc-flex-n1"}
+
+
+def test_room_held_for_nominated_work_is_not_carved_for_a_virtual_clusters_admission() -> None:
+    """A cluster queued for 2 CPUs is not admitted onto the room a registered node holds for an actor."""
+    cluster = Cluster()
+    cluster.submit(actor("a", 3))
+    cluster.fold(launch({"L1": {"a": {"CPU": 3}}}))
+    cluster.create_virtual_cluster("vc", VirtualCluster(flexible_resource_min={"CPU": 2}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.reconcile()
+    assert cluster.placements() == {"a": "n1"}
+    assert cluster.virtual_cluster("vc").state == "queued"
+
+
+def test_room_held_for_nominated_work_is_not_lent_to_a_virtual_clusters_other_work() -> None:
+    """A placement group waiting for the second of its two launched nodes keeps its room on the first: an actor of a
+    virtual cluster submitted meanwhile does not grow its cluster onto it."""
+    cluster = Cluster()
+    in_a_cluster(cluster)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("inside", 3, vcluster_id="vc"))
+    cluster.fold(registered("n2", "L2"))
+    assert cluster.placement_groups() == {"pg": ["n1", "n2"]}
+    assert cluster.placements(vcluster_id="vc") == {}
+
+
+def test_an_actor_of_a_virtual_cluster_waits_for_its_own_launch_while_a_later_one_registers() -> None:
+    """Its cluster does not grow onto a node launched later for other work (the plan gave that room away); it
+    grows on its own node once that registers."""
+    cluster = Cluster()
+    in_a_cluster(cluster)
+    cluster.submit(actor("inside", 1, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"inside": {"CPU": 1}}}, at=1.0))
+    cluster.submit(actor("big", 3))
+    cluster.fold(launch({"L2": {"big": {"CPU": 3}}}, at=2.0))
+    cluster.fold(registered("n2", "L2"))
+    assert (cluster.placements(), cluster.placements(vcluster_id="vc")) == ({"big": "n2"}, {})
+    cluster.fold(registered("n1", "L1"))
+    assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}
+
+
+def test_room_a_node_stops_holding_is_lent_to_a_virtual_cluster_waiting_for_it() -> None:
+    """Once the work a node held room for is gone, an actor of a virtual cluster that waited for that room grows its
+    cluster there at once."""
+    cluster = Cluster()
+    in_a_cluster(cluster)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    cluster.submit(actor("inside", 3, vcluster_id="vc"))
+    assert cluster.placements(vcluster_id="vc") == {}
+    cluster.remove_placement_group("pg")
+    assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}

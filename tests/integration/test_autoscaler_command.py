@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import NodeLaunchFailed, NodesLaunchRequested, Placed, ScheduleRequest
+from schemas import NodeLaunchFailed, NodesLaunchRequested, Placed, ScheduleRequest, VirtualCluster
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
@@ -95,19 +95,22 @@ async def test_a_launch_that_never_registers_fails_after_the_launch_timeout(
         assert (failure.launch_id, failure.reason) == ("L1", "not registered within launch_timeout_s (1s)")
 
 
+@pytest.mark.parametrize("vcluster", ["", "team"], ids=["at the root", "inside a virtual cluster"])
 async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_first(
-    tmp_path: Path, server_path: ServerPath
+    tmp_path: Path, server_path: ServerPath, vcluster: str
 ) -> None:
     """Two launches of different types register at different times (here the test registers them, as a cloud would
     whenever its machines come up): the first node to register takes only the work it was launched for, and the
-    other actor waits for its own node."""
+    other actor waits for its own node (inside a virtual cluster: the cluster grows there for it)."""
     config = write_config(tmp_path, provider=command_provider("true", "true"), launch_timeout=60)
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
 
         async def launched(count: int) -> bool:
             return len(launch_requests(await events_of(mesh))) == count
 
-        await client.submit(ScheduleRequest("small", {"CPU": 1}))
+        if vcluster:
+            await client.create_virtual_cluster(vcluster, VirtualCluster(flexible_resource_max={"CPU": 8}))
+        await client.submit(ScheduleRequest("small", {"CPU": 1}, vcluster_id=vcluster or None))
         assert await holds_within(lambda: launched(1), timeout=10.0)
         await client.submit(ScheduleRequest("big", {"CPU": 12}))  # after: one round for both would plan one cpu-16
         assert await holds_within(lambda: launched(2), timeout=10.0)
@@ -117,7 +120,8 @@ async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_f
         assert (await client.wait_placed("big", timeout=10.0)).node_id == big_node
         assert not isinstance(await client.decision("small"), Placed)
         small_node = await register_launched(client, launches["cpu-4"], {"CPU": 4}, {"type": "4c8g", "zone": "usa-1"})
-        assert (await client.wait_placed("small", timeout=10.0)).node_id == small_node
+        expected = f"{vcluster}-flex-{small_node}" if vcluster else small_node
+        assert (await client.wait_placed("small", timeout=10.0)).node_id == expected
 
 
 async def register_launched(

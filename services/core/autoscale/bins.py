@@ -10,6 +10,7 @@ from services.core.autoscale.nodes import imagined_node
 from services.core.autoscale.plan_types import Fleet
 from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
+from services.core.state.nominations import nominated_nodes, unheld
 
 TEMPLATE_PREFIX = "new-"
 """The id of the imagined node a type is judged on: `new-<type>` (it hosts nothing, so no actor is near it)."""
@@ -25,18 +26,40 @@ def copies_in(room: Resources, need: Resources, most: int) -> int:
 
 
 class FreeRoom:
-    """What is free on the nodes of one scope, less what this round already counted there.
+    """What is free on the nodes of one scope, less what this round already counted there (and, at the root, less
+    the room registered nodes hold for nominated work, until that work's turn: `give_held`).
 
     Nodes are bucketed by what they have free (a node moves to another bucket when the round takes from it), so a
     shape is checked once per distinct free vector, not once per node.
     """
 
     def __init__(self, view: ClusterView) -> None:
+        self.view = view
         self.buckets: dict[tuple[tuple[str, float], ...], dict[str, NodeState]] = {}
         self.free: dict[tuple[tuple[str, float], ...], Resources] = {}
         self.rooms: dict[str, Resources] = {}
         for node in view.nodes.values():
-            self._file(node, node.free)
+            free = unheld(view, node)
+            if free is not node.free:
+                self.rooms[node.node_id] = free
+            self._file(node, free)
+
+    def give_held(self, work_ids: list[str]) -> list[str]:
+        """Give back the room registered nodes hold for these (nominated) work ids, theirs to count on; the ids,
+        those with such room first (identical work: the held room counts for as many of them, and they are the
+        ones its node takes)."""
+        view = self.view
+        if not view.held:
+            return list(work_ids)
+        holding = []
+        for work_id in work_ids:
+            for node_id in nominated_nodes(view, work_id):
+                held = view.held.get(node_id, {}).get(work_id)
+                if held is not None:
+                    self.take(view.nodes[node_id], held[1], -1)
+                    holding.append(work_id)
+        first = set(holding)
+        return [*dict.fromkeys(holding), *(work_id for work_id in work_ids if work_id not in first)]
 
     def _file(self, node: NodeState, free: Resources) -> None:
         signature = tuple(sorted((name, amount) for name, amount in free.items() if amount > EPSILON))

@@ -19,7 +19,6 @@ from services.core.decide.actor import actor_plans
 from services.core.framework.pipeline import Plan
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, hard_anti_terms
-from services.core.state.nominations import nominated_nodes
 
 
 def type_reason(template: NodeState, reason: str) -> str:
@@ -147,14 +146,15 @@ class ActorDemand(Demand):
         return 1 if self.spread.active else left
 
     def take_free(self, rooms: FreeRooms) -> list[str]:
-        ids = list(self.work_ids)
-        if self.scope.nominations:  # work whose nominated node registered is what that node's held room is for
-            ids.sort(key=lambda work_id: not nominated_nodes(self.scope, work_id))
-        left = self._take(rooms.of(self.scope), ids, lambda node: node)
-        if self.chain is None or not left:
+        room = rooms.of(self.scope)
+        if self.chain is None:
+            return self._take(room, room.give_held(self.work_ids), lambda node: node)
+        left = self._take(room, list(self.work_ids), lambda node: node)
+        if not left:
             return left
         left, self.capped = self.chain.cap(left, self.work.resources)
-        return self._take(rooms.of(self.chain.host_scope), left, self.chain.stand_in)
+        host = rooms.of(self.chain.host_scope)
+        return self._take(host, host.give_held(left), self.chain.stand_in)
 
     def _take(self, room: FreeRoom, left: list[str], judged: Callable[[NodeState], NodeState | None]) -> list[str]:
         """Count copies on the free room of `room`'s nodes (each judged as `judged` makes it); the ids left."""

@@ -84,6 +84,7 @@ class GangDemand(Demand):
 
     def _take_free(self, rooms: FreeRooms, work_ids: list[str]) -> list[str]:
         self.room = rooms.of(self.scope)
+        work_ids = self.room.give_held(work_ids)
         for index, work_id in enumerate(work_ids):
             if not any(_place(self, option, work_id, None) for option in self.options):
                 if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help

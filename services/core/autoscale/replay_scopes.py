@@ -1,8 +1,9 @@
 """What the replay of a round's packing needs beyond root-scope work (pure): the footprints of the DataFlow
 operations it placed, and the growth of a top-level virtual cluster onto the bins.
 
-A virtual cluster grows as `VirtualClusters.borrow` makes it: its flexible nodes already on a bin grow first,
-else it gets a new flexible node on a bin whose free room can lend the work's needs (the core offers a seeded
+A virtual cluster grows as `VirtualClusters.borrow` makes it: its flexible node on a bin nominated for the work
+first, then its flexible nodes already on a bin, else a new flexible node on a bin whose free room (less what the
+bin holds for other nominated work) can lend the work's needs (the core offers a seeded
 sample of such parent nodes; the replay offers every bin, so where it breaks a tie can differ, as on the root).
 """
 
@@ -14,12 +15,14 @@ from services.core.autoscale.bins import Bin
 from services.core.autoscale.chain import Chain
 from services.core.autoscale.demand import ActorDemand
 from services.core.cluster import DEFAULT_SAMPLE
-from services.core.decide.actor import place_actor
+from services.core.decide.actor import first_fitting, place_actor
 from services.core.plugins.dataflow import footprint
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.indexes import DomainIndex
 from services.core.state.model import node_footprint
+from services.core.state.nominations import nominated_nodes, unheld
+from services.core.state.tree import flexible_id
 from services.core.state.work_folds import footprint_of
 
 
@@ -83,17 +86,25 @@ class Growth:
         view.actor_index, view.anti_index, view.footprints = self.actor_index, self.anti_index, self.footprints
         return view
 
-    def room(self, node: NodeState) -> Resources:
-        """What a flexible node may still grow by: its bin's free room (the cap kept the demand within the
-        cluster's maximum)."""
-        return self.hosts[node.node_id].node.free
-
-    def place(self, demand: ActorDemand, work_id: str, prng: SplitMix64) -> bool:
-        """Place one actor of the cluster as `borrow` would: on a grown flexible node, else on a new one."""
+    def place(self, demand: ActorDemand, work_id: str, prng: SplitMix64, bins: ClusterView) -> bool:
+        """Place one actor of the cluster as `borrow` would: on its flexible node on a bin nominated for it, else
+        on a grown flexible node, else on a new one; each may grow by its bin's free room (the cap kept the demand
+        within the cluster's maximum) less what the bin holds for other nominated work (`bins`' nominations)."""
         work = demand.work
-        placed = place_actor(self.grown, work, prng, DEFAULT_SAMPLE, self.room)
+        hosts, priority = self.hosts, work.request.priority
+
+        def room(node: NodeState) -> Resources:
+            return unheld(bins, hosts[node.node_id].node, work_id, priority)
+
+        nominated = [flexible_id(self.chain.vc.vc_id, node_id) for node_id in nominated_nodes(bins, work_id)]
+        nodes = [
+            node for node_id in nominated if (node := self.grown.nodes.get(node_id) or self.fresh.nodes.get(node_id))
+        ]
+        placed = first_fitting(self.grown, work, nodes, room) if nodes else None
         if placed is None:
-            placed = place_actor(self.fresh, work, prng, DEFAULT_SAMPLE, self.room)
+            placed = place_actor(self.grown, work, prng, DEFAULT_SAMPLE, room)
+        if placed is None:
+            placed = place_actor(self.fresh, work, prng, DEFAULT_SAMPLE, room)
         if placed is None:
             return False
         node = self._grow(placed[0].node_id, work.resources)

@@ -16,10 +16,12 @@ packing's places): a queued virtual cluster's admission (its parent grows over i
 the ids of launched nodes are not known yet).
 
 The replay's loads are what each launch's node is then nominated for (`NodesLaunchRequested.nominated`): the
-scheduler tries that root-scope work there first and holds its room from other work, so how it breaks ties
-between equally good nodes (its PRNG is its own) no longer matters for the work counted here, whatever order the
-nodes register in. Work beyond `REPLAYED_AT_MOST` is nominated where the packing put it; work inside a virtual
-cluster is not nominated: if the scheduler strands it, the next round counts it again.
+scheduler tries that work there first (an actor of a top-level virtual cluster: its cluster's flexible node there)
+and holds its room from other work and from virtual clusters' admissions, so how it breaks ties between equally
+good nodes (its PRNG is its own) no longer matters for the work counted here, whatever order the nodes register
+in. Work beyond `REPLAYED_AT_MOST` is nominated where the packing put it. A queued cluster's admission is not
+nominated: it carves its minimum where it finds room that is not held, and work it strands is counted again by
+the next round.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from services.core.prng import SplitMix64
 from services.core.request import CompiledGroup, CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, give
 from services.core.state.model import Launch
-from services.core.state.nominations import end_work
+from services.core.state.nominations import end_work, priority_of
 
 CORRECTIONS = 3
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
@@ -232,9 +234,7 @@ def _nominate_launching(view: ClusterView, only_bins: ClusterView, every: list[B
         only_bins.launches[launch.launch_id] = stand_in
         for work_id, amount in stand_in.nominated.items():
             only_bins.nominations.setdefault(work_id, []).append(launch.launch_id)
-            work = view.actors.get(work_id) or view.groups.get(work_id)
-            priority = work.request.priority if work is not None else 0
-            only_bins.held.setdefault(target.node.node_id, {})[work_id] = (priority, amount)
+            only_bins.held.setdefault(target.node.node_id, {})[work_id] = (priority_of(view, work_id), amount)
 
 
 W = TypeVar("W", CompiledRequest, CompiledGroup)
@@ -264,7 +264,7 @@ def _place(
     demand = put.demand
     if isinstance(demand, ActorDemand):
         if demand.chain is not None:
-            return growths[demand.chain.vc.vc_id].place(demand, put.work_id, prng)
+            return growths[demand.chain.vc.vc_id].place(demand, put.work_id, prng, only_bins)
         placed = place_actor(only_bins, _as_nominated(only_bins, demand.work, put.work_id), prng, DEFAULT_SAMPLE)
         if placed is None:
             return False

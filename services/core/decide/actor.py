@@ -12,7 +12,7 @@ from services.core.framework.registry import prepare, registered
 from services.core.plugins.bundles import BundleTarget
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
-from services.core.state import ClusterView, NodeState, Resources
+from services.core.state import ClusterView, NodeState, Resources, fits
 
 _ACTOR_RULES = tuple(rule.actor for rule in registered() if rule.actor is not None)
 _OPTION_RULES = tuple(rule.option for rule in registered() if rule.option is not None)
@@ -70,6 +70,19 @@ def place_actor(
         node = choose(view, plan, prng, sample)
         if node is not None:
             return node, bundle.slot(node) if bundle is not None else -1
+    return None
+
+
+def first_fitting(
+    view: ClusterView, work: CompiledRequest, nodes: list[NodeState], room: Callable[[NodeState], Resources]
+) -> tuple[NodeState, int] | None:
+    """The first of `nodes` (nominated for the actor) that passes every rule of an option and has room, chosen
+    outright as the pipeline chooses a nominated node; None when none does."""
+    plans, _bundle = actor_plans(view, work, room)
+    for plan in plans:
+        for node in nodes:
+            if fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+                return node, -1
     return None
 
 

@@ -1,11 +1,12 @@
 """Nominated nodes: the node a launch was for holds room for the pending work the plan put on it (pure).
 
 Like kube-scheduler's NominatedNodeName. `NodesLaunchRequested.nominated` names, per launch, the pending work of the
-root scope the plan put on that node and the resources it put there; `LaunchesNominated` adds work a later round
-counted on launches asked for earlier. Once the node registers (and while it lives),
-that work is tried there first, and the room is held: other work of lower or equal priority cannot take it. A
-nomination ends when the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node
-died).
+root scope and the pending actors of top-level virtual clusters the plan put on that node, and the resources it put
+there; `LaunchesNominated` adds work a later round counted on launches asked for earlier. Once the node registers
+(and while it lives), that work is tried there first (an actor of a virtual cluster: its cluster's flexible node
+there, grown for it), and the room is held: other work of lower or equal priority cannot take it, nor can a virtual
+cluster's admission, nor its growth for other work. A nomination ends when the work is placed (anywhere) or gone,
+or when the launch ends (failed, terminated, its node died).
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ Held = dict[str, tuple[int, Resources]]
 
 
 def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[str, Mapping[str, Resources]]) -> None:
-    """Launches' nominations: the pending root work each names, added to what each is nominated and launched for
+    """Launches' nominations: the nominable pending work each names, added to what each is nominated and launched for
     (a work may be nominated to several launches: a placement group spread over nodes, or work a later round
     counted again; it holds room on each; naming it again on the same launch sets the room held)."""
     named = {
         launch.launch_id: {
             work_id: room_to_hold(amount)
             for work_id, amount in sorted(nominated.get(launch.launch_id, {}).items())
-            if work_id in view.pending
+            if nominable(view, work_id)
         }
         for launch in launches
     }
@@ -45,6 +46,23 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
         hold(view, launch)
 
 
+def nominable(view: ClusterView, work_id: str) -> bool:
+    """Whether `work_id` is pending work a launch can be nominated for: at the root, or an actor of a top-level
+    virtual cluster (whose flexible node may grow onto any node; a nested cluster grows only on its parent's)."""
+    if work_id in view.pending:
+        return True
+    scope = view.scope_of(work_id)
+    vc = view.tree.clusters.get(scope.scope_id) if scope.scope_id else None
+    return vc is not None and not vc.parent and work_id in scope.pending and work_id in scope.actors
+
+
+def priority_of(view: ClusterView, work_id: str) -> int:
+    """The priority of the actor or placement group `work_id` (in its scope; 0 when gone)."""
+    scope = view.scope_of(work_id)
+    work = scope.actors.get(work_id) or scope.groups.get(work_id)
+    return work.request.priority if work is not None else 0
+
+
 def room_to_hold(amount: Mapping[str, float]) -> Resources:
     """The room to hold: positive, finite amounts only (anything else holds nothing)."""
     return {name: float(quantity) for name, quantity in amount.items() if math.isfinite(quantity) and quantity > 0}
@@ -55,14 +73,12 @@ def hold(view: ClusterView, launch: Launch) -> None:
     if launch.node_id not in view.nodes:
         return
     for work_id, amount in launch.nominated.items():
-        work = view.actors.get(work_id) or view.groups.get(work_id)
-        priority = work.request.priority if work is not None else 0
-        view.held.setdefault(launch.node_id, {})[work_id] = (priority, amount)
+        view.held.setdefault(launch.node_id, {})[work_id] = (priority_of(view, work_id), amount)
 
 
 def settle(root: ClusterView, work_id: str) -> None:
     """After an event about `work_id`: its nomination ends once it is no longer pending (placed, or gone)."""
-    if work_id in root.nominations and work_id not in root.pending:
+    if work_id in root.nominations and work_id not in root.scope_of(work_id).pending:
         end_work(root, work_id)
 
 
@@ -139,6 +155,21 @@ def closed_to(view: ClusterView, work_id: str, own: tuple[str, ...]) -> frozense
         for node_id, launch_id in view.launched_nodes.items()
         if node_id not in own and launches[launch_id].requested_at >= since
     )
+
+
+def unheld(view: ClusterView, node: NodeState, work_id: str = "", priority: int | None = None) -> Resources:
+    """A root node's free room less what it holds for nominated work: all of it (`priority` None: a virtual
+    cluster's admission), or, for `work_id` of `priority`, what it holds for other work of equal or higher
+    priority."""
+    holds = view.held.get(node.node_id) if view.held and not view.scope_id else None
+    if not holds:
+        return node.free
+    left = dict(node.free)
+    for other, (other_priority, amount) in holds.items():
+        if other != work_id and (priority is None or other_priority >= priority):
+            for name, quantity in amount.items():
+                left[name] = left.get(name, 0.0) - quantity
+    return left
 
 
 def held_room(

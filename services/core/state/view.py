@@ -124,7 +124,8 @@ class ClusterView:
         self.ended_launches: OrderedDict[str, None] = OrderedDict()
         """Ended launches still kept, oldest first."""
         self.nominations: dict[str, list[str]] = {}
-        """Pending root work -> the launches whose nodes are nominated for it (see `nominations`)."""
+        """Pending work (root, and top-level virtual clusters' actors) -> the launches whose nodes are nominated for
+        it (see `nominations`)."""
         self.held: dict[str, dict[str, tuple[int, Resources]]] = {}
         """Live node id -> pending work nominated to it -> (its priority, the room held for it there)."""
         self.released: set[str] = set()

@@ -14,6 +14,7 @@ from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
+from services.core.state.nominations import unheld
 from services.core.state.tree import fixed_id, flexible_id, positive
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
@@ -116,7 +117,8 @@ def _carve_minimum(
     parent_view: ClusterView, vc: VClusterState, spec: CompiledSpec, prng: SplitMix64
 ) -> list[VirtualNodeGrant] | str:
     """The flexible minimum still missing: on one parent node that can hold it all (from a seeded start), else
-    carved from as few parent nodes as possible (most free first)."""
+    carved from as few parent nodes as possible (most free first); room a root node holds for nominated work is
+    not carved."""
     remaining = missing_minimum(vc, spec)
     if not remaining:
         return []
@@ -126,14 +128,15 @@ def _carve_minimum(
     start = prng.below(len(ids)) if ids else 0
     for step in range(len(ids)):
         node = parent_view.nodes[ids[(start + step) % len(ids)]]
-        if fits(node.free, remaining) and node.node_id not in holding and tolerated.check(node) is None:
+        if fits(unheld(parent_view, node), remaining) and node.node_id not in holding and tolerated.check(node) is None:
             return [VirtualNodeGrant(flexible_id(vc.vc_id, node.node_id), node.node_id, remaining)]
     nodes = [parent_view.nodes[node_id] for node_id in ids if node_id not in holding]
     usable = [node for node in nodes if tolerated.check(node) is None]
-    usable.sort(key=lambda node: -_share_size(node.free, remaining))  # fewest, largest pieces first (stable)
+    free = {node.node_id: unheld(parent_view, node) for node in usable}
+    usable.sort(key=lambda node: -_share_size(free[node.node_id], remaining))  # fewest, largest pieces first
     grants = []
     for node in usable:
-        share = positive({name: min(node.free.get(name, 0.0), need) for name, need in remaining.items()})
+        share = positive({name: min(free[node.node_id].get(name, 0.0), need) for name, need in remaining.items()})
         if not share:
             continue
         grants.append(VirtualNodeGrant(flexible_id(vc.vc_id, node.node_id), node.node_id, share))

@@ -14,6 +14,7 @@ from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.nominations import unheld
 from services.core.state.tree import VNode, flexible_id, positive, vnode_labels
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
@@ -26,9 +27,20 @@ STANDINS = 4
 class Lender:
     """Answers "how much more can this cluster hold here" and plans the growth that placing work needs."""
 
-    def __init__(self, root: ClusterView, specs: Specs) -> None:
+    def __init__(
+        self,
+        root: ClusterView,
+        specs: Specs,
+        claimant: tuple[str, int] | None = None,
+        closed: frozenset[str] = frozenset(),
+    ) -> None:
         self.root = root
         self.specs = specs
+        self.claimant = claimant
+        """The work (id, priority) growth is for: a root node's room held for other nominated work of equal or
+        higher priority is not lent; without one (an admission), no held room is."""
+        self.closed = closed
+        """Root nodes that lend the claimant nothing (launched in the round of a launch of its own still coming)."""
 
     def headroom(self, vc: VClusterState, names: Resources) -> Resources:
         """Per resource in `names`: how much more the cluster's flexible nodes may hold (inf: unbounded)."""
@@ -37,9 +49,12 @@ class Lender:
         return {name: spec.headroom(name, held.get(name, 0.0)) for name in names}
 
     def host_room(self, vc: VClusterState, host: NodeState) -> Resources:
-        """What `host` (a node of the parent's scope) can give `vc`: its free resources, plus what it may borrow."""
+        """What `host` (a node of the parent's scope) can give `vc`: its free resources (on a root node, less the
+        room it holds for nominated work, and nothing when closed), plus what it may borrow."""
         if not vc.parent:
-            return host.free
+            if host.node_id in self.closed:
+                return {}
+            return unheld(self.root, host, *self.claimant) if self.claimant else unheld(self.root, host)
         parent = self.root.tree.clusters[vc.parent]
         vnode = parent.vnodes.get(host.node_id)
         if vnode is None or not vnode.flexible:
@@ -125,17 +140,26 @@ def stand_ins(
     start = prng.below(len(ids)) if ids else 0
     for step in range(len(ids)):
         host = parent_view.nodes[ids[(start + step) % len(ids)]]
-        vnode_id = flexible_id(vc.vc_id, host.node_id)
-        if vnode_id in vc.vnodes or allowed.check(host) is not None or tolerated.check(host) is not None:
+        if flexible_id(vc.vc_id, host.node_id) in vc.vnodes or tolerated.check(host) is not None:
             continue
-        labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
-        if not any(option.matches(labels) for option in work.options):
+        node = new_flexible_node(lender, vc, allowed, host)
+        if node is None or not any(option.matches(node.labels) for option in work.options):
             continue
         if not fits(lender.lendable(vc, host, headroom), work.resources):
             continue
-        node = NodeState(vnode_id, stable_hash(lender.root.seed, vnode_id), {}, labels)
-        node.set_taints(list(host.taints))
         found.append((node, host.node_id))
         if len(found) >= STANDINS:
             break
     return found
+
+
+def new_flexible_node(lender: Lender, vc: VClusterState, allowed: TaintFilter, host: NodeState) -> NodeState | None:
+    """The empty flexible node `vc` would get on `host` (its labels and taints), or None when the cluster's
+    tolerations (`allowed`) do not let it use `host`."""
+    if allowed.check(host) is not None:
+        return None
+    vnode_id = flexible_id(vc.vc_id, host.node_id)
+    labels = vnode_labels(host.labels, VNode(vnode_id, host.node_id, {}, -1, {}), vc.vc_id)
+    node = NodeState(vnode_id, stable_hash(lender.root.seed, vnode_id), {}, labels)
+    node.set_taints(list(host.taints))
+    return node

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, Resources, fits
+from services.core.state.nominations import unheld
 from services.core.state.tree import fixed_id, flexible_id, positive
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.admission import missing_minimum
@@ -44,10 +45,11 @@ class _Ledger:
         self.grown: dict[str, Resources] = {}
 
     def free(self, scope: ClusterView, node_id: str) -> Resources:
-        """A node's free room once the planned growth and takings are counted (a planned node starts empty)."""
+        """A node's free room once the planned growth and takings are counted (a planned node starts empty; a root
+        node's room held for nominated work is not free)."""
         node = scope.nodes.get(node_id)
         key = (scope.scope_id, node_id)
-        room = dict(node.free) if node is not None else {}
+        room = dict(unheld(scope, node)) if node is not None else {}
         _add(room, self.gained.get(key, {}))
         _add(room, self.taken.get(key, {}), -1)
         return room

@@ -18,12 +18,14 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import new_nodes_fail, place_actor
+from services.core.decide.actor import first_fitting, new_nodes_fail, place_actor
 from services.core.errors import NotFoundError
+from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
+from services.core.state.nominations import closed_to, nominated_nodes
 from services.core.state.tree import ROOT, flexible_id
 from services.core.state.view import VClusterState
 from services.core.vclusters.admission import (
@@ -34,7 +36,7 @@ from services.core.vclusters.admission import (
     queued_message,
     reserve,
 )
-from services.core.vclusters.borrowing import Lender, stand_ins
+from services.core.vclusters.borrowing import Lender, new_flexible_node, stand_ins
 from services.core.vclusters.growth import NO_GROWTH, Growth, parent_growth
 from services.core.vclusters.info import cluster_info, quota_reason
 from services.core.vclusters.spec import CompiledSpec, destroy_requested, requested
@@ -261,12 +263,17 @@ class VirtualClusters:
     def borrow(self, vc: VClusterState, work: CompiledRequest) -> tuple[NodeState, int] | None:
         """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows.
 
-        Existing flexible nodes grow first; only when none can does the cluster get a new one.
+        The cluster's flexible node on a node launched for this work (nominated) grows first; then existing
+        flexible nodes; only when none can does the cluster get a new one.
         """
         spec = self.spec_of(vc.vc_id)
         if vc.status != "admitted" or not spec.grows or work.group_target is not None:
             return None
-        lender = self._lender()
+        request, root = work.request, self._view
+        nominations = bool(root.nominations) and not vc.parent
+        nominated = nominated_nodes(root, request.actor_id) if nominations else ()
+        closed = closed_to(root, request.actor_id, nominated) if nominations else frozenset()
+        lender = Lender(root, self.spec_of, (request.actor_id, request.priority), closed)
         scope = vc.scope
         headroom = lender.headroom(vc, work.resources)
         most_free = {
@@ -276,7 +283,9 @@ class VirtualClusters:
         if any(amount - most_free[name] > headroom[name] + 1e-9 for name, amount in work.resources.items()):
             return None  # even the freest node would have to grow past the maximum
         standins: dict[str, str] = {}
-        placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
+        placed = self._on_nominated(vc, spec, work, lender, nominated, standins) if nominated else None
+        if placed is None:
+            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
         if placed is None and not new_nodes_fail(scope, work):  # no flexible node can grow enough: try new ones
             nodes = stand_ins(lender, vc, spec, work, headroom, self._prng)
             standins = {node.node_id: host_id for node, host_id in nodes}
@@ -292,6 +301,34 @@ class VirtualClusters:
         for step in lender.growth(vc, host, work.resources):
             self._hooks.emit(step)
         return scope.nodes[node_id], bundle_index
+
+    def _on_nominated(
+        self,
+        vc: VClusterState,
+        spec: CompiledSpec,
+        work: CompiledRequest,
+        lender: Lender,
+        hosts: tuple[str, ...],
+        standins: dict[str, str],
+    ) -> tuple[NodeState, int] | None:
+        """The cluster's flexible node (grown, or new: noted in `standins`) on the first of the nodes nominated for
+        `work` (`hosts`) that passes every rule and can lend it room, as the scheduler chooses a nominated node
+        outright."""
+        scope, allowed = vc.scope, TaintFilter(spec.tolerations)
+        nodes, extra = [], []
+        for host_id in hosts:
+            vnode_id = flexible_id(vc.vc_id, host_id)
+            if vnode_id in vc.vnodes:
+                node = scope.nodes.get(vnode_id)
+            else:
+                node = new_flexible_node(lender, vc, allowed, self._view.nodes[host_id])
+                if node is not None:
+                    extra.append(node)
+                    standins[node.node_id] = host_id
+            if node is not None:
+                nodes.append(node)
+        scratch = scope.with_candidates(extra) if extra else scope
+        return first_fitting(scratch, work, nodes, lender.room(vc, standins))
 
     def may_grow(self, vc: VClusterState) -> bool:
         """Whether the cluster's flexible nodes may still borrow something from its parent."""
