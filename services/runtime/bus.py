@@ -611,8 +611,10 @@ class Bus:
         config.name = durable
 
         async def declare() -> None:
-            """The stream and the consumer, each made again if missing (deleted by an operator, say)."""
-            await self._ensure_stream(stream)
+            """The stream (one of Corral's; another is its owner's to make) and the consumer, each made again if
+            missing (deleted by an operator, say)."""
+            if any(known.name == stream for known in STREAMS):
+                await self._ensure_stream(stream)
             try:
                 await self.js.consumer_info(stream, durable)
             except nats.js.errors.NotFoundError:
