@@ -15,10 +15,11 @@ from loadtest.autoscaled import EXISTING_NODES, GPU_TYPE, USERS
 from loadtest.cli import main
 from loadtest.floor_drive import shares
 from loadtest.harness import Config, mesh_pids, run_load
-from loadtest.report import Phase, Report, format_report, goals, to_json
+from loadtest.report import Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
 from services.cli.mesh import Mesh, start_mesh
+from tests.loadtest_reports import report_of
 
 TINY = Config(
     nodes=20,
@@ -243,20 +244,7 @@ def test_targets_are_judged_from_the_phases(phases: dict[str, Phase], verdicts: 
 def test_the_text_report_says_met_or_not_met() -> None:
     phases = {"corral": phase("corral", 1000), "floor": phase("floor", 1500)}
     share, targets = goals(phases)
-    report = Report(
-        nats_url="nats://127.0.0.1:1",
-        embedded_mesh=True,
-        nodes=1,
-        users=1,
-        connections=1,
-        hold=1,
-        registration_s=0.0,
-        phases={},
-        floor_share=share,
-        targets=targets,
-        tenants=None,
-        autoscaler=None,
-    )
+    report = report_of(targets, floor_share=share)
     lines = [re.split(r"\s{2,}", line.strip()) for line in format_report(report).splitlines()]
     verdicts = {parts[-1]: parts[0] for parts in lines}
     assert verdicts["durable placements/s >= 2,000: 1,000/s"] == "not met"

@@ -4,7 +4,7 @@ broken rule is reported as not met in the targets table (never raised)."""
 from __future__ import annotations
 
 from loadtest.autoscaled import CPU_TYPE, GPU_TYPE, MAX_WORKERS, AutoscalerFigures, autoscaler_figures
-from loadtest.report import Report, autoscaler_goals, format_report
+from loadtest.report import autoscaler_goals, format_report
 from schemas import (
     ActorPending,
     ActorPlaced,
@@ -17,6 +17,7 @@ from schemas import (
     NodeTerminationRequested,
 )
 from services.core.labels import LAUNCH_ID, NODE_TYPE
+from tests.loadtest_reports import report_of
 
 WAITS = Explanation(total=2, message="0/2 nodes are available: 2 node(s) didn't match the label selector.")
 
@@ -97,20 +98,7 @@ def test_each_broken_rule_is_reported_as_not_met_in_the_table() -> None:
     assert figures["still_pending"] == 1 and figures["launches_failed"] == 1
     goals = autoscaler_goals(figures)
     assert [goal["met"] for goal in goals] == [False] * 5
-    report = Report(
-        nats_url="nats://127.0.0.1:1",
-        embedded_mesh=True,
-        nodes=1,
-        users=1,
-        connections=1,
-        hold=1,
-        registration_s=0.0,
-        phases={},
-        floor_share=None,
-        targets=goals,
-        tenants=None,
-        autoscaler=figures,
-    )
+    report = report_of(goals, autoscaler=figures)
     text = format_report(report)
     assert "== autoscaled nodes: lt-cpu (max 4), lt-gpu (max 3) launched for the users' work" in text
     assert "not met  autoscaler: no launched node left without work while work it was launched for waited" in text
