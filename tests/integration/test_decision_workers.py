@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import nats.js.errors
 import pytest
 from nats.js.api import ConsumerInfo
 
@@ -165,7 +166,11 @@ async def test_killing_a_worker_mid_batch_loses_no_request_and_decides_nothing_t
         await client.register_node(f"n{index}", {"CPU": 40})
 
     async def consumer_has(check: Callable[[ConsumerInfo], bool]) -> bool:
-        return check(await client.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER))
+        try:
+            info = await client.bus.js.consumer_info(s.REQUESTS_STREAM, s.REQUESTS_CONSUMER)
+        except nats.js.errors.NotFoundError:  # no worker has declared it yet (a slow start)
+            return False
+        return check(info)
 
     assert await holds_within(lambda: consumer_has(lambda info: (info.num_waiting or 0) >= len(WORKERS)), 15)
     scheduler = mesh.processes["scheduler"]
