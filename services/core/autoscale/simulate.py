@@ -137,6 +137,9 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
             return
         for target in empty:  # fewer nodes change the scheduler's choices: the next round replays again
             bins.drop(target)
+    _replay(view, bins, puts)  # the last launches or drops, replayed: its loads are what the nodes are nominated for
+    for target in [target for targets in bins.open.values() for target in targets if _unused(target)]:
+        bins.drop(target)  # nominated for nothing: the scheduler would leave it empty
 
 
 def _trim(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
