@@ -521,3 +521,37 @@ def test_the_scheduler_places_the_dataflow_demand_each_launch_was_for(
     register_launches(cluster, result)
     counted = {work_id for launch in result.launches for work_id in launch.work_ids}
     assert {work_id for work_id in counted if not placed(cluster, work_id)} == set()
+
+
+def register_partly_reconciled(cluster: Cluster, result: ScalePlan, rng: random.Random) -> list[str]:
+    """Fold the plan's launch requests and register every planned node one at a time, in an order `rng` draws, the
+    scheduler re-trying after some registrations only (never after the last): nominated work may still wait on a
+    registered node; the ids of the new nodes."""
+    requests = Decider(SCALING, RARE, 1.0).launches(cluster.view, result, 0.0)
+    launches = []
+    for request in requests:
+        assert isinstance(request, NodesLaunchRequested)
+        cluster.fold(request, react=False)
+        launches += [(request.node_type, launch_id) for launch_id in request.launch_ids]
+    rng.shuffle(launches)
+    node_ids = []
+    for type_name, launch_id in launches:
+        node_id = node_id_of(type_name, launch_id)
+        cluster.fold(launched_node(SCALING.node_types[type_name], node_id, launch_id, RARE), react=False)
+        node_ids.append(node_id)
+        if rng.random() < 0.5 and len(node_ids) < len(launches):
+            cluster.reconcile()
+    return node_ids
+
+
+@SETTINGS
+@given(asks=WORK, busy=st.integers(0, 3), roomy=st.integers(0, 3), rng=st.randoms(use_true_random=False))
+def test_a_second_round_launches_nothing_for_work_nominated_to_registered_nodes(
+    asks: list[Ask], busy: int, roomy: int, rng: random.Random
+) -> None:
+    """Once the planned nodes registered (the scheduler not yet re-trying after each), the work nominated to them
+    waits for room they hold: the next round counts it there and launches nothing."""
+    cluster = submitted(requests(asks), busy, roomy)
+    new = register_partly_reconciled(cluster, plan(cluster.view, SCALING, ROOMY, RARE), rng)
+    again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
+    assert again.launches == ()

@@ -73,11 +73,17 @@ class FreeRoom:
         """What `node` still has free in this round."""
         return self.rooms.get(node.node_id, node.free)
 
-    def candidates(self, need: Resources) -> Iterator[NodeState]:
-        """The nodes where `need` fits now (a node taken from while iterating is offered with its new room)."""
+    def candidates(self, need: Resources, work_id: str = "") -> Iterator[NodeState]:
+        """The nodes where `need` fits now, those nominated for `work_id` first (the scheduler tries them first; a
+        node taken from while iterating is offered with its new room)."""
+        first = nominated_nodes(self.view, work_id) if work_id and self.view.held else ()
+        for node_id in first:
+            node = self.view.nodes[node_id]
+            if fits(self.room(node), need):
+                yield node
         for signature, free in list(self.free.items()):
             if fits(free, need):
-                yield from list(self.buckets[signature].values())
+                yield from (node for node in list(self.buckets[signature].values()) if node.node_id not in first)
 
     def take(self, node: NodeState, amount: Resources, copies: int = 1) -> None:
         """Count `copies` of `amount` as used on `node` (negative `copies` give them back)."""

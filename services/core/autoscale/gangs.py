@@ -162,7 +162,11 @@ class _Unit:
         node of its cheapest type that may launch; the node's id (None: no node takes it)."""
         need = piece.need
         node = next(
-            (n for n in self.room.candidates(need) if n.node_id not in avoid and self.rejects(piece.plan, n) is None),
+            (
+                n
+                for n in self.room.candidates(need, self.work_id)
+                if n.node_id not in avoid and self.rejects(piece.plan, n) is None
+            ),
             None,
         )
         if node is not None:
