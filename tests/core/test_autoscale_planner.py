@@ -473,6 +473,56 @@ CASES = [
         work="sp",
     ),
     Case(
+        "room held for lower-priority nominated work is free to higher-priority work; the displaced work takes other "
+        "free room: no launch",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2})),
+            lambda c: c.submit(ScheduleRequest("hi", {"CPU": 4}, priority=1)),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+            quiet_node("other", 2),
+        ),
+        {},
+        work="hi",
+        says="fits on existing nodes",
+    ),
+    Case(
+        "lower-priority nominated work displaced from its held room by higher-priority work is demand",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2})),
+            lambda c: c.submit(ScheduleRequest("hi", {"CPU": 3}, priority=1)),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+        ),
+        {"cpu-4": 1},
+        work="lo",
+        says="launching 1 cpu-4 for this",
+    ),
+    Case(
+        "room held for nominated work of equal priority is not free to other work",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2}, priority=1)),
+            lambda c: c.submit(ScheduleRequest("hi", {"CPU": 4}, priority=1)),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+            quiet_node("other", 2),
+        ),
+        {"cpu-4": 1},
+        work="hi",
+        says="launching 1 cpu-4 for this",
+    ),
+    Case(
+        "a higher-priority placement group counts on room held for lower-priority nominated work",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2})),
+            lambda c: c.create_placement_group(
+                PlacementGroupRequest("pg", [{"CPU": 3}, {"CPU": 1}], "STRICT_PACK", priority=1)
+            ),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+            quiet_node("other", 2),
+        ),
+        {},
+        work="pg",
+        says="fits on existing nodes",
+    ),
+    Case(
         "a nested queued cluster under a parent that may borrow is one gang of new nodes",
         both(
             vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 16})),

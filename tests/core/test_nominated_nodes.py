@@ -365,3 +365,17 @@ def test_room_a_node_stops_holding_is_lent_to_a_virtual_cluster_waiting_for_it()
     assert cluster.placements(vcluster_id="vc") == {}
     cluster.remove_placement_group("pg")
     assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}
+
+
+def test_the_scheduler_places_higher_priority_work_where_the_plan_counted_it_on_held_room() -> None:
+    """The plan counts a higher-priority actor on the room a registered node holds for lower-priority work, and the
+    displaced work on other free room (no launch); the scheduler places both there."""
+    cluster = Cluster()
+    cluster.submit(actor("lo", 2))
+    cluster.submit(actor("hi", 4, priority=1))
+    cluster.fold(launch({"L1": {"lo": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(registered("other", cpu=2), react=False)
+    assert plan(cluster.view, SCALING, Fleet(), ()).launches == ()
+    cluster.reconcile()
+    assert cluster.placements() == {"hi": "n1", "lo": "other"}
