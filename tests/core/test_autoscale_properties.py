@@ -51,7 +51,7 @@ TOLERATIONS: list[SelectorSpec] = [{}, {"gpu_node": "exists()"}]
 
 @dataclass(frozen=True)
 class Ask:
-    """`count` identical actors, or one placement group when `strategy` is set."""
+    """`count` identical actors, or one placement group when `strategy` is set, of `priority`."""
 
     cpu: int
     gpu: int
@@ -63,6 +63,7 @@ class Ask:
     bundles: int
     apart: bool = False
     """Actors with hard anti-affinity to their own label (one per node)."""
+    priority: int = 0
 
 
 ASKS = st.builds(
@@ -76,6 +77,7 @@ ASKS = st.builds(
     strategy=st.sampled_from([None, None, "PACK", "STRICT_PACK", "STRICT_SPREAD", "SPREAD"]),
     bundles=st.integers(1, 3),
     apart=st.booleans(),
+    priority=st.integers(0, 2),
 )
 
 SMALL_GANGS = st.builds(
@@ -88,6 +90,7 @@ SMALL_GANGS = st.builds(
     count=st.just(1),
     strategy=st.sampled_from(["PACK", "STRICT_PACK", "STRICT_SPREAD", "SPREAD"]),
     bundles=st.integers(2, 3),
+    priority=st.integers(0, 2),
 )
 """Placement groups of small CPU bundles that existing 4c8g nodes' free room can hold in part."""
 WORK = st.lists(st.one_of(ASKS, SMALL_GANGS), min_size=1, max_size=6)
@@ -109,6 +112,7 @@ def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
                     ask.strategy,
                     selectors,
                     tolerations,
+                    priority=ask.priority,
                 )
             )
             continue
@@ -121,6 +125,7 @@ def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
                     label_selector=SELECTORS[ask.selector],
                     fallback_strategy=FALLBACKS[ask.fallback],  # type: ignore[arg-type]
                     tolerations=tolerations,
+                    priority=ask.priority,
                     **(apart if ask.apart else {}),  # type: ignore[arg-type]
                 )
             )

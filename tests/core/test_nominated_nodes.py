@@ -379,3 +379,17 @@ def test_the_scheduler_places_higher_priority_work_where_the_plan_counted_it_on_
     assert plan(cluster.view, SCALING, Fleet(), ()).launches == ()
     cluster.reconcile()
     assert cluster.placements() == {"hi": "n1", "lo": "other"}
+
+
+def test_higher_priority_work_takes_on_its_nominated_nodes_only_the_room_they_hold_for_it() -> None:
+    """A nominated node is chosen outright only while the room it holds for the work (or room nobody holds) takes
+    it: a higher-priority group spread over two launched nodes does not put a second bundle on the first, taking the
+    room it holds for lower-priority work launched beside it."""
+    cluster = Cluster()
+    cluster.submit(actor("lo", 3))
+    cluster.create_placement_group(PlacementGroupRequest("hi", [{"CPU": 1}] * 3, "SPREAD", priority=1))
+    cluster.fold(launch({"L1": {"hi": {"CPU": 1}, "lo": {"CPU": 3}}, "L2": {"hi": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(registered("n2", "L2"), react=False)
+    cluster.reconcile()
+    assert (cluster.placement_groups(), cluster.placements()) == ({"hi": ["n1", "n2", "n2"]}, {"lo": "n1"})
