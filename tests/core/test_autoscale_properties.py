@@ -5,7 +5,7 @@ the plan (the order work arrived in does not change the demand either)."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 from hypothesis import HealthCheck, example, given, settings
@@ -77,7 +77,6 @@ ASKS = st.builds(
     strategy=st.sampled_from([None, None, "PACK", "STRICT_PACK", "STRICT_SPREAD", "SPREAD"]),
     bundles=st.integers(1, 3),
     apart=st.booleans(),
-    priority=st.integers(0, 2),
 )
 
 SMALL_GANGS = st.builds(
@@ -90,11 +89,15 @@ SMALL_GANGS = st.builds(
     count=st.just(1),
     strategy=st.sampled_from(["PACK", "STRICT_PACK", "STRICT_SPREAD", "SPREAD"]),
     bundles=st.integers(2, 3),
-    priority=st.integers(0, 2),
 )
 """Placement groups of small CPU bundles that existing 4c8g nodes' free room can hold in part."""
-WORK = st.lists(st.one_of(ASKS, SMALL_GANGS), min_size=1, max_size=6)
-"""What a round's properties draw: any work, with placement groups that can mix existing free room and new nodes."""
+WORK = st.lists(
+    st.tuples(st.one_of(ASKS, SMALL_GANGS), st.integers(0, 2)).map(lambda pair: replace(pair[0], priority=pair[1])),
+    min_size=1,
+    max_size=6,
+)
+"""What a round's properties draw: any work, of priorities 0 to 2, with placement groups that can mix existing free
+room and new nodes (virtual clusters' properties draw `ASKS` of priority 0)."""
 
 
 def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
