@@ -523,6 +523,19 @@ CASES = [
         says="fits on existing nodes",
     ),
     Case(
+        "a higher-priority group counts on each registered node nominated for it only the room held for it, as the "
+        "scheduler places it: no launch",
+        both(
+            lambda c: c.create_placement_group(PlacementGroupRequest("lo", [{"CPU": 1}] * 2, "STRICT_SPREAD")),
+            lambda c: c.create_placement_group(PlacementGroupRequest("hi", [{"CPU": 1}] * 2, "SPREAD", priority=1)),
+            lambda c: c.create_placement_group(PlacementGroupRequest("big", [{"CPU": 2}] * 2, "PACK")),
+            nominated_node("L1", {"lo": {"CPU": 1}, "hi": {"CPU": 1}, "big": {"CPU": 2}}),
+            nominated_node("L2", {"lo": {"CPU": 1}, "hi": {"CPU": 1}, "big": {"CPU": 2}}),
+        ),
+        {},
+        work="big",
+    ),
+    Case(
         "a nested queued cluster under a parent that may borrow is one gang of new nodes",
         both(
             vcluster("team", VirtualCluster(flexible_resource_max={"CPU": 16})),

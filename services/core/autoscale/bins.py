@@ -51,6 +51,10 @@ class FreeRoom:
         }
         """(node id, work id) -> (priority, room) of the holds not subtracted yet (of work below the priority served
         so far)."""
+        self.holds_on: dict[str, list[str]] = {}
+        """Node id -> the work ids it holds room for."""
+        for node_id, work_id in self.unheld:
+            self.holds_on.setdefault(node_id, []).append(work_id)
         self.holding: dict[tuple[str, str], Resources] = {}
         """The holds subtracted and not given back yet."""
         self.queue = sorted(self.unheld, key=lambda key: self.unheld[key][0])
@@ -102,16 +106,26 @@ class FreeRoom:
         return self.rooms.get(node.node_id, node.free)
 
     def candidates(self, need: Resources, work_id: str = "") -> Iterator[NodeState]:
-        """The nodes where `need` fits now, those nominated for `work_id` first (the scheduler tries them first; a
-        node taken from while iterating is offered with its new room)."""
-        first = nominated_nodes(self.view, work_id) if work_id and self.view.held else ()
-        for node_id in first:
+        """The nodes where `need` fits now; first those nominated for `work_id` where it fits in room held for no
+        other work (the scheduler chooses them outright), then every node where it fits (a node taken from while
+        iterating is offered with its new room)."""
+        for node_id in nominated_nodes(self.view, work_id) if work_id and self.holds_on else ():
             node = self.view.nodes[node_id]
-            if fits(self.room(node), need):
+            if fits(self._wholly_unheld(node), need):
                 yield node
         for signature, free in list(self.free.items()):
             if fits(free, need):
-                yield from (node for node in list(self.buckets[signature].values()) if node.node_id not in first)
+                yield from list(self.buckets[signature].values())
+
+    def _wholly_unheld(self, node: NodeState) -> Resources:
+        """What `node` still has free less the room it holds for other work of any priority: what the scheduler
+        chooses a nominated node outright for."""
+        left = dict(self.room(node))
+        for work_id in self.holds_on.get(node.node_id, ()):
+            hold = self.unheld.get((node.node_id, work_id))
+            if hold is not None:
+                take(left, hold[1])
+        return left
 
     def take(self, node: NodeState, amount: Resources, copies: int = 1) -> None:
         """Count `copies` of `amount` as used on `node` (negative `copies` give them back)."""
