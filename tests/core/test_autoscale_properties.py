@@ -27,7 +27,7 @@ from services.autoscaler.handlers import Decider, node_id_of
 from services.core import Cluster
 from services.core.autoscale import Fleet, ScalePlan, launched_node, plan
 from services.core.labels import NODE_ID, NODE_TYPE
-from services.core.state import ClusterView
+from services.core.state import ClusterView, give
 from services.core.state.snapshot import digest
 from tests.core.autoscale_builders import RARE, SPARE, TYPES, config
 from tests.core.builders import affinity
@@ -557,9 +557,32 @@ def register_partly_reconciled(cluster: Cluster, result: ScalePlan, rng: random.
 def test_a_second_round_launches_nothing_for_work_nominated_to_registered_nodes(
     asks: list[Ask], busy: int, roomy: int, rng: random.Random
 ) -> None:
-    """Once the planned nodes registered (the scheduler not yet re-trying after each), the work nominated to them
-    waits for room they hold: the next round counts it there and launches nothing."""
+    """Once the planned nodes registered (the scheduler not yet re-trying after each), work whose registered
+    nominated nodes hold all the room it needs (and no higher-priority work that might displace it lacks such room)
+    is counted there by the next round, which launches nothing for it."""
     cluster = submitted(requests(asks), busy, roomy)
     new = register_partly_reconciled(cluster, plan(cluster.view, SCALING, ROOMY, RARE), rng)
     again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
-    assert again.launches == ()
+    assert {work_id for launch in again.launches for work_id in launch.work_ids} & held_whole(cluster.view) == set()
+
+
+def held_whole(view: ClusterView) -> set[str]:
+    """The pending root work whose registered nominated nodes hold all the room it needs, of priorities no pending
+    work lacking such room exceeds (such work could displace it)."""
+    held: dict[str, dict[str, float]] = {}
+    for holds in view.held.values():
+        for work_id, (_, amount) in holds.items():
+            give(held.setdefault(work_id, {}), amount)
+    covered, lacking = set(), []
+    for work_id in view.pending:
+        work = view.actors.get(work_id) or view.groups.get(work_id)
+        assert work is not None
+        request = work.request
+        need: dict[str, float] = {}
+        for amount in request.bundles if isinstance(request, PlacementGroupRequest) else [request.resources]:
+            give(need, amount)
+        if all(held.get(work_id, {}).get(name, 0.0) >= amount for name, amount in need.items()):
+            covered.add((work_id, request.priority))
+        else:
+            lacking.append(request.priority)
+    return {work_id for work_id, priority in covered if all(other <= priority for other in lacking)}
