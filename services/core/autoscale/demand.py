@@ -160,7 +160,7 @@ class ActorDemand(Demand):
         """Count copies on the free room of `room`'s nodes (each judged as `judged` makes it); the ids left."""
         need = self.work.resources
         for plan in self.plans:
-            for node in room.candidates(need):
+            for node in room.candidates(need, left[0] if left else ""):
                 if not left:
                     return left
                 seen = judged(node)
