@@ -17,6 +17,7 @@ from schemas import (
     NodeAffinitySchedulingStrategy,
     NodeLabelSchedulingStrategy,
     NodeRegistered,
+    NodesLaunchRequested,
     PlacementGroupRequest,
     Prefer,
     RunAfter,
@@ -97,6 +98,23 @@ def registered(launch_id: str) -> Callable[[Cluster], object]:
     def register(target: Cluster) -> None:
         node_type = config().node_types["cpu-4"]
         target.fold(launched_node(node_type, f"cpu-4-{launch_id}", launch_id, RARE))
+
+    return register
+
+
+def nominated_node(launch_id: str, nominated: dict[str, dict[str, float]]) -> Callable[[Cluster], object]:
+    """A cpu-4 launched for `nominated` (work id -> the room it holds) registered quietly: its work is not placed
+    yet (node id `cpu-4-<launch id>`)."""
+
+    def register(target: Cluster) -> None:
+        node_type = config().node_types["cpu-4"]
+        target.fold(
+            NodesLaunchRequested(
+                node_type="cpu-4", launch_ids=[launch_id], reason="test", work=[], nominated={launch_id: nominated}
+            ),
+            react=False,
+        )
+        target.fold(launched_node(node_type, f"cpu-4-{launch_id}", launch_id, RARE), react=False)
 
     return register
 
@@ -442,6 +460,80 @@ CASES = [
         ),
         {"cpu-4": 1},
         says="virtual cluster vc is not admitted yet",
+    ),
+    Case(
+        "placement groups nominated to a registered node take its room first, not other free room: no launch",
+        both(
+            lambda c: c.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 1}], "PACK")),
+            lambda c: c.create_placement_group(PlacementGroupRequest("sp", [{"CPU": 1}] * 2, "STRICT_SPREAD")),
+            nominated_node("L1", {"pg": {"CPU": 3}, "sp": {"CPU": 1}}),
+            quiet_node("other", 1),
+        ),
+        {},
+        work="sp",
+    ),
+    Case(
+        "room held for lower-priority nominated work is free to higher-priority work; the displaced work takes other "
+        "free room: no launch",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2})),
+            lambda c: c.submit(ScheduleRequest("hi", {"CPU": 4}, priority=1)),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+            quiet_node("other", 2),
+        ),
+        {},
+        work="hi",
+        says="fits on existing nodes",
+    ),
+    Case(
+        "lower-priority nominated work displaced from its held room by higher-priority work is demand",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2})),
+            lambda c: c.submit(ScheduleRequest("hi", {"CPU": 3}, priority=1)),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+        ),
+        {"cpu-4": 1},
+        work="lo",
+        says="launching 1 cpu-4 for this",
+    ),
+    Case(
+        "room held for nominated work of equal priority is not free to other work",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2}, priority=1)),
+            lambda c: c.submit(ScheduleRequest("hi", {"CPU": 4}, priority=1)),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+            quiet_node("other", 2),
+        ),
+        {"cpu-4": 1},
+        work="hi",
+        says="launching 1 cpu-4 for this",
+    ),
+    Case(
+        "a higher-priority placement group counts on room held for lower-priority nominated work",
+        both(
+            lambda c: c.submit(ScheduleRequest("lo", {"CPU": 2})),
+            lambda c: c.create_placement_group(
+                PlacementGroupRequest("pg", [{"CPU": 3}, {"CPU": 1}], "STRICT_PACK", priority=1)
+            ),
+            nominated_node("L1", {"lo": {"CPU": 2}}),
+            quiet_node("other", 2),
+        ),
+        {},
+        work="pg",
+        says="fits on existing nodes",
+    ),
+    Case(
+        "a higher-priority group counts on each registered node nominated for it only the room held for it, as the "
+        "scheduler places it: no launch",
+        both(
+            lambda c: c.create_placement_group(PlacementGroupRequest("lo", [{"CPU": 1}] * 2, "STRICT_SPREAD")),
+            lambda c: c.create_placement_group(PlacementGroupRequest("hi", [{"CPU": 1}] * 2, "SPREAD", priority=1)),
+            lambda c: c.create_placement_group(PlacementGroupRequest("big", [{"CPU": 2}] * 2, "PACK")),
+            nominated_node("L1", {"lo": {"CPU": 1}, "hi": {"CPU": 1}, "big": {"CPU": 2}}),
+            nominated_node("L2", {"lo": {"CPU": 1}, "hi": {"CPU": 1}, "big": {"CPU": 2}}),
+        ),
+        {},
+        work="big",
     ),
     Case(
         "a nested queued cluster under a parent that may borrow is one gang of new nodes",

@@ -5,7 +5,7 @@ the plan (the order work arrived in does not change the demand either)."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 from hypothesis import HealthCheck, example, given, settings
@@ -27,7 +27,7 @@ from services.autoscaler.handlers import Decider, node_id_of
 from services.core import Cluster
 from services.core.autoscale import Fleet, ScalePlan, launched_node, plan
 from services.core.labels import NODE_ID, NODE_TYPE
-from services.core.state import ClusterView
+from services.core.state import ClusterView, give
 from services.core.state.snapshot import digest
 from tests.core.autoscale_builders import RARE, SPARE, TYPES, config
 from tests.core.builders import affinity
@@ -51,7 +51,7 @@ TOLERATIONS: list[SelectorSpec] = [{}, {"gpu_node": "exists()"}]
 
 @dataclass(frozen=True)
 class Ask:
-    """`count` identical actors, or one placement group when `strategy` is set."""
+    """`count` identical actors, or one placement group when `strategy` is set, of `priority`."""
 
     cpu: int
     gpu: int
@@ -63,6 +63,7 @@ class Ask:
     bundles: int
     apart: bool = False
     """Actors with hard anti-affinity to their own label (one per node)."""
+    priority: int = 0
 
 
 ASKS = st.builds(
@@ -90,8 +91,13 @@ SMALL_GANGS = st.builds(
     bundles=st.integers(2, 3),
 )
 """Placement groups of small CPU bundles that existing 4c8g nodes' free room can hold in part."""
-WORK = st.lists(st.one_of(ASKS, SMALL_GANGS), min_size=1, max_size=6)
-"""What a round's properties draw: any work, with placement groups that can mix existing free room and new nodes."""
+WORK = st.lists(
+    st.tuples(st.one_of(ASKS, SMALL_GANGS), st.integers(0, 2)).map(lambda pair: replace(pair[0], priority=pair[1])),
+    min_size=1,
+    max_size=6,
+)
+"""What a round's properties draw: any work, of priorities 0 to 2, with placement groups that can mix existing free
+room and new nodes (virtual clusters' properties draw `ASKS` of priority 0)."""
 
 
 def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
@@ -109,6 +115,7 @@ def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
                     ask.strategy,
                     selectors,
                     tolerations,
+                    priority=ask.priority,
                 )
             )
             continue
@@ -121,6 +128,7 @@ def requests(asks: list[Ask]) -> list[ScheduleRequest | PlacementGroupRequest]:
                     label_selector=SELECTORS[ask.selector],
                     fallback_strategy=FALLBACKS[ask.fallback],  # type: ignore[arg-type]
                     tolerations=tolerations,
+                    priority=ask.priority,
                     **(apart if ask.apart else {}),  # type: ignore[arg-type]
                 )
             )
@@ -521,3 +529,60 @@ def test_the_scheduler_places_the_dataflow_demand_each_launch_was_for(
     register_launches(cluster, result)
     counted = {work_id for launch in result.launches for work_id in launch.work_ids}
     assert {work_id for work_id in counted if not placed(cluster, work_id)} == set()
+
+
+def register_partly_reconciled(cluster: Cluster, result: ScalePlan, rng: random.Random) -> list[str]:
+    """Fold the plan's launch requests and register every planned node one at a time, in an order `rng` draws, the
+    scheduler re-trying after some registrations only (never after the last): nominated work may still wait on a
+    registered node; the ids of the new nodes."""
+    requests = Decider(SCALING, RARE, 1.0).launches(cluster.view, result, 0.0)
+    launches = []
+    for request in requests:
+        assert isinstance(request, NodesLaunchRequested)
+        cluster.fold(request, react=False)
+        launches += [(request.node_type, launch_id) for launch_id in request.launch_ids]
+    rng.shuffle(launches)
+    node_ids = []
+    for type_name, launch_id in launches:
+        node_id = node_id_of(type_name, launch_id)
+        cluster.fold(launched_node(SCALING.node_types[type_name], node_id, launch_id, RARE), react=False)
+        node_ids.append(node_id)
+        if rng.random() < 0.5 and len(node_ids) < len(launches):
+            cluster.reconcile()
+    return node_ids
+
+
+@SETTINGS
+@given(asks=WORK, busy=st.integers(0, 3), roomy=st.integers(0, 3), rng=st.randoms(use_true_random=False))
+def test_a_second_round_launches_nothing_for_work_nominated_to_registered_nodes(
+    asks: list[Ask], busy: int, roomy: int, rng: random.Random
+) -> None:
+    """Once the planned nodes registered (the scheduler not yet re-trying after each), work whose registered
+    nominated nodes hold all the room it needs (and no higher-priority work that might displace it lacks such room)
+    is counted there by the next round, which launches nothing for it."""
+    cluster = submitted(requests(asks), busy, roomy)
+    new = register_partly_reconciled(cluster, plan(cluster.view, SCALING, ROOMY, RARE), rng)
+    again = plan(cluster.view, SCALING, running_with(cluster, new), RARE)
+    assert {work_id for launch in again.launches for work_id in launch.work_ids} & held_whole(cluster.view) == set()
+
+
+def held_whole(view: ClusterView) -> set[str]:
+    """The pending root work whose registered nominated nodes hold all the room it needs, of priorities no pending
+    work lacking such room exceeds (such work could displace it)."""
+    held: dict[str, dict[str, float]] = {}
+    for holds in view.held.values():
+        for work_id, (_, amount) in holds.items():
+            give(held.setdefault(work_id, {}), amount)
+    covered, lacking = set(), []
+    for work_id in view.pending:
+        work = view.actors.get(work_id) or view.groups.get(work_id)
+        assert work is not None
+        request = work.request
+        need: dict[str, float] = {}
+        for amount in request.bundles if isinstance(request, PlacementGroupRequest) else [request.resources]:
+            give(need, amount)
+        if all(held.get(work_id, {}).get(name, 0.0) >= amount for name, amount in need.items()):
+            covered.add((work_id, request.priority))
+        else:
+            lacking.append(request.priority)
+    return {work_id for work_id, priority in covered if all(other <= priority for other in lacking)}

@@ -365,3 +365,31 @@ def test_room_a_node_stops_holding_is_lent_to_a_virtual_cluster_waiting_for_it()
     assert cluster.placements(vcluster_id="vc") == {}
     cluster.remove_placement_group("pg")
     assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}
+
+
+def test_the_scheduler_places_higher_priority_work_where_the_plan_counted_it_on_held_room() -> None:
+    """The plan counts a higher-priority actor on the room a registered node holds for lower-priority work, and the
+    displaced work on other free room (no launch); the scheduler places both there."""
+    cluster = Cluster()
+    cluster.submit(actor("lo", 2))
+    cluster.submit(actor("hi", 4, priority=1))
+    cluster.fold(launch({"L1": {"lo": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(registered("other", cpu=2), react=False)
+    assert plan(cluster.view, SCALING, Fleet(), ()).launches == ()
+    cluster.reconcile()
+    assert cluster.placements() == {"hi": "n1", "lo": "other"}
+
+
+def test_higher_priority_work_takes_on_its_nominated_nodes_only_the_room_they_hold_for_it() -> None:
+    """A nominated node is chosen outright only while the room it holds for the work (or room nobody holds) takes
+    it: a higher-priority group spread over two launched nodes does not put a second bundle on the first, taking the
+    room it holds for lower-priority work launched beside it."""
+    cluster = Cluster()
+    cluster.submit(actor("lo", 3))
+    cluster.create_placement_group(PlacementGroupRequest("hi", [{"CPU": 1}] * 3, "SPREAD", priority=1))
+    cluster.fold(launch({"L1": {"hi": {"CPU": 1}, "lo": {"CPU": 3}}, "L2": {"hi": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(registered("n2", "L2"), react=False)
+    cluster.reconcile()
+    assert (cluster.placement_groups(), cluster.placements()) == ({"hi": ["n1", "n2", "n2"]}, {"lo": "n1"})

@@ -10,7 +10,7 @@ from services.core.autoscale.nodes import imagined_node
 from services.core.autoscale.plan_types import Fleet
 from services.core.state import ClusterView, NodeState, Resources, fits, give, take
 from services.core.state.model import EPSILON
-from services.core.state.nominations import nominated_nodes, unheld
+from services.core.state.nominations import nominated_nodes
 
 TEMPLATE_PREFIX = "new-"
 """The id of the imagined node a type is judged on: `new-<type>` (it hosts nothing, so no actor is near it)."""
@@ -26,8 +26,10 @@ def copies_in(room: Resources, need: Resources, most: int) -> int:
 
 
 class FreeRoom:
-    """What is free on the nodes of one scope, less what this round already counted there (and, at the root, less
-    the room registered nodes hold for nominated work, until that work's turn: `give_held`).
+    """What is free on the nodes of one scope, less what this round already counted there, and, at the root, less
+    the room registered nodes hold for nominated work of the priority being served or higher (`at`: the round
+    serves higher priority first, so held room of lower-priority work is free to it, as the scheduler lets it take
+    that room; the work it then displaces is demand), until that work's own turn (`give_held`).
 
     Nodes are bucketed by what they have free (a node moves to another bucket when the round takes from it), so a
     shape is checked once per distinct free vector, not once per node.
@@ -39,24 +41,54 @@ class FreeRoom:
         self.free: dict[tuple[tuple[str, float], ...], Resources] = {}
         self.rooms: dict[str, Resources] = {}
         for node in view.nodes.values():
-            free = unheld(view, node)
-            if free is not node.free:
-                self.rooms[node.node_id] = free
-            self._file(node, free)
+            self._file(node, node.free)
+        held = view.held if not view.scope_id else {}
+        self.unheld: dict[tuple[str, str], tuple[int, Resources]] = {
+            (node_id, work_id): hold
+            for node_id, holds in held.items()
+            if node_id in view.nodes
+            for work_id, hold in holds.items()
+        }
+        """(node id, work id) -> (priority, room) of the holds not subtracted yet (of work below the priority served
+        so far)."""
+        self.holds_on: dict[str, list[str]] = {}
+        """Node id -> the work ids it holds room for."""
+        for node_id, work_id in self.unheld:
+            self.holds_on.setdefault(node_id, []).append(work_id)
+        self.holding: dict[tuple[str, str], Resources] = {}
+        """The holds subtracted and not given back yet."""
+        self.queue = sorted(self.unheld, key=lambda key: self.unheld[key][0])
+        """The holds not subtracted yet, the highest priority last (`at` takes them from the end)."""
 
-    def give_held(self, work_ids: list[str]) -> list[str]:
-        """Give back the room registered nodes hold for these (nominated) work ids, theirs to count on; the ids,
-        those with such room first (identical work: the held room counts for as many of them, and they are the
-        ones its node takes)."""
-        view = self.view
-        if not view.held:
+    def at(self, priority: int | None) -> None:
+        """Serve work of `priority` next (never higher than before): subtract the room held for nominated work of
+        that priority or higher; `None` (a virtual cluster's admission, which no held room is free to): all of it."""
+        while self.queue:
+            hold = self.unheld.get(self.queue[-1])
+            if hold is not None and priority is not None and hold[0] < priority:
+                return
+            key = self.queue.pop()
+            if hold is not None:
+                del self.unheld[key]
+                self.take(self.view.nodes[key[0]], hold[1])
+                self.holding[key] = hold[1]
+
+    def give_held(self, work_ids: list[str], priority: int | None) -> list[str]:
+        """Serve work of `priority` (`at`) and give back the room registered nodes hold for these (nominated) work
+        ids, theirs to count on; the ids, those with such room first (identical work: the held room counts for as
+        many of them, and they are the ones its node takes)."""
+        if not self.queue and not self.holding:
             return list(work_ids)
+        self.at(priority)
+        view = self.view
         holding = []
         for work_id in work_ids:
             for node_id in nominated_nodes(view, work_id):
-                held = view.held.get(node_id, {}).get(work_id)
+                key = (node_id, work_id)
+                held = self.holding.pop(key, None)
                 if held is not None:
-                    self.take(view.nodes[node_id], held[1], -1)
+                    self.take(view.nodes[node_id], held, -1)
+                if held is not None or self.unheld.pop(key, None) is not None:
                     holding.append(work_id)
         first = set(holding)
         return [*dict.fromkeys(holding), *(work_id for work_id in work_ids if work_id not in first)]
@@ -73,11 +105,27 @@ class FreeRoom:
         """What `node` still has free in this round."""
         return self.rooms.get(node.node_id, node.free)
 
-    def candidates(self, need: Resources) -> Iterator[NodeState]:
-        """The nodes where `need` fits now (a node taken from while iterating is offered with its new room)."""
+    def candidates(self, need: Resources, work_id: str = "") -> Iterator[NodeState]:
+        """The nodes where `need` fits now; first those nominated for `work_id` where it fits in room held for no
+        other work (the scheduler chooses them outright), then every node where it fits (a node taken from while
+        iterating is offered with its new room)."""
+        for node_id in nominated_nodes(self.view, work_id) if work_id and self.holds_on else ():
+            node = self.view.nodes[node_id]
+            if fits(self._wholly_unheld(node), need):
+                yield node
         for signature, free in list(self.free.items()):
             if fits(free, need):
                 yield from list(self.buckets[signature].values())
+
+    def _wholly_unheld(self, node: NodeState) -> Resources:
+        """What `node` still has free less the room it holds for other work of any priority: what the scheduler
+        chooses a nominated node outright for."""
+        left = dict(self.room(node))
+        for work_id in self.holds_on.get(node.node_id, ()):
+            hold = self.unheld.get((node.node_id, work_id))
+            if hold is not None:
+                take(left, hold[1])
+        return left
 
     def take(self, node: NodeState, amount: Resources, copies: int = 1) -> None:
         """Count `copies` of `amount` as used on `node` (negative `copies` give them back)."""

@@ -148,19 +148,19 @@ class ActorDemand(Demand):
     def take_free(self, rooms: FreeRooms) -> list[str]:
         room = rooms.of(self.scope)
         if self.chain is None:
-            return self._take(room, room.give_held(self.work_ids), lambda node: node)
+            return self._take(room, room.give_held(self.work_ids, self.priority), lambda node: node)
         left = self._take(room, list(self.work_ids), lambda node: node)
         if not left:
             return left
         left, self.capped = self.chain.cap(left, self.work.resources)
         host = rooms.of(self.chain.host_scope)
-        return self._take(host, host.give_held(left), self.chain.stand_in)
+        return self._take(host, host.give_held(left, self.priority), self.chain.stand_in)
 
     def _take(self, room: FreeRoom, left: list[str], judged: Callable[[NodeState], NodeState | None]) -> list[str]:
         """Count copies on the free room of `room`'s nodes (each judged as `judged` makes it); the ids left."""
         need = self.work.resources
         for plan in self.plans:
-            for node in room.candidates(need):
+            for node in room.candidates(need, left[0] if left else ""):
                 if not left:
                     return left
                 seen = judged(node)

@@ -75,6 +75,11 @@ class GangDemand(Demand):
         """Of the units placed partly on existing nodes' free room and partly on launching or new nodes: the existing
         nodes and the room taken on each (the replay places them again, on these nodes and the bins)."""
 
+    @property
+    def served_at(self) -> int | None:
+        """The priority the free room is served at (held room of lower-priority work is free to it)."""
+        return self.priority
+
     def rejects(self, plan: Plan, node: NodeState) -> str | None:
         """Why a piece judged by `plan` may not go on `node`, None when it may."""
         return plan.rejects(node)
@@ -84,7 +89,7 @@ class GangDemand(Demand):
 
     def _take_free(self, rooms: FreeRooms, work_ids: list[str]) -> list[str]:
         self.room = rooms.of(self.scope)
-        work_ids = self.room.give_held(work_ids)
+        work_ids = self.room.give_held(work_ids, self.served_at)
         for index, work_id in enumerate(work_ids):
             if not any(_place(self, option, work_id, None) for option in self.options):
                 if self.scope.scope_id:  # a virtual cluster grows for actors only: new nodes cannot help
@@ -162,7 +167,11 @@ class _Unit:
         node of its cheapest type that may launch; the node's id (None: no node takes it)."""
         need = piece.need
         node = next(
-            (n for n in self.room.candidates(need) if n.node_id not in avoid and self.rejects(piece.plan, n) is None),
+            (
+                n
+                for n in self.room.candidates(need, self.work_id)
+                if n.node_id not in avoid and self.rejects(piece.plan, n) is None
+            ),
             None,
         )
         if node is not None:
@@ -280,6 +289,11 @@ class QueuedClusterDemand(GangDemand):
                 if why:
                     self.refused[vc_id] = why
         return verdicts
+
+    @property
+    def served_at(self) -> int | None:
+        """None: no held room is free to a virtual cluster's admission."""
+        return None
 
     def rejects(self, plan: Plan, node: NodeState) -> str | None:
         if self.chain is None:

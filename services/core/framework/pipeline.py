@@ -26,7 +26,7 @@ def free_room(node: NodeState) -> Resources:
 class Plan:
     """One way to place one piece of work: its hard rules, soft rules, policy and where its resources come from."""
 
-    __slots__ = ("excluded", "filters", "need", "nominated", "policy", "room", "scorers")
+    __slots__ = ("excluded", "filters", "need", "nominated", "nominated_room", "policy", "room", "scorers")
 
     def __init__(
         self,
@@ -44,6 +44,8 @@ class Plan:
         self.excluded: frozenset[str] = frozenset()
         self.nominated: tuple[str, ...] = ()
         """Nodes launched for this work (see `nominate`): the first that passes every rule and has room wins."""
+        self.nominated_room = room
+        """Where resources come from on a nominated node chosen outright: not from room held for other work."""
 
     def rejects(self, node: NodeState) -> str | None:
         """The first hard rule the node fails, if any."""
@@ -107,14 +109,16 @@ def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeStat
 
 
 def nominate(view: ClusterView, plan: Plan, work_id: str, priority: int) -> None:
-    """Apply the view's nominated nodes to a plan for `work_id`: the nodes launched for it are tried first, the
-    room nodes hold for other nominated work (of equal or higher priority) is not offered, nor, while one of its
-    own launches is still coming, room on the other launched nodes."""
+    """Apply the view's nominated nodes to a plan for `work_id`: the nodes launched for it are tried first (chosen
+    outright where the room they hold for it, or room nobody holds, takes it), the room nodes hold for other
+    nominated work (of equal or higher priority) is not offered, nor, while one of its own launches is still
+    coming, room on the other launched nodes."""
     if not (view.held or view.nominations):
         return
     plan.nominated = nominated_nodes(view, work_id)
     closed = closed_to(view, work_id, plan.nominated)
     if view.held or closed:
+        plan.nominated_room = held_room(view.held, plan.room, work_id, None, closed)
         plan.room = held_room(view.held, plan.room, work_id, priority, closed)
 
 
@@ -122,7 +126,7 @@ def _nominated(view: ClusterView, plan: Plan) -> NodeState | None:
     """The first node nominated for the work that passes every rule and has room."""
     for node_id in plan.nominated:
         node = view.nodes.get(node_id)
-        if node is not None and fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+        if node is not None and fits(plan.nominated_room(node), plan.need) and plan.rejects(node) is None:
             return node
     return None
 

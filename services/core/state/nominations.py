@@ -176,11 +176,12 @@ def held_room(
     held: dict[str, Held],
     room: Callable[[NodeState], Resources],
     work_id: str,
-    priority: int,
+    priority: int | None,
     closed: frozenset[str] = frozenset(),
 ) -> Callable[[NodeState], Resources]:
     """`room` less what nodes hold for other nominated work of equal or higher priority (kube-scheduler's
-    addNominatedPods), and nothing on the `closed` nodes; a node holding nothing costs two lookups."""
+    addNominatedPods; `priority` None: of any priority), and nothing on the `closed` nodes; a node holding nothing
+    costs two lookups."""
 
     def room_of(node: NodeState) -> Resources:
         if node.node_id in closed:
@@ -190,7 +191,7 @@ def held_room(
             return room(node)
         left = dict(room(node))
         for other, (other_priority, amount) in holds.items():
-            if other != work_id and other_priority >= priority:
+            if other != work_id and (priority is None or other_priority >= priority):
                 for name, quantity in amount.items():
                     left[name] = left.get(name, 0.0) - quantity
         return left
