@@ -20,6 +20,7 @@ from nats.aio.msg import Msg
 
 from schemas import Pending
 from schemas import subjects as s
+from schemas.commands import SchedulerRequest
 from schemas.proposals import Proposal, Proposals, Verdict, Verdicts
 from schemas.replies import RequestReply
 from services.core.errors import CodecError
@@ -73,7 +74,9 @@ class Applier:
     ) -> None:
         self.shell, self.view, self.writer = shell, view, writer
         self.still_elected, self.guarded = still_elected, guarded
-        self.answered: OrderedDict[int, Verdict] = OrderedDict()
+        self.answered: OrderedDict[int, tuple[SchedulerRequest, Verdict]] = OrderedDict()
+        """Request sequence -> the request and its verdict (a proposal naming the sequence with another request is
+        not answered from here: a forged one must not answer the real request)."""
 
     async def run(self) -> None:
         """Take the proposal batches that wait, apply them together, answer each; forever."""
@@ -115,8 +118,8 @@ class Applier:
 
     async def _decide(self, proposal: Proposal, folded: int) -> Verdict:
         known = self.answered.get(proposal.request_sequence)
-        if known is not None:
-            return known
+        if known is not None and known[0] == proposal.request:
+            return known[1]
         began = time.perf_counter()
         reply, poison = await self.guarded(
             s.PROPOSALS, lambda: encode(proposal.request), lambda: handle_proposal(self.view, proposal, folded)
@@ -124,7 +127,7 @@ class Applier:
         verdict = Verdict(reply, poison=poison)
         if reply is not None:  # remembered at once: a batch that is not stored ends this process, and its memory
             measure.decided(proposal.request, reply, time.perf_counter() - began, 0)
-            self._remember(proposal.request_sequence, verdict)
+            self._remember(proposal, verdict)
         return verdict
 
     async def _settled(self, proposal: Proposal, verdict: Verdict) -> Verdict:
@@ -134,10 +137,10 @@ class Applier:
             if proposal.inbox:
                 await send_reply(self.shell.bus, s.PROPOSALS, proposal.inbox, self.shell.pager.fit(verdict.reply))
             verdict = Verdict(sent=True, poison=verdict.poison)
-            self._remember(proposal.request_sequence, verdict)
+            self._remember(proposal, verdict)
         return verdict
 
-    def _remember(self, request_sequence: int, verdict: Verdict) -> None:
-        self.answered[request_sequence] = verdict
+    def _remember(self, proposal: Proposal, verdict: Verdict) -> None:
+        self.answered[proposal.request_sequence] = (proposal.request, verdict)
         if len(self.answered) > REMEMBERED:
             self.answered.popitem(last=False)

@@ -275,3 +275,50 @@ async def test_bad_requests_through_the_workers_are_refused_or_set_aside_and_cha
     info = await client.bus.js.stream_info(s.DEAD_LETTERS_STREAM)
     assert info.state.messages >= 1
     assert await placed_once(mesh, 1) == {"n1": 1}
+
+
+async def test_a_forged_proposal_naming_a_requests_sequence_does_not_answer_that_request(
+    client: Client, mesh: Mesh
+) -> None:
+    """Someone on the bus proposes another request under the sequence the next real request will get: the applier
+    decides the forgery on its own merits, and the real request is still decided as itself (its answer was not
+    taken from the forgery's)."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.wait_ready(timeout=5)
+    info = await client.bus.js.stream_info(s.REQUESTS_STREAM)
+    forged = SubmitActor(request=ScheduleRequest("forged", {"CPU": 1}))
+    batch = Proposals("intruder", await client.bus.last_sequence(), [Proposal(forged, info.state.last_seq + 1)])
+    await client.bus.nc.request(s.PROPOSALS, encode(batch), timeout=10)
+    decision = await client.submit(ScheduleRequest("real", {"CPU": 1}), timeout=20.0)
+    assert isinstance(decision, Placed)
+    events = await read_events(mesh.nats_url)
+    assert "real" in {e.actor_id for e in events if isinstance(e, ActorPlaced)}
+
+
+HOSTILE_PROPOSALS = [
+    b"",
+    b"\x00\xff garbage",
+    b"[]",
+    b'{"worker": 7, "folded": "x", "proposals": {}}',
+    b'{"worker": "w", "folded": -1, "proposals": [{"request": {"kind": "nope"}, "request_sequence": 1}]}',
+    b'{"worker": "w", "folded": 0, "proposals": [], "extra": 1}',
+    b'{"worker": "w", "folded": 0, "proposals": [' + b"[" * 5000 + b"]" * 5000 + b"]}",
+    b'{"worker": "' + b"w" * 900_000 + b'", "folded": 0, "proposals": []}',
+]
+"""Malformed, wrongly typed, unknown, deeply nested and oversized batches for the applier's subject."""
+
+
+async def test_hostile_batches_on_the_proposals_subject_are_dropped_and_change_nothing(
+    client: Client, mesh: Mesh
+) -> None:
+    """Each hostile batch leaves the log as it was and the scheduler running; a request afterwards is decided."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.wait_ready(timeout=5)
+    before = await client.bus.last_sequence()
+    for payload in HOSTILE_PROPOSALS:
+        with contextlib.suppress(nats.errors.TimeoutError, nats.errors.MaxPayloadError):
+            await client.bus.nc.request(s.PROPOSALS, payload, timeout=1.0)
+    assert await client.bus.last_sequence() == before
+    assert mesh.processes["scheduler"].poll() is None
+    decision = await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0)
+    assert isinstance(decision, Placed)
