@@ -153,17 +153,22 @@ def submitted(work: list[ScheduleRequest | PlacementGroupRequest], busy: int, ro
     return cluster
 
 
+def fold_launch_requests(cluster: Cluster, result: ScalePlan) -> list[tuple[str, str]]:
+    """Fold the launch requests the autoscaler writes for the plan; each planned node's type and launch id."""
+    launches = []
+    for request in Decider(SCALING, RARE, 1.0).launches(cluster.view, result, 0.0):
+        assert isinstance(request, NodesLaunchRequested)
+        cluster.fold(request, react=False)
+        launches += [(request.node_type, launch_id) for launch_id in request.launch_ids]
+    return launches
+
+
 def register_launches(cluster: Cluster, result: ScalePlan, *, one_by_one: random.Random | None = None) -> list[str]:
     """Fold the launch requests the autoscaler makes of the plan, register every planned node under the id and
     launch id the `local` provider gives it (the type's labels and taints, as a launched node does), and let the
     scheduler re-try its pending work once over all of them, or (`one_by_one`) after each registration, the nodes
     registering in an order that generator draws; the ids of the new nodes."""
-    requests = Decider(SCALING, RARE, 1.0).launches(cluster.view, result, 0.0)
-    launches = []
-    for request in requests:
-        assert isinstance(request, NodesLaunchRequested)
-        cluster.fold(request, react=False)
-        launches += [(request.node_type, launch_id) for launch_id in request.launch_ids]
+    launches = fold_launch_requests(cluster, result)
     if one_by_one is not None:
         one_by_one.shuffle(launches)
     node_ids = []
@@ -539,12 +544,7 @@ def register_partly_reconciled(cluster: Cluster, result: ScalePlan, rng: random.
     """Fold the plan's launch requests and register every planned node one at a time, in an order `rng` draws, the
     scheduler re-trying after some registrations only (never after the last): nominated work may still wait on a
     registered node; the ids of the new nodes."""
-    requests = Decider(SCALING, RARE, 1.0).launches(cluster.view, result, 0.0)
-    launches = []
-    for request in requests:
-        assert isinstance(request, NodesLaunchRequested)
-        cluster.fold(request, react=False)
-        launches += [(request.node_type, launch_id) for launch_id in request.launch_ids]
+    launches = fold_launch_requests(cluster, result)
     rng.shuffle(launches)
     node_ids = []
     for type_name, launch_id in launches:
