@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,8 @@ COMPOSE = DEPLOY / "compose.yaml"
 NATS_CONF = DEPLOY / "nats.conf"
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 
-NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "agent", "client", "gateway")
-SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "gateway")
+NATS_USERS = ("labels", "taints", "vclusters", "scheduler", "decider", "autoscaler", "agent", "client", "gateway")
+SERVICES_WITH_OWN_USER = ("labels", "taints", "vclusters", "scheduler", "decider", "autoscaler", "gateway")
 
 
 def validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
@@ -72,8 +73,8 @@ def test_a_broken_compose_file_is_rejected(tmp_path: Path, service: str, key: st
 
 
 def test_the_compose_file_runs_nats_redis_the_services_the_gateway_the_simulator_and_metrics() -> None:
-    """nats, redis, labels, taints, vclusters, scheduler, autoscaler, the gateway, the load simulator, prometheus and
-    grafana."""
+    """nats, redis, labels, taints, vclusters, scheduler, the decision workers, autoscaler, the gateway, the load
+    simulator, prometheus and grafana."""
     services = {"nats", "redis", *SERVICES_WITH_OWN_USER, "sim", "prometheus", "grafana"}
     assert set(load_compose()["services"]) == services
 
@@ -268,3 +269,16 @@ def test_nats_server_accepts_the_cluster_config_with_the_users_of_nats_conf() ->
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "include ./nats.conf" in NATS_CLUSTER_CONF.read_text()
+
+
+@pytest.mark.parametrize("load", [load_compose, load_cluster_compose], ids=["compose", "cluster"])
+def test_one_setting_runs_the_decision_workers_and_tells_the_scheduler_to_wait_for_them(
+    load: Callable[[], dict[str, Any]],
+) -> None:
+    """CORRAL_DECISION_WORKERS (0 by default) is both the deciders' replica count and the scheduler's setting: a
+    scheduler told of workers that do not run would leave every request waiting."""
+    services = load()["services"]
+    setting = "${CORRAL_DECISION_WORKERS:-0}"
+    assert services["decider"]["deploy"]["replicas"] == setting
+    assert services["scheduler"]["environment"]["CORRAL_DECISION_WORKERS"] == setting
+    assert services["decider"]["command"] == ["python", "-m", "services.decider"]

@@ -25,7 +25,7 @@ from tests.integration.conftest import FAST, holds_within, log_of
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats.conf"
-USERS = (*SERVICES, "autoscaler", "agent", "client", "gateway")
+USERS = (*SERVICES, "decider", "autoscaler", "agent", "client", "gateway")
 SCHEDULER_SUBJECTS = (
     "corral.evt.actor.a1",
     "corral.evt.pg.g1",
@@ -67,24 +67,41 @@ def secured_nats(data_dir: Path) -> LocalServer:
     return LocalServer("nats-server (deploy/nats.conf)", [binary, "-c", str(path)], port, data_dir / "nats-server.log")
 
 
-@pytest.fixture
-def secured_mesh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mesh]:
-    """The four services, each connected as its own user of deploy/nats.conf."""
-    for user in USERS:
-        monkeypatch.setenv(f"CORRAL_{user.upper()}_PASSWORD", password(user))  # nats.conf reads them at start
+def start_secured_mesh(data_dir: Path, settings: dict[str, str], workers: int = 0) -> Mesh:
+    """The four services (and `workers` decision workers), each connected as its own user of deploy/nats.conf."""
     mesh = start_mesh(
-        tmp_path / "mesh",
+        data_dir,
         services=(),
-        settings=FAST,
+        settings=settings,
         servers=lambda data: (secured_nats(data / "nats"), redis_server(data / "redis")),
     )
     try:
-        for name in SERVICES:
-            env = {**mesh.env, "CORRAL_INSTANCE": name, "CORRAL_NATS_URL": url(mesh.nats.port, name)}
-            with (mesh.data_dir / f"{name}.log").open("ab") as log:
-                mesh.processes[name] = subprocess.Popen(
-                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
+        users = [(name, name) for name in SERVICES] + [(f"decider-{n + 1}", "decider") for n in range(workers)]
+        for instance, user in users:
+            env = {**mesh.env, "CORRAL_INSTANCE": instance, "CORRAL_NATS_URL": url(mesh.nats.port, user)}
+            module = "services.decider" if user == "decider" else f"services.{user}"
+            with (mesh.data_dir / f"{instance}.log").open("ab") as log:
+                mesh.processes[instance] = subprocess.Popen(
+                    [sys.executable, "-m", module], env=env, stdout=log, stderr=subprocess.STDOUT
                 )
+    except BaseException:
+        mesh.close()
+        raise
+    return mesh
+
+
+@pytest.fixture
+def passwords(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every user's test password in the environment: nats.conf reads them at start."""
+    for user in USERS:
+        monkeypatch.setenv(f"CORRAL_{user.upper()}_PASSWORD", password(user))
+
+
+@pytest.fixture
+def secured_mesh(tmp_path: Path, passwords: None) -> Iterator[Mesh]:
+    """The four services, each connected as its own user of deploy/nats.conf."""
+    mesh = start_secured_mesh(tmp_path / "mesh", FAST)
+    try:
         yield mesh
     finally:
         mesh.close()
@@ -258,3 +275,30 @@ async def islice_lines(lines: AsyncIterator[str], count: int) -> AsyncIterator[s
             found += 1
             if found == count:
                 return
+
+
+async def test_decision_workers_work_with_only_their_own_permissions_and_alone_may_propose(
+    tmp_path: Path, passwords: None
+) -> None:
+    """With CORRAL_DECISION_WORKERS=1 the worker (user `decider`) pulls (the scheduler then does not), proposes to
+    the scheduler's applier (user `scheduler`, which hears `corral.plan.scheduler`), answers and acks; nobody else
+    may propose."""
+    mesh = start_secured_mesh(tmp_path / "mesh", {**FAST, "CORRAL_DECISION_WORKERS": "1"}, workers=1)
+    try:
+        port = mesh.nats.port
+        async with Client(url(port, "agent")) as agent, Client(url(port, "client")) as client:
+            await client.wait_ready()
+            await agent.register_node("n1", {"CPU": 2})
+            assert await client.submit(ScheduleRequest("a", {"CPU": 1})) == Placed("a", "n1")
+            assert await client.submit(ScheduleRequest("b", {"CPU": 1})) == Placed("b", "n1")
+            await client.remove_actor("a")
+            status = await client.status()
+            assert [actor.actor_id for actor in status.actors] == ["b"]
+            for user in USERS:
+                if user != "decider":
+                    assert await refused_publishes(port, user, (s.PROPOSALS,)) == {s.PROPOSALS}, user
+        for name in (*SERVICES, "decider-1"):
+            assert "Permissions Violation" not in log_of(mesh, name), f"{name} was refused a subject"
+        assert all(process.poll() is None for process in mesh.processes.values())
+    finally:
+        mesh.close()
