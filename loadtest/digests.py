@@ -7,6 +7,7 @@ Used by the fuzz test and by `python -m loadtest.chaos`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -64,6 +65,23 @@ async def live_digest(bus: Bus, service: str, timeout: float = 5.0) -> DigestRep
         return None
     answer: DigestReply = decode(reply.data, DigestReply)
     return answer
+
+
+async def live_digests(bus: Bus, service: str, answers: int, timeout: float = 10.0) -> list[DigestReply]:
+    """The digests of the processes of `service` that answer within `timeout` (every decision worker answers the
+    same subject), up to `answers` of them."""
+    inbox = bus.nc.new_inbox()
+    sub = await bus.nc.subscribe(inbox)
+    replies: list[DigestReply] = []
+    try:
+        await bus.nc.publish(digest_subject(service), encode(DigestQuery()), reply=inbox)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while len(replies) < answers:
+                    replies.append(decode((await sub.next_msg(timeout=timeout)).data, DigestReply))
+        return replies
+    finally:
+        await sub.unsubscribe()
 
 
 def replay_settings(settings: Settings) -> Settings:

@@ -1,15 +1,21 @@
-"""What the fuzz suites share: hypothesis settings for examples that change one live mesh, and a probe of
-whether the mesh still places a new actor."""
+"""What the fuzz suites share: hypothesis settings for examples that change one live mesh, a probe of whether the
+mesh still places a new actor, and a check of every process of a service against a replay of the log."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import time
 
 from hypothesis import HealthCheck, Phase, settings
 
+from loadtest.digests import live_digests
 from schemas import ScheduleRequest
 from services.cli.mesh import Mesh
 from services.client import Client, CorralError
+from services.core.state import replay
+from services.core.state.snapshot import digest
+from services.runtime.bus import Bus
 
 
 def on_one_mesh(examples: int) -> settings:
@@ -41,3 +47,21 @@ async def does_not_place(mesh: Mesh) -> str:
     except (CorralError, TimeoutError) as error:
         return f"a new actor is not placed: {type(error).__name__}: {error}"
     return "" if placed.node_id == f"probe-{tag}" else f"the new actor went to {placed.node_id}, not probe-{tag}"
+
+
+async def differs_from_replay(bus: Bus, service: str, processes: int, timeout: float = 20.0) -> str:
+    """ "" when `processes` processes of `service` (every decision worker answers one subject) have folded the log's
+    end and each one's digest equals a replay of the log at its sequence; else what went wrong."""
+    last = await bus.last_sequence()
+    deadline = time.monotonic() + timeout
+    replies = await live_digests(bus, service, processes)
+    while (len(replies) < processes or any(r.sequence < last for r in replies)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        replies = await live_digests(bus, service, processes)
+    if len(replies) < processes or any(r.sequence < last for r in replies):
+        return f"{service}: {len(replies)} of {processes} processes answered at the log's end ({last})"
+    for reply in replies:
+        events = await bus.read_to(reply.sequence)
+        if reply.digest != digest(replay(events)):
+            return f"{service}: a live digest at {reply.sequence} differs from a replay of the log"
+    return ""

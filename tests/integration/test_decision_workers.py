@@ -19,12 +19,10 @@ from schemas import ActorPlaced, ActorSubmitted, Pending, Placed, ScheduleReques
 from schemas import subjects as s
 from schemas.commands import SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
-from schemas.queries import DigestQuery, DigestReply
 from services.cli.mesh import Mesh
 from services.client import Client, ConflictError, RejectedError
 from services.core.errors import UnavailableError
 from services.core.state import replay
-from services.core.state.snapshot import digest
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.elections import new_election, record_election
@@ -33,6 +31,7 @@ from services.runtime.settings import Settings
 from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
 from tests.integration.log import read_events
+from tests.integration.probe import differs_from_replay
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -84,23 +83,6 @@ async def placed_once(mesh: Mesh, count: int) -> dict[str, int]:
     return Counter(actor.node_id for actor in view.actors.values() if actor.node_id)
 
 
-async def digests(client: Client, service: str, answers: int) -> list[DigestReply]:
-    """The digests of the processes of `service` that answer within 10 s (every decision worker answers the same
-    subject), up to `answers` of them."""
-    inbox = client.bus.nc.new_inbox()
-    sub = await client.bus.nc.subscribe(inbox)
-    replies: list[DigestReply] = []
-    try:
-        await client.bus.nc.publish(s.digest_subject(service), encode(DigestQuery()), reply=inbox)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(10):
-                while len(replies) < answers:
-                    replies.append(decode((await sub.next_msg(timeout=10)).data, DigestReply))
-        return replies
-    finally:
-        await sub.unsubscribe()
-
-
 async def test_workers_decide_each_request_once_no_node_overfull_and_every_view_equals_a_replay(
     client: Client, mesh: Mesh
 ) -> None:
@@ -116,17 +98,8 @@ async def test_workers_decide_each_request_once_no_node_overfull_and_every_view_
         d.id: d.node_id for d in decisions if isinstance(d, Placed)
     }
 
-    last = await client.bus.last_sequence()
-    for service, answers in (("scheduler", 1), ("decider", len(WORKERS))):
-        deadline = asyncio.get_running_loop().time() + 20
-        while asyncio.get_running_loop().time() < deadline:
-            replies = await digests(client, service, answers)
-            if len(replies) == answers and all(reply.sequence >= last for reply in replies):
-                break
-            await asyncio.sleep(0.05)
-        assert len(replies) == answers, f"{len(replies)} of {answers} {service} processes answered"
-        for reply in replies:
-            assert reply.digest == digest(replay(await read_events(mesh.nats_url, last=reply.sequence))), service
+    for service, processes in (("scheduler", 1), ("decider", len(WORKERS))):
+        assert not (problem := await differs_from_replay(client.bus, service, processes)), problem
 
 
 async def test_two_workers_proposing_the_last_room_get_one_placement_and_one_refusal(
