@@ -113,8 +113,8 @@ class Applier:
         for (msg, batch), verdicts in zip(batches, decided, strict=True):
             pairs = zip(batch.proposals, verdicts, strict=True)
             answer = Verdicts(sequence, [await self._settled(proposal, verdict) for proposal, verdict in pairs])
-            if msg.reply:
-                await msg.respond(encode(answer))
+            if msg.reply:  # never to a Corral or JetStream subject a forger named as the reply subject
+                await send_reply(self.shell.bus, s.PROPOSALS, msg.reply, encode(answer))
 
     async def _decide(self, proposal: Proposal, folded: int) -> Verdict:
         known = self.answered.get(proposal.request_sequence)

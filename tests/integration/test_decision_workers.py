@@ -13,12 +13,14 @@ from pathlib import Path
 
 import nats.js.errors
 import pytest
+from nats.aio.msg import Msg
 from nats.js.api import ConsumerInfo
 
 from schemas import ActorPlaced, ActorSubmitted, Pending, Placed, ScheduleRequest
 from schemas import subjects as s
-from schemas.commands import SubmitActor
+from schemas.commands import RemoveActor, SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
+from schemas.replies import Rejected
 from services.cli.mesh import Mesh
 from services.client import Client, ConflictError, RejectedError
 from services.core.errors import UnavailableError
@@ -295,3 +297,31 @@ async def test_hostile_batches_on_the_proposals_subject_are_dropped_and_change_n
     assert mesh.processes["scheduler"].poll() is None
     decision = await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0)
     assert isinstance(decision, Placed)
+
+
+async def test_a_batch_naming_a_corral_or_jetstream_subject_as_its_reply_is_not_answered_there(
+    client: Client, mesh: Mesh
+) -> None:
+    """Someone on the bus sends a batch with an event subject (or a JetStream API call) as its reply subject: the
+    applier decides the batch but publishes nothing there (the verdicts landed in the event log before; found by
+    `test_fuzz_proposals.py`)."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.wait_ready(timeout=5)
+    targets = (s.event_subject(s.ACTOR, "x"), f"$JS.API.STREAM.PURGE.{s.EVENTS_STREAM}")
+    seen: list[str] = []
+
+    async def record(msg: Msg) -> None:
+        seen.append(msg.subject)
+
+    for target in targets:
+        await client.bus.nc.subscribe(target, cb=record)
+    before = await client.bus.last_sequence()
+    removal = Proposals("intruder", before, [Proposal(RemoveActor(actor_id="nobody"), 10**9)])
+    for target in targets:
+        await client.bus.nc.publish(s.PROPOSALS, encode(removal), reply=target)
+    answer = await client.bus.nc.request(s.PROPOSALS, encode(removal), timeout=10)  # applied after both
+    assert isinstance(decode(answer.data, Verdicts).verdicts[0].reply, Rejected)
+    await client.bus.nc.flush()
+    assert seen == []
+    assert await client.bus.last_sequence() == before
+    assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0), Placed)
