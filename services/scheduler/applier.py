@@ -111,10 +111,14 @@ class Applier:
         await self.still_elected(appended_from)
         sequence = max(self.writer.confirmed, self.view.sequence)
         for (msg, batch), verdicts in zip(batches, decided, strict=True):
-            pairs = zip(batch.proposals, verdicts, strict=True)
-            answer = Verdicts(sequence, [await self._settled(proposal, verdict) for proposal, verdict in pairs])
+            settled = [await self._settled(p, v) for p, v in zip(batch.proposals, verdicts, strict=True)]
+            answer = encode(Verdicts(sequence, settled))
+            if len(answer) > self.shell.bus.nc.max_payload:
+                # every reply sent from here instead: a verdict marked sent is shorter than any proposal, so this fits
+                direct = [await self._settled(p, v, direct=True) for p, v in zip(batch.proposals, settled, strict=True)]
+                answer = encode(Verdicts(sequence, direct))
             if msg.reply:  # never to a Corral or JetStream subject a forger named as the reply subject
-                await send_reply(self.shell.bus, s.PROPOSALS, msg.reply, encode(answer))
+                await send_reply(self.shell.bus, s.PROPOSALS, msg.reply, answer)
 
     async def _decide(self, proposal: Proposal, folded: int) -> Verdict:
         known = self.answered.get(proposal.request_sequence)
@@ -130,10 +134,11 @@ class Applier:
             self._remember(proposal, verdict)
         return verdict
 
-    async def _settled(self, proposal: Proposal, verdict: Verdict) -> Verdict:
-        """The verdict a worker gets, now that its events are stored: a long reply (a pending explanation) is sent
-        to the client's inbox from here, and remembered as sent."""
-        if isinstance(verdict.reply, Pending) and not verdict.sent:
+    async def _settled(self, proposal: Proposal, verdict: Verdict, *, direct: bool = False) -> Verdict:
+        """The verdict a worker gets, now that its events are stored: a long reply (a pending explanation), or any
+        reply when `direct` (the batch's answer would pass the bus's payload limit), is sent to the client's inbox
+        from here, and remembered as sent."""
+        if (isinstance(verdict.reply, Pending) or (direct and verdict.reply is not None)) and not verdict.sent:
             if proposal.inbox:
                 await send_reply(self.shell.bus, s.PROPOSALS, proposal.inbox, self.shell.pager.fit(verdict.reply))
             verdict = Verdict(sent=True, poison=verdict.poison)

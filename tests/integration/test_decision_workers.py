@@ -325,3 +325,24 @@ async def test_a_batch_naming_a_corral_or_jetstream_subject_as_its_reply_is_not_
     assert seen == []
     assert await client.bus.last_sequence() == before
     assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0), Placed)
+
+
+async def test_a_batch_whose_verdicts_would_pass_the_payload_limit_is_answered_through_the_inboxes(
+    client: Client, mesh: Mesh
+) -> None:
+    """Thousands of tiny proposals in one batch, each refused with a longer rejection: the applier sends each reply
+    to its proposal's inbox itself and answers the batch with verdicts marked sent, within the payload limit (the
+    scheduler exited on the answer before: maximum payload exceeded; found by `test_fuzz_proposals.py`)."""
+    await client.wait_ready(timeout=5)
+    inbox = client.bus.nc.new_inbox()
+    replies = await client.bus.nc.subscribe(inbox)
+    tiny = b'{"request":{"kind":"fail_actor","actor_id":"g"},"request_sequence":%d}'
+    last = b'{"request":{"kind":"fail_actor","actor_id":"g"},"request_sequence":0,"inbox":"%s"}' % inbox.encode()
+    count = (client.bus.nc.max_payload - len(last) - 100) // len(tiny % 10**6)
+    proposals = b",".join([*(tiny % (10**5 + index) for index in range(count)), last])
+    batch = b'{"worker":"w","folded":0,"proposals":[%s]}' % proposals
+    answer = await client.bus.nc.request(s.PROPOSALS, batch, timeout=20)
+    verdicts = decode(answer.data, Verdicts).verdicts
+    assert len(verdicts) == count + 1 and all(v.sent and v.reply is None for v in verdicts)
+    assert "no such live actor" in decode((await replies.next_msg(timeout=10)).data, Rejected).error
+    assert mesh.processes["scheduler"].poll() is None
