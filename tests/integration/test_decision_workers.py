@@ -5,7 +5,6 @@ over-allocated, a deposed leader's decisions counting for nothing, every view eq
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -268,35 +267,6 @@ async def test_a_forged_proposal_naming_a_requests_sequence_does_not_answer_that
     assert isinstance(decision, Placed)
     events = await read_events(mesh.nats_url)
     assert "real" in {e.actor_id for e in events if isinstance(e, ActorPlaced)}
-
-
-HOSTILE_PROPOSALS = [
-    b"",
-    b"\x00\xff garbage",
-    b"[]",
-    b'{"worker": 7, "folded": "x", "proposals": {}}',
-    b'{"worker": "w", "folded": -1, "proposals": [{"request": {"kind": "nope"}, "request_sequence": 1}]}',
-    b'{"worker": "w", "folded": 0, "proposals": [], "extra": 1}',
-    b'{"worker": "w", "folded": 0, "proposals": [' + b"[" * 5000 + b"]" * 5000 + b"]}",
-    b'{"worker": "' + b"w" * 900_000 + b'", "folded": 0, "proposals": []}',
-]
-"""Malformed, wrongly typed, unknown, deeply nested and oversized batches for the applier's subject."""
-
-
-async def test_hostile_batches_on_the_proposals_subject_are_dropped_and_change_nothing(
-    client: Client, mesh: Mesh
-) -> None:
-    """Each hostile batch leaves the log as it was and the scheduler running; a request afterwards is decided."""
-    await client.register_node("n1", {"CPU": 4})
-    await client.wait_ready(timeout=5)
-    before = await client.bus.last_sequence()
-    for payload in HOSTILE_PROPOSALS:
-        with contextlib.suppress(nats.errors.TimeoutError, nats.errors.MaxPayloadError):
-            await client.bus.nc.request(s.PROPOSALS, payload, timeout=1.0)
-    assert await client.bus.last_sequence() == before
-    assert mesh.processes["scheduler"].poll() is None
-    decision = await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0)
-    assert isinstance(decision, Placed)
 
 
 async def test_a_batch_naming_a_corral_or_jetstream_subject_as_its_reply_is_not_answered_there(
