@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from schemas.commands import SchedulerRequest
@@ -18,7 +20,7 @@ class Proposal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The client's reply inbox (the applier answers there itself a reply too long to pass back)."""
     node_id: str = ""
     """The node the worker chose for a new actor; "" leaves the request to the applier, which decides it itself."""
-    prng: int = -1
+    prng: Annotated[int, msgspec.Meta(ge=-1)] = -1
     """The worker's generator state before its choice (recorded on the placement, as the scheduler records its own)."""
 
 
@@ -26,7 +28,7 @@ class Proposals(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A worker's batch: its proposals, decided on a view that had folded the event log up to `folded`."""
 
     worker: str
-    folded: int
+    folded: Annotated[int, msgspec.Meta(ge=0)]
     proposals: list[Proposal]
 
 

@@ -5,11 +5,13 @@ over-allocated, a deposed leader's decisions counting for nothing, every view eq
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import nats.errors
 import nats.js.errors
 import pytest
 from nats.aio.msg import Msg
@@ -316,3 +318,25 @@ async def test_a_batch_whose_verdicts_would_pass_the_payload_limit_is_answered_t
     assert len(verdicts) == count + 1 and all(v.sent and v.reply is None for v in verdicts)
     assert "no such live actor" in decode((await replies.next_msg(timeout=10)).data, Rejected).error
     assert mesh.processes["scheduler"].poll() is None
+
+
+async def test_a_batch_with_a_negative_folded_sequence_or_generator_state_is_refused_whole(
+    client: Client, mesh: Mesh
+) -> None:
+    """A forged batch claiming a view folded up to -1, or a proposal with a generator state below -1 (no worker
+    sends either), is unreadable: nothing is stored (before, the placement was stored with them, and `corral why
+    placed` explained it from a state no generator had); the applier goes on deciding."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.wait_ready(timeout=5)
+    before = await client.bus.last_sequence()
+    forged = SubmitActor(request=ScheduleRequest("forged", {"CPU": 1}))
+    batches = (
+        Proposals("intruder", -1, [Proposal(forged, 10**9, node_id="n1", prng=0)]),
+        Proposals("intruder", before, [Proposal(forged, 10**9, node_id="n1", prng=-7)]),
+    )
+    for batch in batches:
+        with contextlib.suppress(nats.errors.TimeoutError):
+            await client.bus.nc.request(s.PROPOSALS, encode(batch), timeout=1.0)
+    assert await client.bus.last_sequence() == before
+    assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0), Placed)
+    assert "forged" not in {e.actor_id for e in await read_events(mesh.nats_url) if isinstance(e, ActorPlaced)}
