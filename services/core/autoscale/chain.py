@@ -8,6 +8,7 @@ import math
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
+from services.core.state.nominations import held_quota
 from services.core.state.tree import VNode, flexible_id, vnode_labels
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
@@ -23,6 +24,7 @@ class Chain:
         while current is not None:
             self.clusters.append((current, CompiledSpec(current.vc_id, current.spec, rare_resources)))
             current = root.tree.clusters.get(current.parent) if current.parent else None
+        self.root = root
         self.host_scope = parent_scope(root, vc)
         """The scope whose nodes `vc`'s flexible nodes are carved from."""
         self.claimed: Resources = {}
@@ -31,18 +33,22 @@ class Chain:
         self._stand_ins: dict[str, NodeState | None] = {}
         self._within: set[str] | None = None
 
-    def headroom(self, names: Resources) -> Resources:
-        """Per resource of `names`: how much more every cluster of the chain may still borrow (inf: unbounded)."""
+    def headroom(self, names: Resources, *, admission: bool = False) -> Resources:
+        """Per resource of `names`: how much more every cluster of the chain may still borrow (inf: unbounded); for
+        an `admission`, less the quota each cluster's nominated actors hold (the scheduler keeps it from them)."""
         room = dict.fromkeys(names, math.inf)
         for vc, spec in self.clusters:
             held = vc.flexible_total
+            kept = held_quota(self.root, vc) if admission else {}
             for name in room:
-                taken = held.get(name, 0.0) + (self.claimed.get(name, 0.0) if vc is self.vc else 0.0)
+                taken = held.get(name, 0.0) + kept.get(name, 0.0)
+                taken += self.claimed.get(name, 0.0) if vc is self.vc else 0.0
                 room[name] = min(room[name], spec.headroom(name, taken))
         return room
 
     def claim(self, need: Resources) -> str:
-        """Count a queued child cluster's `need` against `vc`'s growth; why it cannot be ("" when it is)."""
+        """Count a queued child cluster's `need` against `vc`'s growth, after the quota its nominated actors hold;
+        why it cannot be ("" when it is)."""
         why = self.blocked() or self.short(need)
         if not why:
             for name, amount in need.items():
@@ -66,8 +72,8 @@ class Chain:
         return ""
 
     def short(self, need: Resources) -> str:
-        """Why the chain may not borrow all of `need` more ("" when it may)."""
-        room = self.headroom(need)
+        """Why the chain may not borrow all of `need` more for a child's admission ("" when it may)."""
+        room = self.headroom(need, admission=True)
         if all(amount <= room[name] + EPSILON for name, amount in need.items()):
             return ""
         return self._limit(room, need)
@@ -89,12 +95,15 @@ class Chain:
 
     def within(self) -> set[str]:
         """The pending actors of the cluster whose growth its maximum allows, given out in the scheduler's queue
-        order (priority, then arrival), as the scheduler will borrow for them: an actor that does not fit what is
-        left is skipped and the next one may still fit."""
+        order (priority, then arrival; nominated actors first within a priority: the quota they hold is kept from
+        the others), as the scheduler will borrow for them: an actor that does not fit what is left is skipped and
+        the next one may still fit."""
         if self._within is None:
-            scope = self.vc.scope
+            scope, nominated = self.vc.scope, self.root.nominations
             actors = [scope.actors[work_id] for work_id in scope.pending if work_id in scope.actors]
-            actors.sort(key=lambda actor: (-actor.request.priority, actor.arrival))
+            actors.sort(
+                key=lambda actor: (-actor.request.priority, actor.request.actor_id not in nominated, actor.arrival)
+            )
             room: Resources = {}
             self._within = set()
             for actor in actors:

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 
 from services.core.state.model import Launch, NodeState, Resources
-from services.core.state.view import ClusterView
+from services.core.state.view import ClusterView, VClusterState
 
 Held = dict[str, tuple[int, Resources]]
 """Work id -> (its priority, the room held for it) on one node."""
@@ -170,6 +170,22 @@ def unheld(view: ClusterView, node: NodeState, work_id: str = "", priority: int 
             for name, quantity in amount.items():
                 left[name] = left.get(name, 0.0) - quantity
     return left
+
+
+def held_quota(view: ClusterView, vc: VClusterState, work_id: str = "", priority: int | None = None) -> Resources:
+    """What the nominated pending actors of `vc` hold of its flexible maximum (what each needs): all of it
+    (`priority` None: a child cluster's admission), or, for `work_id` of `priority`, what other actors of equal or
+    higher priority hold."""
+    if not view.nominations or vc.parent:
+        return {}
+    scope = vc.scope
+    held: Resources = {}
+    for other in view.nominations:
+        actor = scope.actors.get(other) if other != work_id and other in scope.pending else None
+        if actor is not None and (priority is None or actor.request.priority >= priority):
+            for name, amount in room_to_hold(actor.request.resources).items():
+                held[name] = held.get(name, 0.0) + amount
+    return held
 
 
 def held_room(
