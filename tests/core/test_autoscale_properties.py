@@ -427,8 +427,19 @@ another: before virtual clusters' actors were nominated, the cluster grew for it
 and left the 3-CPU one without room (found by Hypothesis with 1,500 random rounds)."""
 
 
+UNHOSTABLE_AHEAD = [
+    Ask(1, 0, 0, 0, 0, 1, None, 1),
+    Ask(1, 0, 0, 0, 0, 1, None, 1),
+    Ask(1, 0, 0, 0, 0, 1, None, 1),
+    Ask(1, 1, 0, 0, 0, 1, None, 1, priority=1),
+    Ask(2, 0, 0, 0, 0, 1, None, 1, priority=1),
+]
+"""The quota of a GPU actor nothing can host went, in the plan, to a launch the scheduler then gave higher priority."""
+
+
 @SETTINGS
 @example(asks=BESIDE_THE_ROOT, cap=4, at_root=True, busy=1)
+@example(asks=UNHOSTABLE_AHEAD, cap=2, at_root=False, busy=0)
 @given(asks=CLUSTER_WORK, cap=st.integers(1, 24), at_root=st.booleans(), busy=st.integers(0, 2))
 def test_the_scheduler_places_the_demand_counted_inside_a_virtual_cluster(
     asks: list[Ask], cap: int, at_root: bool, busy: int
@@ -499,9 +510,20 @@ QUOTA_OF_NOMINATED_WORK = [
 """Before nominated actors held their quota, an earlier uncounted actor took the quota counted for a launched one."""
 
 
+OVERTAKEN_BY_PRIORITY = [
+    Ask(1, 0, 0, 0, 0, 1, None, 1),
+    Ask(4, 0, 0, 0, 0, 3, None, 1),
+    Ask(1, 0, 0, 0, 0, 1, None, 1),
+    Ask(1, 1, 0, 0, 0, 1, None, 1, priority=1),
+    Ask(3, 1, 0, 0, 1, 4, None, 1, priority=1),
+]
+"""Higher-priority work took the quota counted for launched actors (a GPU actor nothing hosts had some in the plan)."""
+
+
 @SETTINGS
 @example(asks=ADMITTED_ONTO_HELD_ROOM, cap=8, child=5, at_root=True)
 @example(asks=QUOTA_OF_NOMINATED_WORK, cap=4, child=2, at_root=True)
+@example(asks=OVERTAKEN_BY_PRIORITY, cap=24, child=1, at_root=False)
 @given(
     asks=CLUSTER_WORK,
     cap=st.integers(1, 24),

@@ -437,3 +437,15 @@ def test_quota_a_nominated_actor_holds_is_not_taken_by_a_child_clusters_admissio
     cluster.reconcile()
     assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}
     assert cluster.virtual_cluster("child").state == "queued"
+
+
+def test_actors_launched_for_that_the_maximum_cannot_all_hold_do_not_block_each_other() -> None:
+    """Two 2-CPU actors of a cluster that may borrow 3 CPUs, both nominated to one node (the maximum fell short of
+    what the plan counted): the first in the queue holds its share and is placed; the other holds none."""
+    cluster = Cluster()
+    in_a_cluster(cluster, cap=3)
+    cluster.submit(actor("first", 2, vcluster_id="vc"))
+    cluster.submit(actor("second", 2, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"first": {"CPU": 2}, "second": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    assert cluster.placements(vcluster_id="vc") == {"first": "vc-flex-n1"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from services.core.state.model import Launch, NodeState, Resources
+from services.core.state.model import EPSILON, Launch, NodeState, Resources
 from services.core.state.view import ClusterView, VClusterState
 
 Held = dict[str, tuple[int, Resources]]
@@ -172,20 +172,47 @@ def unheld(view: ClusterView, node: NodeState, work_id: str = "", priority: int 
     return left
 
 
-def held_quota(view: ClusterView, vc: VClusterState, work_id: str = "", priority: int | None = None) -> Resources:
-    """What the nominated pending actors of `vc` hold of its flexible maximum (what each needs): all of it
-    (`priority` None: a child cluster's admission), or, for `work_id` of `priority`, what other actors of equal or
-    higher priority hold."""
+def held_quota(
+    view: ClusterView,
+    vc: VClusterState,
+    room: Callable[[str], float],
+    work_id: str = "",
+    priority: int | None = None,
+) -> Resources:
+    """What the nominated pending actors of `vc` hold of its flexible maximum: in `quota_order`, each holds what it
+    needs while `room` (per resource name: how much more the maximum allows) has that left after those before it
+    (one that does not fit holds nothing: it cannot have it anyway). All of it (`priority` None: a child cluster's
+    admission), or what those ahead of `work_id` of `priority` hold (so nominated actors never block each other)."""
     if not view.nominations or vc.parent:
         return {}
     scope = vc.scope
+    own = scope.actors.get(work_id) if priority is not None else None
+    place = quota_order(view, work_id, priority, own.arrival if own is not None else -1)
+    nominated = [
+        (quota_order(view, other, actor.request.priority, actor.arrival), actor.request.resources)
+        for other in view.nominations
+        if other != work_id and other in scope.pending and (actor := scope.actors.get(other)) is not None
+    ]
+    left: Resources = {}
     held: Resources = {}
-    for other in view.nominations:
-        actor = scope.actors.get(other) if other != work_id and other in scope.pending else None
-        if actor is not None and (priority is None or actor.request.priority >= priority):
-            for name, amount in room_to_hold(actor.request.resources).items():
+    for order, resources in sorted(nominated, key=lambda pair: pair[0]):
+        need = room_to_hold(resources)
+        for name in need:
+            if name not in left:
+                left[name] = room(name)
+        if priority is not None and order > place:
+            break
+        if all(amount <= left[name] + EPSILON for name, amount in need.items()):
+            for name, amount in need.items():
+                left[name] -= amount
                 held[name] = held.get(name, 0.0) + amount
     return held
+
+
+def quota_order(view: ClusterView, work_id: str, priority: int | None, arrival: int) -> tuple[int, bool, int]:
+    """The order a virtual cluster's actors have its flexible maximum in: by priority (higher first), nominated
+    before the rest, then by arrival."""
+    return -(priority or 0), work_id not in view.nominations, arrival
 
 
 def held_room(

@@ -57,7 +57,13 @@ class Lender:
         taken = self._quota.get(vc.vc_id)
         if taken is None:
             taken = dict(vc.flexible_total)
-            quota = held_quota(self.root, vc, *self.claimant) if self.claimant else held_quota(self.root, vc)
+            spec = self.specs(vc.vc_id)
+
+            def room(name: str) -> float:
+                return spec.headroom(name, vc.flexible_total.get(name, 0.0))
+
+            claimant = self.claimant or ("", None)
+            quota = held_quota(self.root, vc, room, *claimant)
             for name, amount in quota.items():
                 taken[name] = taken.get(name, 0.0) + amount
             self._quota[vc.vc_id] = taken
