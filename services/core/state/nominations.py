@@ -5,8 +5,10 @@ root scope and the pending actors of top-level virtual clusters the plan put on 
 there; `LaunchesNominated` adds work a later round counted on launches asked for earlier. Once the node registers
 (and while it lives), that work is tried there first (an actor of a virtual cluster: its cluster's flexible node
 there, grown for it), and the room is held: other work of lower or equal priority cannot take it, nor can a virtual
-cluster's admission, nor its growth for other work. A nomination ends when the work is placed (anywhere) or gone,
-or when the launch ends (failed, terminated, its node died).
+cluster's admission, nor its growth for other work. A nominated actor of a virtual cluster also holds its share of
+the cluster's flexible maximum (`held_quota`, from the nomination on, its node registered or not): the cluster's
+actors after it in `quota_order` cannot grow into it, nor can a child cluster's admission. A nomination ends when
+the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node died).
 """
 
 from __future__ import annotations
