@@ -188,8 +188,8 @@ def held_quota(
     if not view.nominations or vc.parent:
         return {}
     scope = vc.scope
-    own = scope.actors.get(work_id) if priority is not None else None
-    place = quota_order(view, work_id, priority, own.arrival if own is not None else -1)
+    own = scope.actors.get(work_id)
+    place = None if priority is None else quota_order(view, work_id, priority, own.arrival if own is not None else -1)
     nominated = [
         (quota_order(view, other, actor.request.priority, actor.arrival), actor.request.resources)
         for other in view.nominations
@@ -202,7 +202,7 @@ def held_quota(
         for name in need:
             if name not in left:
                 left[name] = room(name)
-        if priority is not None and order > place:
+        if place is not None and order > place:
             break
         if all(amount <= left[name] + EPSILON for name, amount in need.items()):
             for name, amount in need.items():
@@ -211,10 +211,10 @@ def held_quota(
     return held
 
 
-def quota_order(view: ClusterView, work_id: str, priority: int | None, arrival: int) -> tuple[int, bool, int]:
+def quota_order(view: ClusterView, work_id: str, priority: int, arrival: int) -> tuple[int, bool, int]:
     """The order a virtual cluster's actors have its flexible maximum in: by priority (higher first), nominated
     before the rest, then by arrival."""
-    return -(priority or 0), work_id not in view.nominations, arrival
+    return -priority, work_id not in view.nominations, arrival
 
 
 def held_room(
