@@ -485,7 +485,7 @@ class Cluster:
             return explain_actor(scope, work, reason=awaited(scope, work.request.actor_id))
         explanation = explain_actor(scope, work, f"virtual cluster {vc.vc_id}")
         short = not explanation.total or any(reason.startswith("Insufficient") for reason in explanation.reasons)
-        reason = self.vclusters.quota_reason(vc, work.resources) if short else ""
+        reason = self.vclusters.quota_reason(vc, work) if short else ""
         if not reason or explanation.group_reason:
             return explanation
         return msgspec.structs.replace(explanation, message=f"{reason}; {explanation.message}", group_reason=reason)

@@ -393,3 +393,59 @@ def test_higher_priority_work_takes_on_its_nominated_nodes_only_the_room_they_ho
     cluster.fold(registered("n2", "L2"), react=False)
     cluster.reconcile()
     assert (cluster.placement_groups(), cluster.placements()) == ({"hi": ["n1", "n2", "n2"]}, {"lo": "n1"})
+
+
+def test_quota_a_nominated_actor_holds_is_not_taken_by_an_earlier_actor_of_its_cluster() -> None:
+    """A cluster that may borrow 3 CPUs: the actor a launch was for keeps its 2 CPUs of that maximum from an earlier
+    actor of the same priority (which says so), and is placed on its node once that registers."""
+    cluster = Cluster()
+    in_a_cluster(cluster, cap=3)
+    cluster.submit(actor("early", 2, vcluster_id="vc"))
+    cluster.submit(actor("late", 2, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"late": {"CPU": 2}}}))
+    (early, _) = cluster.pending(vcluster_id="vc")
+    assert early.id == "early"
+    assert early.message.startswith(
+        "virtual cluster vc is at its flexible maximum of CPU (0 of 3 held, 2 more kept for work a launch was for)"
+    )
+    cluster.fold(registered("n1", "L1"))
+    assert cluster.placements(vcluster_id="vc") == {"late": "vc-flex-n1"}
+
+
+def test_quota_a_nominated_actor_holds_may_be_taken_by_higher_priority_work_of_its_cluster() -> None:
+    cluster = Cluster()
+    in_a_cluster(cluster, cap=3)
+    cluster.submit(actor("late", 2, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"late": {"CPU": 2}}}))
+    cluster.fold(registered("other"), react=False)
+    cluster.submit(actor("urgent", 2, priority=1, vcluster_id="vc"))
+    assert cluster.placements(vcluster_id="vc") == {"urgent": "vc-flex-other"}
+
+
+def test_quota_a_nominated_actor_holds_is_not_taken_by_a_child_clusters_admission() -> None:
+    """A cluster that may borrow 4 CPUs, a 3-CPU actor of it launched for, and a child queued for 2 CPUs: the child
+    is not admitted (the parent grows into neither that quota nor that node's room), the actor is placed on its node,
+    and the autoscaler does not count the child (it waits for the parent's quota, which no launch gives)."""
+    cluster = Cluster()
+    in_a_cluster(cluster, cap=4)
+    cluster.submit(actor("inside", 3, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"inside": {"CPU": 3}}}))
+    cluster.create_virtual_cluster("child", VirtualCluster(flexible_resource_min={"CPU": 2}), parent="vc")
+    assert plan(cluster.view, SCALING, Fleet(launching={"cpu-4": ("L1",)}), ()).launches == ()
+    cluster.fold(registered("other"), react=False)
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.reconcile()
+    assert cluster.placements(vcluster_id="vc") == {"inside": "vc-flex-n1"}
+    assert cluster.virtual_cluster("child").state == "queued"
+
+
+def test_actors_launched_for_that_the_maximum_cannot_all_hold_do_not_block_each_other() -> None:
+    """Two 2-CPU actors of a cluster that may borrow 3 CPUs, both nominated to one node (the maximum fell short of
+    what the plan counted): the first in the queue holds its share and is placed; the other holds none."""
+    cluster = Cluster()
+    in_a_cluster(cluster, cap=3)
+    cluster.submit(actor("first", 2, vcluster_id="vc"))
+    cluster.submit(actor("second", 2, vcluster_id="vc"))
+    cluster.fold(launch({"L1": {"first": {"CPU": 2}, "second": {"CPU": 2}}}))
+    cluster.fold(registered("n1", "L1"))
+    assert cluster.placements(vcluster_id="vc") == {"first": "vc-flex-n1"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import NodeLaunchFailed, NodesLaunchRequested, Placed, ScheduleRequest, VirtualCluster
+from schemas import NodeLaunchFailed, NodesLaunchRequested, Pending, Placed, ScheduleRequest, VirtualCluster
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
@@ -122,6 +122,36 @@ async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_f
         small_node = await register_launched(client, launches["cpu-4"], {"CPU": 4}, {"type": "4c8g", "zone": "usa-1"})
         expected = f"{vcluster}-flex-{small_node}" if vcluster else small_node
         assert (await client.wait_placed("small", timeout=10.0)).node_id == expected
+
+
+async def test_an_actor_launched_for_keeps_its_share_of_its_clusters_maximum_from_an_earlier_actor(
+    tmp_path: Path, server_path: ServerPath
+) -> None:
+    """A cluster that may borrow 3 CPUs; a node launched for its 2-CPU actor `late`; its other 2-CPU actor `early`
+    (no launch: the maximum leaves it 1 CPU) does not take `late`'s share when a plain node comes first, and `late`
+    grows the cluster on its own node once that registers."""
+    config = write_config(tmp_path, provider=command_provider("true", "true"), launch_timeout=60)
+    async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
+        await client.create_virtual_cluster("team", VirtualCluster(flexible_resource_max={"CPU": 3}))
+        await client.submit(ScheduleRequest("late", {"CPU": 2}, label_selector={"type": "4c8g"}, vcluster_id="team"))
+
+        async def launched() -> bool:
+            return len(launch_requests(await events_of(mesh))) == 1
+
+        assert await holds_within(launched, timeout=10.0)
+        await client.submit(ScheduleRequest("early", {"CPU": 2}, vcluster_id="team"))
+        await client.register_node("plain", {"CPU": 4})
+
+        async def kept() -> bool:
+            decision = await client.decision("early")
+            return isinstance(decision, Pending) and "2 more kept for work a launch was for" in decision.message
+
+        assert await holds_within(kept, timeout=10.0)
+        (request,) = launch_requests(await events_of(mesh))
+        node_id = await register_launched(client, request, {"CPU": 4}, {"type": "4c8g", "zone": "usa-1"})
+        assert (await client.wait_placed("late", timeout=10.0)).node_id == f"team-flex-{node_id}"
+        assert not isinstance(await client.decision("early"), Placed)
+        assert [request.work for request in launch_requests(await events_of(mesh))] == [["late"]]
 
 
 async def register_launched(

@@ -4,10 +4,12 @@ flexible maximum), and the flexible node the cluster would get on a node (pure).
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
+from services.core.state.nominations import held_quota, quota_order
 from services.core.state.tree import VNode, flexible_id, vnode_labels
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
@@ -23,26 +25,35 @@ class Chain:
         while current is not None:
             self.clusters.append((current, CompiledSpec(current.vc_id, current.spec, rare_resources)))
             current = root.tree.clusters.get(current.parent) if current.parent else None
+        self.root = root
         self.host_scope = parent_scope(root, vc)
         """The scope whose nodes `vc`'s flexible nodes are carved from."""
         self.claimed: Resources = {}
         """What queued child clusters counted as demand will take of `vc`'s growth (admission comes first)."""
+        self.stuck: set[str] = set()
+        """Pending actors of `vc` that neither a node type nor an existing node's free room can host: the scheduler
+        places none of them now, so they take none of the maximum `within` gives out."""
         self._filters = [(other.vc_id, TaintFilter(spec.tolerations)) for other, spec in self.clusters]
         self._stand_ins: dict[str, NodeState | None] = {}
         self._within: set[str] | None = None
 
-    def headroom(self, names: Resources) -> Resources:
-        """Per resource of `names`: how much more every cluster of the chain may still borrow (inf: unbounded)."""
+    def headroom(self, names: Resources, *, admission: bool = False) -> Resources:
+        """Per resource of `names`: how much more every cluster of the chain may still borrow (inf: unbounded); for
+        an `admission`, less the quota each cluster's nominated actors hold (the scheduler keeps it from them)."""
         room = dict.fromkeys(names, math.inf)
         for vc, spec in self.clusters:
-            held = vc.flexible_total
+            held = dict(vc.flexible_total)
+            if vc is self.vc:
+                for name, amount in self.claimed.items():
+                    held[name] = held.get(name, 0.0) + amount
+            kept = held_quota(self.root, vc, partial(_room, spec, held)) if admission else {}
             for name in room:
-                taken = held.get(name, 0.0) + (self.claimed.get(name, 0.0) if vc is self.vc else 0.0)
-                room[name] = min(room[name], spec.headroom(name, taken))
+                room[name] = min(room[name], spec.headroom(name, held.get(name, 0.0) + kept.get(name, 0.0)))
         return room
 
     def claim(self, need: Resources) -> str:
-        """Count a queued child cluster's `need` against `vc`'s growth; why it cannot be ("" when it is)."""
+        """Count a queued child cluster's `need` against `vc`'s growth, after the quota its nominated actors hold;
+        why it cannot be ("" when it is)."""
         why = self.blocked() or self.short(need)
         if not why:
             for name, amount in need.items():
@@ -66,8 +77,8 @@ class Chain:
         return ""
 
     def short(self, need: Resources) -> str:
-        """Why the chain may not borrow all of `need` more ("" when it may)."""
-        room = self.headroom(need)
+        """Why the chain may not borrow all of `need` more for a child's admission ("" when it may)."""
+        room = self.headroom(need, admission=True)
         if all(amount <= room[name] + EPSILON for name, amount in need.items()):
             return ""
         return self._limit(room, need)
@@ -89,12 +100,15 @@ class Chain:
 
     def within(self) -> set[str]:
         """The pending actors of the cluster whose growth its maximum allows, given out in the scheduler's queue
-        order (priority, then arrival), as the scheduler will borrow for them: an actor that does not fit what is
-        left is skipped and the next one may still fit."""
+        order (`quota_order`: priority, nominated actors first, then arrival; the quota nominated actors hold is
+        kept from those after them), as the scheduler will borrow for them (`stuck` ones take none of it): an actor
+        that does not fit what is left is skipped and the next one may still fit."""
         if self._within is None:
-            scope = self.vc.scope
+            scope, root = self.vc.scope, self.root
             actors = [scope.actors[work_id] for work_id in scope.pending if work_id in scope.actors]
-            actors.sort(key=lambda actor: (-actor.request.priority, actor.arrival))
+            actors.sort(
+                key=lambda actor: quota_order(root, actor.request.actor_id, actor.request.priority, actor.arrival)
+            )
             room: Resources = {}
             self._within = set()
             for actor in actors:
@@ -104,6 +118,8 @@ class Chain:
                         room[name] = self.headroom({name: 0.0})[name]
                 if all(amount <= room[name] + EPSILON for name, amount in need.items()):
                     self._within.add(actor.request.actor_id)
+                    if actor.request.actor_id in self.stuck:
+                        continue
                     for name, amount in need.items():
                         room[name] -= amount
         return self._within
@@ -127,3 +143,8 @@ class Chain:
                 found.set_taints(list(node.taints))
             self._stand_ins[node.node_id] = found
         return self._stand_ins[node.node_id]
+
+
+def _room(spec: CompiledSpec, held: Resources, name: str) -> float:
+    """How much more of `name` a cluster's maximum allows beyond `held`."""
+    return spec.headroom(name, held.get(name, 0.0))

@@ -18,7 +18,7 @@ from services.core.autoscale.plan_types import DemandKind
 from services.core.decide.actor import actor_plans
 from services.core.framework.pipeline import Plan
 from services.core.request import CompiledRequest
-from services.core.state import ClusterView, NodeState, Resources, hard_anti_terms
+from services.core.state import ClusterView, NodeState, Resources, fits, hard_anti_terms
 
 
 def type_reason(template: NodeState, reason: str) -> str:
@@ -188,7 +188,19 @@ class ActorDemand(Demand):
         verdicts = Verdicts(tiers)
         served = set(verdicts.served)
         verdicts.reasons = {name: why for name, why in reasons.items() if name not in served}
+        if self.chain is not None and not served and not self._room_now():
+            self.chain.stuck.update(self.work_ids)
         return verdicts
+
+    def _room_now(self) -> bool:
+        """Whether some existing node its virtual cluster may grow onto has the free room and passes its rules."""
+        assert self.chain is not None
+        need = self.work.resources
+        for node in self.chain.host_scope.nodes.values():
+            seen = self.chain.stand_in(node) if fits(node.free, need) else None
+            if seen is not None and any(plan.rejects(seen) is None for plan in self.plans):
+                return True
+        return False
 
     def _rejection(self, plan: Plan, template: NodeState) -> str | None:
         """Why a new node like `template` cannot take this work (inside a virtual cluster: its flexible node)."""

@@ -20,8 +20,8 @@ scheduler tries that work there first (an actor of a top-level virtual cluster: 
 and holds its room from other work and from virtual clusters' admissions, so how it breaks ties between equally
 good nodes (its PRNG is its own) no longer matters for the work counted here, whatever order the nodes register
 in. Work beyond `REPLAYED_AT_MOST` is nominated where the packing put it. A queued cluster's admission is not
-nominated: it carves its minimum where it finds room that is not held, and work it strands is counted again by
-the next round.
+nominated: it carves its minimum where it finds room that is not held (nor quota a nominated actor of its parent
+holds), and work it strands is counted again by the next round.
 """
 
 from __future__ import annotations

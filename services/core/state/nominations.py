@@ -5,8 +5,10 @@ root scope and the pending actors of top-level virtual clusters the plan put on 
 there; `LaunchesNominated` adds work a later round counted on launches asked for earlier. Once the node registers
 (and while it lives), that work is tried there first (an actor of a virtual cluster: its cluster's flexible node
 there, grown for it), and the room is held: other work of lower or equal priority cannot take it, nor can a virtual
-cluster's admission, nor its growth for other work. A nomination ends when the work is placed (anywhere) or gone,
-or when the launch ends (failed, terminated, its node died).
+cluster's admission, nor its growth for other work. A nominated actor of a virtual cluster also holds its share of
+the cluster's flexible maximum (`held_quota`, from the nomination on, its node registered or not): the cluster's
+actors after it in `quota_order` cannot grow into it, nor can a child cluster's admission. A nomination ends when
+the work is placed (anywhere) or gone, or when the launch ends (failed, terminated, its node died).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from services.core.state.model import Launch, NodeState, Resources
-from services.core.state.view import ClusterView
+from services.core.state.model import EPSILON, Launch, NodeState, Resources
+from services.core.state.view import ClusterView, VClusterState
 
 Held = dict[str, tuple[int, Resources]]
 """Work id -> (its priority, the room held for it) on one node."""
@@ -170,6 +172,49 @@ def unheld(view: ClusterView, node: NodeState, work_id: str = "", priority: int 
             for name, quantity in amount.items():
                 left[name] = left.get(name, 0.0) - quantity
     return left
+
+
+def held_quota(
+    view: ClusterView,
+    vc: VClusterState,
+    room: Callable[[str], float],
+    work_id: str = "",
+    priority: int | None = None,
+) -> Resources:
+    """What the nominated pending actors of `vc` hold of its flexible maximum: in `quota_order`, each holds what it
+    needs while `room` (per resource name: how much more the maximum allows) has that left after those before it
+    (one that does not fit holds nothing: it cannot have it anyway). All of it (`priority` None: a child cluster's
+    admission), or what those ahead of `work_id` of `priority` hold (so nominated actors never block each other)."""
+    if not view.nominations or vc.parent:
+        return {}
+    scope = vc.scope
+    own = scope.actors.get(work_id)
+    place = None if priority is None else quota_order(view, work_id, priority, own.arrival if own is not None else -1)
+    nominated = [
+        (quota_order(view, other, actor.request.priority, actor.arrival), actor.request.resources)
+        for other in view.nominations
+        if other != work_id and other in scope.pending and (actor := scope.actors.get(other)) is not None
+    ]
+    left: Resources = {}
+    held: Resources = {}
+    for order, resources in sorted(nominated, key=lambda pair: pair[0]):
+        need = room_to_hold(resources)
+        for name in need:
+            if name not in left:
+                left[name] = room(name)
+        if place is not None and order > place:
+            break
+        if all(amount <= left[name] + EPSILON for name, amount in need.items()):
+            for name, amount in need.items():
+                left[name] -= amount
+                held[name] = held.get(name, 0.0) + amount
+    return held
+
+
+def quota_order(view: ClusterView, work_id: str, priority: int, arrival: int) -> tuple[int, bool, int]:
+    """The order a virtual cluster's actors have its flexible maximum in: by priority (higher first), nominated
+    before the rest, then by arrival."""
+    return -priority, work_id not in view.nominations, arrival
 
 
 def held_room(

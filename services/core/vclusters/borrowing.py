@@ -14,7 +14,7 @@ from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64, stable_hash
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
-from services.core.state.nominations import unheld
+from services.core.state.nominations import held_quota, unheld
 from services.core.state.tree import VNode, flexible_id, positive, vnode_labels
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
@@ -38,15 +38,36 @@ class Lender:
         self.specs = specs
         self.claimant = claimant
         """The work (id, priority) growth is for: a root node's room held for other nominated work of equal or
-        higher priority is not lent; without one (an admission), no held room is."""
+        higher priority is not lent, nor the quota such work holds; without one (an admission), no held room or
+        quota is."""
         self.closed = closed
         """Root nodes that lend the claimant nothing (launched in the round of a launch of its own still coming)."""
+        self._quota: dict[str, Resources] = {}
 
-    def headroom(self, vc: VClusterState, names: Resources) -> Resources:
-        """Per resource in `names`: how much more the cluster's flexible nodes may hold (inf: unbounded)."""
-        held = vc.flexible_total
+    def headroom(self, vc: VClusterState, names: Resources, *, holding: bool = True) -> Resources:
+        """Per resource in `names`: how much more the cluster's flexible nodes may hold (inf: unbounded), less what
+        its nominated actors hold of its maximum for others than the claimant (unless not `holding`)."""
+        held = self.taken(vc) if holding else vc.flexible_total
         spec = self.specs(vc.vc_id)
         return {name: spec.headroom(name, held.get(name, 0.0)) for name in names}
+
+    def taken(self, vc: VClusterState) -> Resources:
+        """What counts against `vc`'s maximum for the claimant: what its flexible nodes hold, and the quota its
+        nominated actors hold (see `held_quota`; all of it without a claimant: an admission)."""
+        taken = self._quota.get(vc.vc_id)
+        if taken is None:
+            taken = dict(vc.flexible_total)
+            spec = self.specs(vc.vc_id)
+
+            def room(name: str) -> float:
+                return spec.headroom(name, vc.flexible_total.get(name, 0.0))
+
+            claimant = self.claimant or ("", None)
+            quota = held_quota(self.root, vc, room, *claimant)
+            for name, amount in quota.items():
+                taken[name] = taken.get(name, 0.0) + amount
+            self._quota[vc.vc_id] = taken
+        return taken
 
     def host_room(self, vc: VClusterState, host: NodeState) -> Resources:
         """What `host` (a node of the parent's scope) can give `vc`: its free resources (on a root node, less the

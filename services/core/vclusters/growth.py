@@ -59,12 +59,12 @@ class _Ledger:
 
     def growable(self, vc: VClusterState, host_id: str, names: Resources) -> Resources:
         """Per resource in `names`: how much `vc`'s flexible node on `host_id` may still grow (the host's room,
-        what the host may grow in turn, within `vc`'s headroom)."""
+        what the host may grow in turn, within `vc`'s headroom, less the quota its nominated actors hold)."""
         room = self.free(parent_scope(self.lender.root, vc), host_id)
         above = self._above(vc, host_id)
         if above is not None:
             _add(room, self.growable(*above, names))
-        held = dict(vc.flexible_total)
+        held = dict(self.lender.taken(vc))
         _add(held, self.grown.get(vc.vc_id, {}))
         spec = self.lender.specs(vc.vc_id)
         return {name: min(max(room.get(name, 0.0), 0.0), spec.headroom(name, held.get(name, 0.0))) for name in names}

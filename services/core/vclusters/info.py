@@ -77,13 +77,14 @@ def quota_reason(root: ClusterView, vc: VClusterState, spec: CompiledSpec, lende
     if not spec.grows:
         return f"virtual cluster {vc.vc_id} has only its fixed-size nodes and flexible minimum (it does not grow)"
     headroom = lender.headroom(vc, need)
-    held = vc.flexible_total
+    held, taken = vc.flexible_total, lender.taken(vc)
     for name, amount in sorted(need.items()):
         if headroom[name] + 1e-9 < amount:
-            holds = held.get(name, 0.0)
+            holds, kept = held.get(name, 0.0), taken.get(name, 0.0) - held.get(name, 0.0)
+            nominated = f", {kept:g} more kept for work a launch was for" if kept > 1e-9 else ""
             return (
                 f"virtual cluster {vc.vc_id} is at its flexible maximum of {name}"
-                f" ({holds:g} of {holds + headroom[name]:g} held)"
+                f" ({holds:g} of {holds + kept + headroom[name]:g} held{nominated})"
             )
     if vc.parent:
         parent = root.tree.clusters[vc.parent]

@@ -23,7 +23,7 @@ from services.core.errors import NotFoundError
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
-from services.core.state import ClusterView, NodeState, Resources
+from services.core.state import ClusterView, NodeState
 from services.core.state.model import EPSILON
 from services.core.state.nominations import closed_to, nominated_nodes
 from services.core.state.tree import ROOT, flexible_id
@@ -159,9 +159,10 @@ class VirtualClusters:
         """Drop what was compiled for a destroyed cluster."""
         self._specs.pop(vc_id, None)
 
-    def quota_reason(self, vc: VClusterState, need: Resources) -> str:
-        """Why `vc` cannot grow to hold `need` more ("" when it can)."""
-        return quota_reason(self._view, vc, self.spec_of(vc.vc_id), self._lender(), need)
+    def quota_reason(self, vc: VClusterState, work: CompiledRequest) -> str:
+        """Why `vc` cannot grow to hold `work` ("" when it can)."""
+        lender = Lender(self._view, self.spec_of, (work.request.actor_id, work.request.priority))
+        return quota_reason(self._view, vc, self.spec_of(vc.vc_id), lender, work.resources)
 
     def _lender(self) -> Lender:
         return Lender(self._view, self.spec_of)
@@ -331,11 +332,13 @@ class VirtualClusters:
         return first_fitting(scratch, work, nodes, lender.room(vc, standins))
 
     def may_grow(self, vc: VClusterState) -> bool:
-        """Whether the cluster's flexible nodes may still borrow something from its parent."""
+        """Whether the cluster's flexible nodes may still borrow something from its parent (quota held for its
+        nominated actors counts: they may borrow it)."""
         spec = self.spec_of(vc.vc_id)
         if vc.status != "admitted" or not spec.grows:
             return False
-        return any(room > EPSILON for room in self._lender().headroom(vc, dict.fromkeys(spec.maximum, 0.0)).values())
+        headroom = self._lender().headroom(vc, dict.fromkeys(spec.maximum, 0.0), holding=False)
+        return any(room > EPSILON for room in headroom.values())
 
     def shrink(self, scope: ClusterView, node_id: str | None) -> None:
         """Give back what a flexible node no longer uses, then let its parent's flexible node shrink in turn."""
