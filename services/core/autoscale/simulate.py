@@ -6,8 +6,9 @@ put on them is placed again by `place_actor` and `decide_group`, on every bin at
 they register), in the order the scheduler re-tries pending work (the root's, then each virtual cluster's; by
 priority, then arrival): work it leaves unplaced gets more nodes of the type the packing chose for it (doubling),
 else planned nodes it leaves empty are dropped and it replays again (fewer nodes change its choices), three
-replays at most. Once all of it is placed, the planned nodes with the fewest loads are each tried away (the work
-replayed without them).
+replays at most; if the replay without them leaves work unplaced, the one before stands (its loads are what the
+nodes are nominated for) and they are dropped after it. Once all of it is placed, the planned nodes with the fewest
+loads are each tried away (the work replayed without them).
 
 Replayed: root-scope actors and placement groups, DataFlow operations (after the footprints of the upstream
 operations the replay placed: `replay_scopes.Footprints`), and actors of a top-level virtual cluster, growing
@@ -122,8 +123,12 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
     if not any(put.simulated for put in puts):
         return
     bins.stop_shelving()
+    dropped: list[tuple[Bin, int]] = []
+    """The empty nodes (with their places) dropped after a replay that placed all the work."""
     for _ in range(CORRECTIONS):
         unplaced = _replay(view, bins, puts)
+        if unplaced and dropped:
+            break
         short = Counter(next(target.type_name for target, _ in put.on if not target.existing) for put in unplaced)
         extra = {name: min(bins.room_left(name), max(count, bins.planned_count(name))) for name, count in short.items()}
         if any(extra.values()):
@@ -135,11 +140,17 @@ def correct(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
         if not empty:
             _trim(view, bins, puts)
             return
+        dropped = [] if unplaced else [(target, bins.open[target.type_name].index(target)) for target in empty]
         for target in empty:  # fewer nodes change the scheduler's choices: the next round replays again
             bins.drop(target)
-    _replay(view, bins, puts)  # the last launches or drops, replayed: its loads are what the nodes are nominated for
+    else:  # the last launches or drops, replayed: its loads are what the nodes are nominated for
+        unplaced = _replay(view, bins, puts)
+    if unplaced and dropped:  # without the empty nodes the scheduler chose worse: back to the replay that placed all
+        for target, place in dropped:
+            bins.reopen(target, place)
+        _replay(view, bins, puts)
     for target in [target for targets in bins.open.values() for target in targets if _unused(target)]:
-        bins.drop(target)  # nominated for nothing: the scheduler would leave it empty
+        bins.drop(target)  # nominated for nothing: the scheduler would leave it empty (the replay's loads stand)
 
 
 def _trim(view: ClusterView, bins: Bins, puts: list[Put]) -> None:
