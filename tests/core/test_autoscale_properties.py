@@ -598,7 +598,21 @@ def register_partly_reconciled(cluster: Cluster, result: ScalePlan, rng: random.
     return node_ids
 
 
+TAKEN_BEYOND_ITS_NOMINATED_NODE = [
+    Ask(2, 0, 0, 0, 0, 1, "PACK", 2),
+    Ask(1, 0, 3, 0, 0, 1, None, 1),
+    Ask(2, 0, 0, 0, 0, 1, "STRICT_SPREAD", 2),
+    Ask(2, 0, 0, 0, 0, 1, "PACK", 2),
+    Ask(1, 0, 0, 0, 0, 1, None, 1),
+    Ask(3, 0, 0, 0, 0, 2, None, 1, priority=1),
+]
+"""The second round counted the second of two identical higher-priority actors on the first free node, not on its
+own nominated one (as the scheduler places it), and launched again for the group whose held room that took (found
+with 1,500 random rounds, seed 12)."""
+
+
 @SETTINGS
+@example(asks=TAKEN_BEYOND_ITS_NOMINATED_NODE, busy=0, roomy=0, rng=random.Random(5441))
 @given(asks=WORK, busy=st.integers(0, 3), roomy=st.integers(0, 3), rng=st.randoms(use_true_random=False))
 def test_a_second_round_launches_nothing_for_work_nominated_to_registered_nodes(
     asks: list[Ask], busy: int, roomy: int, rng: random.Random

@@ -105,14 +105,19 @@ class FreeRoom:
         """What `node` still has free in this round."""
         return self.rooms.get(node.node_id, node.free)
 
-    def candidates(self, need: Resources, work_id: str = "") -> Iterator[NodeState]:
-        """The nodes where `need` fits now; first those nominated for `work_id` where it fits in room held for no
-        other work (the scheduler chooses them outright), then every node where it fits (a node taken from while
-        iterating is offered with its new room)."""
-        for node_id in nominated_nodes(self.view, work_id) if work_id and self.holds_on else ():
+    def nominated(self, need: Resources, work_id: str) -> Iterator[NodeState]:
+        """The nodes nominated for `work_id` where `need` fits in room held for no other work (the scheduler chooses
+        them outright)."""
+        for node_id in nominated_nodes(self.view, work_id) if self.holds_on else ():
             node = self.view.nodes[node_id]
             if fits(self._wholly_unheld(node), need):
                 yield node
+
+    def candidates(self, need: Resources, work_id: str = "") -> Iterator[NodeState]:
+        """The nodes where `need` fits now; first those nominated for `work_id` (`nominated`), then every node where
+        it fits (a node taken from while iterating is offered with its new room)."""
+        if work_id:
+            yield from self.nominated(need, work_id)
         for signature, free in list(self.free.items()):
             if fits(free, need):
                 yield from list(self.buckets[signature].values())

@@ -157,10 +157,13 @@ class ActorDemand(Demand):
         return self._take(host, host.give_held(left, self.priority), self.chain.stand_in)
 
     def _take(self, room: FreeRoom, left: list[str], judged: Callable[[NodeState], NodeState | None]) -> list[str]:
-        """Count copies on the free room of `room`'s nodes (each judged as `judged` makes it); the ids left."""
+        """Count copies on the free room of `room`'s nodes (each judged as `judged` makes it), each id on a node
+        nominated for it first (as the scheduler tries them); the ids left."""
         need = self.work.resources
         for plan in self.plans:
-            for node in room.candidates(need, left[0] if left else ""):
+            if room.holds_on:
+                left = [work_id for work_id in left if not self._on_nominated(room, work_id, plan, judged)]
+            for node in room.candidates(need):
                 if not left:
                     return left
                 seen = judged(node)
@@ -172,6 +175,19 @@ class ActorDemand(Demand):
                     self.spread.use(seen)
                     left = left[copies:]
         return left
+
+    def _on_nominated(
+        self, room: FreeRoom, work_id: str, plan: Plan, judged: Callable[[NodeState], NodeState | None]
+    ) -> bool:
+        """Whether `work_id` is counted on a node nominated for it (taking its room there)."""
+        need = self.work.resources
+        for node in room.nominated(need, work_id):
+            seen = judged(node)
+            if seen is not None and plan.rejects(seen) is None and self.spread.allows(seen):
+                room.take(node, need)
+                self.spread.use(seen)
+                return True
+        return False
 
     def judge(self, bins: Bins) -> Verdicts:
         tiers = []
