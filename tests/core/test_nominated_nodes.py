@@ -278,6 +278,26 @@ def test_work_nominated_to_a_registered_node_it_is_not_placed_on_yet_launches_no
     assert Decider(SCALING, (), 1.0).decide(cluster.view, 2.0, {}).events == []
 
 
+def test_alike_work_nominated_to_several_registered_nodes_is_counted_each_on_its_own() -> None:
+    """Two alike higher-priority actors nominated to two full registered nodes are counted each on its own node, as
+    the scheduler places them, not both on the first (whose room held for lower-priority work would then seem taken):
+    the round launches nothing."""
+    cluster = Cluster()
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}, {"CPU": 1}], "STRICT_SPREAD"))
+    for work_id in ("lo0", "lo1"):
+        cluster.submit(actor(work_id, 2))
+    for work_id in ("hi0", "hi1"):
+        cluster.submit(actor(work_id, 1, priority=1))
+    one, two = {"CPU": 1.0}, {"CPU": 2.0}
+    cluster.fold(launch({"L1": {"hi0": one, "lo0": two, "pg": one}, "L2": {"hi1": one, "lo1": two, "pg": one}}))
+    cluster.fold(registered("n1", "L1"), react=False)
+    cluster.fold(registered("n2", "L2"), react=False)
+    assert plan(cluster.view, SCALING, Fleet(), ()).launches == ()
+    cluster.reconcile()
+    assert cluster.placements() == {"hi0": "n1", "hi1": "n2", "lo0": "n1", "lo1": "n2"}
+    assert cluster.placement_groups() == {"pg": ["n1", "n2"]}
+
+
 def test_room_a_registered_node_holds_counts_only_for_the_work_nominated_to_it() -> None:
     """A larger pending actor is not counted on the room a registered node holds for smaller nominated work (the
     scheduler would not give it that room): it is demand, and the nominated work is not."""
