@@ -237,9 +237,13 @@ class LaunchesNominated(Event, frozen=True, tag=True):
     """A later round counted pending work on nodes already launching (or the nominations of one launch were too
     many for its `NodesLaunchRequested`): launch id -> work id -> the resources put there, added to what those
     launches are nominated for (as `NodesLaunchRequested.nominated`). A launch the log does not know makes it
-    unfoldable; one ended meanwhile is skipped; one registered meanwhile holds the room at once."""
+    unfoldable; one ended meanwhile is skipped; one registered meanwhile holds the room at once. `existing`: launch
+    id -> existing node id -> work id -> the resources the plan put on that existing node for work it also put on
+    the launch's node (a placement group mixing existing free room and new nodes): that node holds the room for it
+    at once, until the work is placed or gone or the launch ends."""
 
     nominated: dict[str, dict[str, dict[str, float]]]
+    existing: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
 
 
 class NodeLaunchFailed(Event, frozen=True, tag=True):

@@ -8,7 +8,7 @@ from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 6
+SNAPSHOT_VERSION = 7
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
@@ -91,6 +91,8 @@ class LaunchRecord(msgspec.Struct, frozen=True):
     idle_since: float | None
     nominated: dict[str, dict[str, float]] = {}
     """The pending work the launch's node is nominated for, with the room held for each (see `Launch.nominated`)."""
+    existing: dict[str, dict[str, dict[str, float]]] = {}
+    """Existing node id -> the pending work the launch holds room for there (see `Launch.existing`)."""
 
 
 class ViewSnapshot(msgspec.Struct, frozen=True):

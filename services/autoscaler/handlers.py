@@ -22,8 +22,9 @@ from schemas import (
     NodesLaunchRequested,
     NodeTerminationRequested,
 )
-from services.autoscaler.split import launch_parts, message_budget, nomination_parts
+from services.autoscaler.split import existing_parts, launch_parts, message_budget, nomination_parts
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, plan
+from services.core.autoscale.plan_types import Launch as PlannedLaunch
 from services.core.labels import SCALE_DOWN_TAINT
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import Launch
@@ -95,6 +96,16 @@ def fleet_of(view: ClusterView, config: ScalingConfig, now: float) -> Fleet:
     )
 
 
+def _numbered(view: ClusterView, planned: ScalePlan) -> list[tuple[PlannedLaunch, list[str]]]:
+    """The plan's launches with the fresh launch ids their nodes get, numbered from the view's count."""
+    numbered = []
+    number = view.launch_count
+    for launch in planned.launches:
+        numbered.append((launch, [f"L{number + k + 1}" for k in range(launch.count)]))
+        number += launch.count
+    return numbered
+
+
 @dataclass
 class Round:
     """What one round decided: the events to append, and the plan (kept for status and `why`)."""
@@ -128,6 +139,7 @@ class Decider:
         decided = [
             *self.launches(view, planned, now),
             *self.nominations(view, planned),
+            *self.existing(view, planned),
             *self.scale_down(view, fleet, now),
         ]
         return Round(decided, planned, fleet)
@@ -152,10 +164,7 @@ class Decider:
         """The plan's launches, with fresh launch ids numbered from the view's count (a launch too big for one
         message in several events)."""
         found: list[AnyEvent] = []
-        number = view.launch_count
-        for launch in planned.launches:
-            ids = [f"L{number + k + 1}" for k in range(launch.count)]
-            number += launch.count
+        for launch, ids in _numbered(view, planned):
             template = NodesLaunchRequested(
                 node_type=launch.node_type, launch_ids=[], reason=launch.reason, requested_at=now
             )
@@ -181,6 +190,26 @@ class Decider:
                 if work_id in view.pending and room and launch.nominated.get(work_id) != room:
                     new.setdefault(launch_id, {})[work_id] = room
         return list(nomination_parts(new, self.budget, event_id))
+
+    def existing(self, view: ClusterView, planned: ScalePlan) -> list[AnyEvent]:
+        """The room the plan puts on existing nodes for work it also puts on launches (a placement group mixing
+        existing free room and new nodes), held there with the first of those launches (new ones first; asked for
+        after `launches` and `nominations`, which nominate them for that work)."""
+        first: dict[str, str] = {}
+        for launch, ids in _numbered(view, planned):
+            for launch_id, put in zip(ids, launch.nominated, strict=False):
+                for work_id in put:
+                    first.setdefault(work_id, launch_id)
+        for launch_id, put in sorted(planned.counted_on.items()):
+            for work_id in put:
+                first.setdefault(work_id, launch_id)
+        held: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+        for node_id, put in sorted(planned.existing.items()):
+            for work_id, amount in sorted(put.items()):
+                room = room_to_hold(amount)
+                if work_id in first and room:
+                    held.setdefault(first[work_id], {}).setdefault(node_id, {})[work_id] = room
+        return list(existing_parts(held, self.budget, event_id))
 
     def scale_down(self, view: ClusterView, fleet: Fleet, now: float) -> list[AnyEvent]:
         """Drain idle launched nodes (keeping `min_workers`), cancel drains that got work, terminate drained ones."""

@@ -113,3 +113,36 @@ def nomination_parts(nominated: Nominations, budget: int, event_id: Callable[[],
     if current:
         parts.append(LaunchesNominated(event_id=event_id(), nominated=current))
     return parts
+
+
+def existing_parts(
+    held: Mapping[str, Mapping[str, Mapping[str, Resources]]], budget: int, event_id: Callable[[], str]
+) -> list[LaunchesNominated]:
+    """`held` (launch id -> existing node id -> work id -> resources) as `LaunchesNominated.existing` events each
+    of at most `budget` bytes, a launch's whole part in one (a part alone over the budget is left out: that room is
+    not held, as before existing nodes held any)."""
+    parts: list[LaunchesNominated] = []
+    base = _size(LaunchesNominated(event_id=event_id(), nominated={}))
+    current: dict[str, Mapping[str, Mapping[str, Resources]]] = {}
+    used = base
+    for launch_id, on_nodes in held.items():
+        cost = _size(launch_id) + _size(on_nodes) + 2
+        if base + cost > budget:
+            continue
+        if current and used + cost > budget:
+            parts.append(LaunchesNominated(event_id=event_id(), nominated={}, existing=_plain(current)))
+            current, used = {}, base
+        current[launch_id] = on_nodes
+        used += cost
+    if current:
+        parts.append(LaunchesNominated(event_id=event_id(), nominated={}, existing=_plain(current)))
+    return parts
+
+
+def _plain(
+    held: Mapping[str, Mapping[str, Mapping[str, Resources]]],
+) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    return {
+        launch_id: {node_id: {work_id: dict(amount) for work_id, amount in put.items()} for node_id, put in on.items()}
+        for launch_id, on in held.items()
+    }

@@ -23,6 +23,7 @@ from services.autoscaler.handlers import Decider
 from services.core import Cluster
 from services.core.autoscale import Fleet, parse_config, plan
 from services.core.labels import LAUNCH_ID, NODE_TYPE
+from services.core.state.nominations import nominated_nodes
 from services.core.state.snapshot import digest, dump, restore
 
 
@@ -469,3 +470,41 @@ def test_actors_launched_for_that_the_maximum_cannot_all_hold_do_not_block_each_
     cluster.fold(launch({"L1": {"first": {"CPU": 2}, "second": {"CPU": 2}}}))
     cluster.fold(registered("n1", "L1"))
     assert cluster.placements(vcluster_id="vc") == {"first": "vc-flex-n1"}
+
+
+def group_mixing_an_existing_node_and_a_launch(cluster: Cluster) -> None:
+    """A group the plan put half on existing node `e`'s free room and half on launch L1; then an actor fitting `e`."""
+    cluster.fold(registered("e", cpu=2), react=False)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    cluster.fold(launch({"L1": {"pg": {"CPU": 2}}}))
+    cluster.fold(LaunchesNominated(nominated={}, existing={"L1": {"e": {"pg": {"CPU": 2}}}}))
+    cluster.submit(actor("b", 2))
+
+
+def test_an_existing_nodes_room_a_group_was_launched_with_is_held_until_its_launch_registers() -> None:
+    cluster = Cluster()
+    group_mixing_an_existing_node_and_a_launch(cluster)
+    assert cluster.placements() == {}
+    cluster.fold(registered("n1", "L1"))
+    assert sorted(cluster.placement_groups()["pg"]) == ["e", "n1"]
+    assert cluster.placements() == {"b": "n1"}
+
+
+def test_an_existing_nodes_room_held_for_a_group_is_free_once_its_launch_failed() -> None:
+    cluster = Cluster()
+    group_mixing_an_existing_node_and_a_launch(cluster)
+    cluster.fold(NodeLaunchFailed(launch_id="L1", reason="not registered within 120s"))
+    assert cluster.placements() == {"b": "e"}
+    assert cluster.view.held == {}
+
+
+def test_an_existing_nodes_held_room_survives_a_snapshot_and_ends_with_the_node() -> None:
+    cluster = Cluster()
+    group_mixing_an_existing_node_and_a_launch(cluster)
+    view = cluster.view
+    again = restore(dump(view))
+    assert digest(again) == digest(view)
+    assert again.held == view.held == {"e": {"pg": (0, {"CPU": 2.0})}}
+    assert nominated_nodes(again, "pg") == nominated_nodes(view, "pg") == ("e",)
+    cluster.fold(NodeDied(node_id="e"))
+    assert (cluster.view.held, cluster.view.launches["L1"].existing) == ({}, {})

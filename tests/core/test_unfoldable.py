@@ -201,6 +201,9 @@ events = st.one_of(
     st.builds(
         LaunchesNominated,
         nominated=st.dictionaries(launch_ids, st.dictionaries(st.one_of(actor_ids, group_ids), amounts), max_size=2),
+        existing=st.dictionaries(
+            launch_ids, st.dictionaries(node_ids, st.dictionaries(group_ids, amounts), max_size=2), max_size=2
+        ),
         **envelope,
     ),
     st.builds(NodeLaunchFailed, launch_id=launch_ids, reason=st.just("x"), failed_at=at, **envelope),
@@ -283,6 +286,11 @@ VIRTUAL = BASES["virtual"]
             LaunchesNominated(nominated={"L2": {"big": {"CPU": 4}}, "ghost": {"big": {"CPU": 4}}}),
             "launch 'ghost' was never asked for",
         ),
+        (
+            BASES["autoscaled"],
+            LaunchesNominated(nominated={}, existing={"ghost": {"n0": {"big": {"CPU": 4}}}}),
+            "existing: launch 'ghost' was never asked for",
+        ),
         (VIRTUAL, VirtualClusterRequested(vc_id="orphan", spec=spec(), parent="ghost"), "parent 'ghost'"),
         (VIRTUAL, VirtualClusterDestroyed(vc_id="team"), r"its clusters \['sub'\] are not destroyed"),
         (
@@ -312,6 +320,7 @@ VIRTUAL = BASES["virtual"]
         "a group cannot lose a bundle it does not have",
         "an unknown group cannot be removed",
         "work cannot be nominated to a launch never asked for, nor with it to the others",
+        "an existing node's room cannot be held for a launch never asked for",
         "a cluster cannot be requested under an unknown parent",
         "a cluster cannot be destroyed before its children",
         "a virtual node cannot be carved from an unknown node",

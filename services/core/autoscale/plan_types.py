@@ -124,6 +124,9 @@ class ScalePlan:
     counted_on: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
     """Launch id (asked for in an earlier round, not registered yet) -> the work the plan counts on its node, with
     the resources it put there (what that node is to be nominated for, as `Launch.nominated`)."""
+    existing: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
+    """Existing node id -> the work (placement groups mixing existing free room and new nodes) the plan put there,
+    with the resources it put there (what that node is to hold for it, as `Launch.existing`)."""
 
     def group_of(self, work_id: str) -> DemandGroup | None:
         """The demand group holding a pending actor, placement group or virtual cluster (None: not demand)."""

@@ -22,7 +22,7 @@ from services.core.autoscale.collect import collect
 from services.core.autoscale.config import ScalingConfig
 from services.core.autoscale.demand import Demand, Verdicts
 from services.core.autoscale.plan_types import DemandGroup, Fleet, Launch, ScalePlan, TypeStatus
-from services.core.autoscale.simulate import correct, puts_of
+from services.core.autoscale.simulate import Put, correct, puts_of
 from services.core.state import ClusterView, Resources, give
 
 
@@ -41,7 +41,8 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
     judged.sort(key=lambda pair: (*pair[0].order(), len(pair[1].served), pair[0].key))
     groups = [_serve(demand, verdicts, bins, rooms) for demand, verdicts in judged]
     served = [demand for demand, _ in judged]
-    correct(view, bins, puts_of(bins, served))
+    puts = puts_of(bins, served)
+    correct(view, bins, puts)
     return ScalePlan(
         launches=_launches(bins),
         demand=_merged(groups),
@@ -58,6 +59,7 @@ def plan(view: ClusterView, config: ScalingConfig, fleet: Fleet, rare_resources:
         ),
         held_by=_held_by(bins),
         counted_on=_counted_on(bins),
+        existing={target.node.node_id: _put_on(target) for target in _stand_ins(puts) if target.loads},
     )
 
 
@@ -103,6 +105,11 @@ def _put_on(node: Bin) -> dict[str, Resources]:
     for work_id, amount in node.loads:
         give(put.setdefault(work_id, {}), amount)
     return dict(sorted(put.items()))
+
+
+def _stand_ins(puts: list[Put]) -> list[Bin]:
+    """The replay's stand-ins of existing nodes (where placement groups mixing them with new nodes went)."""
+    return list(dict.fromkeys(target for put in puts for target, _ in put.on if target.existing))
 
 
 def _held_by(bins: Bins) -> dict[str, tuple[str, ...]]:

@@ -273,9 +273,12 @@ def _check_destroyed(view: ClusterView, event: VirtualClusterDestroyed) -> None:
 
 
 def _check_nominated(view: ClusterView, event: LaunchesNominated) -> None:
-    for launch_id in sorted(event.nominated):
-        if launch_id not in view.launches:
-            raise UnfoldableEventError(event, f"nominated: launch {launch_id!r} was never asked for (or is long over)")
+    for field, launch_ids in (("nominated", event.nominated), ("existing", event.existing)):
+        for launch_id in sorted(launch_ids):
+            if launch_id not in view.launches:
+                raise UnfoldableEventError(
+                    event, f"{field}: launch {launch_id!r} was never asked for (or is long over)"
+                )
 
 
 CHECKS.update(

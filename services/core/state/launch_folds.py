@@ -19,7 +19,7 @@ from schemas import (
 from services.core.labels import LAUNCH_ID
 from services.core.state.folds import fold_of
 from services.core.state.model import ENDED_LAUNCH_STATES, Launch, LaunchState
-from services.core.state.nominations import end_launch, hold, nominate
+from services.core.state.nominations import end_launch, end_node, hold, nominate, nominate_existing
 from services.core.state.view import ClusterView
 
 LAUNCHES_KEPT = 1_000
@@ -52,6 +52,10 @@ def on_launches_nominated(view: ClusterView, event: LaunchesNominated) -> None:
     `NodesLaunchRequested`); a launch ended meanwhile is skipped, one registered meanwhile holds the room at once."""
     live = [view.launches[launch_id] for launch_id in sorted(event.nominated)]
     nominate(view, [launch for launch in live if launch.state not in ENDED_LAUNCH_STATES], event.nominated)
+    for launch_id, existing in sorted(event.existing.items()):
+        launch = view.launches[launch_id]
+        if launch.state not in ENDED_LAUNCH_STATES:
+            nominate_existing(view, launch, existing)
 
 
 @fold_of(NodeLaunchFailed)
@@ -114,7 +118,9 @@ def note_work(view: ClusterView, node_id: str) -> None:
 
 
 def note_died(view: ClusterView, node_id: str) -> None:
-    """A node died: the launch it belonged to is over (unless it was terminated already)."""
+    """A node died: the launch it belonged to is over (unless it was terminated already), and the room launches
+    held on it is held no more."""
+    end_node(view, node_id)
     launch_id = view.launched_nodes.get(node_id)
     launch = view.launches.get(launch_id) if launch_id is not None else None
     if launch is not None and launch.state not in ENDED_LAUNCH_STATES:

@@ -158,6 +158,7 @@ class Launch:
 
     __slots__ = (
         "changed_at",
+        "existing",
         "idle_since",
         "launch_id",
         "node_id",
@@ -187,3 +188,6 @@ class Launch:
         self.nominated: dict[str, Resources] = {}
         """Pending work (actor or placement group id) its node is nominated for -> the room held for it there; an
         entry ends when the work is placed or gone, or when the launch ends."""
+        self.existing: dict[str, dict[str, Resources]] = {}
+        """Existing node id -> work this launch is nominated for that the plan also put there -> the room held for
+        it there (a placement group mixing existing free room and new nodes); ends as `nominated` does."""

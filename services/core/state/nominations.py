@@ -48,6 +48,20 @@ def nominate(view: ClusterView, launches: Iterable[Launch], nominated: Mapping[s
         hold(view, launch)
 
 
+def nominate_existing(view: ClusterView, launch: Launch, existing: Mapping[str, Mapping[str, Resources]]) -> None:
+    """Existing nodes' room the plan put work of `launch` on (existing node id -> work id -> resources): held there
+    for that work, as the launch's own node holds room, for the nominable work the launch is nominated for (on live
+    nodes only)."""
+    for node_id, put in sorted(existing.items()):
+        if node_id not in view.nodes:
+            continue
+        for work_id, amount in sorted(put.items()):
+            room = room_to_hold(amount)
+            if room and work_id in launch.nominated and nominable(view, work_id):
+                launch.existing.setdefault(node_id, {})[work_id] = room
+    hold(view, launch)
+
+
 def nominable(view: ClusterView, work_id: str) -> bool:
     """Whether `work_id` is pending work a launch can be nominated for: at the root, or an actor of a top-level
     virtual cluster (whose flexible node may grow onto any node; a nested cluster grows only on its parent's)."""
@@ -71,11 +85,18 @@ def room_to_hold(amount: Mapping[str, float]) -> Resources:
 
 
 def hold(view: ClusterView, launch: Launch) -> None:
-    """Hold the room of a launch's nominations on its node, once that node is registered and live."""
-    if launch.node_id not in view.nodes:
-        return
-    for work_id, amount in launch.nominated.items():
-        view.held.setdefault(launch.node_id, {})[work_id] = (priority_of(view, work_id), amount)
+    """Hold the room of a launch's nominations on its node, once that node is registered and live, and on the
+    existing nodes it holds room on (while they live)."""
+    for node_id, put in _holdings(launch):
+        if node_id in view.nodes:
+            for work_id, amount in put.items():
+                view.held.setdefault(node_id, {})[work_id] = (priority_of(view, work_id), amount)
+
+
+def _holdings(launch: Launch) -> list[tuple[str, Mapping[str, Resources]]]:
+    """The nodes a launch holds room on (its own, once it has one, then existing ones) with the room per work."""
+    own: list[tuple[str, Mapping[str, Resources]]] = [(launch.node_id, launch.nominated)] if launch.node_id else []
+    return own + sorted(launch.existing.items())
 
 
 def settle(root: ClusterView, work_id: str) -> None:
@@ -91,6 +112,11 @@ def end_work(view: ClusterView, work_id: str) -> None:
         if launch is not None:
             launch.nominated.pop(work_id, None)
             _release(view, launch.node_id, work_id)
+            for node_id in [node_id for node_id, put in launch.existing.items() if work_id in put]:
+                del launch.existing[node_id][work_id]
+                if not launch.existing[node_id]:
+                    del launch.existing[node_id]
+                _release(view, node_id, work_id)
 
 
 def end_launch(view: ClusterView, launch: Launch) -> None:
@@ -102,7 +128,17 @@ def end_launch(view: ClusterView, launch: Launch) -> None:
         if not ids:
             view.nominations.pop(work_id, None)
         _release(view, launch.node_id, work_id)
-    launch.nominated = {}
+    for node_id, put in launch.existing.items():
+        for work_id in put:
+            _release(view, node_id, work_id)
+    launch.nominated, launch.existing = {}, {}
+
+
+def end_node(view: ClusterView, node_id: str) -> None:
+    """A node died: the room launches held on it for work they are nominated for is held no more."""
+    for work_id in view.held.pop(node_id, {}):
+        for launch_id in view.nominations.get(work_id, ()):
+            view.launches[launch_id].existing.pop(node_id, None)
 
 
 def _release(view: ClusterView, node_id: str, work_id: str) -> None:
@@ -123,12 +159,18 @@ def rebuild(view: ClusterView) -> None:
 
 
 def nominated_nodes(view: ClusterView, work_id: str) -> tuple[str, ...]:
-    """The live nodes nominated for `work_id`, in launch-id order (none for most work)."""
+    """The live nodes nominated for `work_id`, in launch-id order, each launch's node before the existing nodes it
+    holds room on for that work (none for most work)."""
     launch_ids = view.nominations.get(work_id)
     if not launch_ids:
         return ()
-    node_ids = (view.launches[launch_id].node_id for launch_id in launch_ids)
-    return tuple(node_id for node_id in node_ids if node_id in view.nodes)
+    node_ids = (
+        node_id
+        for launch_id in launch_ids
+        for node_id, put in _holdings(view.launches[launch_id])
+        if work_id in put and node_id in view.nodes
+    )
+    return tuple(dict.fromkeys(node_ids))
 
 
 def launching_for(view: ClusterView, work_id: str) -> list[str]:

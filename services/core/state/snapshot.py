@@ -90,6 +90,10 @@ def _launch_records(view: ClusterView) -> list[LaunchRecord]:
             a.changed_at,
             a.idle_since,
             {work_id: dict(amount) for work_id, amount in sorted(a.nominated.items())},
+            {
+                node_id: {work_id: dict(amount) for work_id, amount in sorted(put.items())}
+                for node_id, put in sorted(a.existing.items())
+            },
         )
         for a in live + ended
     ]
@@ -161,6 +165,10 @@ def _restore_launches(view: ClusterView, snapshot: ViewSnapshot) -> None:
         launch.state, launch.node_id = cast(LaunchState, saved.state), saved.node_id
         launch.note, launch.changed_at, launch.idle_since = saved.note, saved.changed_at, saved.idle_since
         launch.nominated = {work_id: dict(amount) for work_id, amount in saved.nominated.items()}
+        launch.existing = {
+            node_id: {work_id: dict(amount) for work_id, amount in put.items()}
+            for node_id, put in saved.existing.items()
+        }
         view.launches[launch.launch_id] = launch
         if launch.state in ENDED_LAUNCH_STATES:
             view.ended_launches[launch.launch_id] = None
