@@ -73,6 +73,10 @@ MEANINGS: dict[type[Any], Callable[[Any], str]] = {
     e.LaunchesNominated: lambda ev: (
         f"autoscaler counts {sum(len(work) for work in ev.nominated.values())} more piece(s) of work on launch(es) "
         f"{', '.join(sorted(ev.nominated))}"
+        if ev.nominated
+        else f"autoscaler holds room on existing node(s) "
+        f"{', '.join(sorted({node_id for on in ev.existing.values() for node_id in on}))} "
+        f"for work of launch(es) {', '.join(sorted(ev.existing))}"
     ),
     e.NodeLaunchFailed: lambda ev: f"launch {ev.launch_id} failed: {ev.reason}",
     e.NodeDrainStarted: lambda ev: f"node {ev.node_id} drains before scale-down: {ev.reason}",
@@ -171,5 +175,6 @@ class Touches:
         if isinstance(event, e.NodesLaunchRequested):
             return work in event.work
         if isinstance(event, e.LaunchesNominated):
-            return any(work in nominated for nominated in event.nominated.values())
+            held = (put for on in event.existing.values() for put in on.values())
+            return any(work in nominated for nominated in (*event.nominated.values(), *held))
         return False
