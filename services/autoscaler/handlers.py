@@ -194,7 +194,8 @@ class Decider:
     def existing(self, view: ClusterView, planned: ScalePlan) -> list[AnyEvent]:
         """The room the plan puts on existing nodes for work it also puts on launches (a placement group mixing
         existing free room and new nodes), held there with the first of those launches (new ones first; asked for
-        after `launches` and `nominations`, which nominate them for that work)."""
+        after `launches` and `nominations`, which nominate them for that work; room an earlier launch holds already is
+        not asked for again, so a steady round appends nothing)."""
         first: dict[str, str] = {}
         for launch, ids in _numbered(view, planned):
             for launch_id, put in zip(ids, launch.nominated, strict=False):
@@ -207,8 +208,10 @@ class Decider:
         for node_id, put in sorted(planned.existing.items()):
             for work_id, amount in sorted(put.items()):
                 room = room_to_hold(amount)
-                if work_id in first and room:
-                    held.setdefault(first[work_id], {}).setdefault(node_id, {})[work_id] = room
+                launch_id = first.get(work_id)
+                known = view.launches.get(launch_id) if launch_id else None
+                if launch_id and room and (known is None or known.existing.get(node_id, {}).get(work_id) != room):
+                    held.setdefault(launch_id, {}).setdefault(node_id, {})[work_id] = room
         return list(existing_parts(held, self.budget, event_id))
 
     def scale_down(self, view: ClusterView, fleet: Fleet, now: float) -> list[AnyEvent]:

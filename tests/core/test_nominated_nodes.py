@@ -508,3 +508,19 @@ def test_an_existing_nodes_held_room_survives_a_snapshot_and_ends_with_the_node(
     assert nominated_nodes(again, "pg") == nominated_nodes(view, "pg") == ("e",)
     cluster.fold(NodeDied(node_id="e"))
     assert (cluster.view.held, cluster.view.launches["L1"].existing) == ({}, {})
+
+
+def test_a_round_holds_an_existing_nodes_room_for_a_group_it_puts_there_once() -> None:
+    cluster = Cluster()
+    cluster.fold(registered("e", cpu=2), react=False)
+    cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD"))
+    first = autoscaler_round(cluster, 1.0)
+    assert [event.existing for event in first if isinstance(event, LaunchesNominated)] == [
+        {"L1": {"e": {"pg": {"CPU": 2.0}}}}
+    ]
+    cluster.submit(actor("b", 2))
+    again = autoscaler_round(cluster, 2.0)
+    assert [event.existing for event in again if isinstance(event, LaunchesNominated) and event.existing] == []
+    assert "b" not in cluster.placements()
+    cluster.fold(registered("n1", "L1"))
+    assert sorted(cluster.placement_groups()["pg"]) == ["e", "n1"]
