@@ -208,10 +208,10 @@ class Decider:
         for node_id, put in sorted(planned.existing.items()):
             for work_id, amount in sorted(put.items()):
                 room = room_to_hold(amount)
-                launch_id = first.get(work_id)
-                known = view.launches.get(launch_id) if launch_id else None
-                if launch_id and room and (known is None or known.existing.get(node_id, {}).get(work_id) != room):
-                    held.setdefault(launch_id, {}).setdefault(node_id, {})[work_id] = room
+                holder = first.get(work_id, "")
+                known = view.launches.get(holder)
+                if holder and room and (known is None or known.existing.get(node_id, {}).get(work_id) != room):
+                    held.setdefault(holder, {}).setdefault(node_id, {})[work_id] = room
         return list(existing_parts(held, self.budget, event_id))
 
     def scale_down(self, view: ClusterView, fleet: Fleet, now: float) -> list[AnyEvent]:
