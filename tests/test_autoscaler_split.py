@@ -19,7 +19,7 @@ from schemas import (
     ScheduleRequest,
 )
 from services.autoscaler.handlers import DEFAULT_BUDGET, Decider
-from services.autoscaler.split import launch_parts, message_budget, nomination_parts
+from services.autoscaler.split import existing_parts, launch_parts, message_budget, nomination_parts
 from services.core import replay
 from services.core.autoscale import parse_config
 from services.core.state import ClusterView, Resources
@@ -136,3 +136,22 @@ def test_a_round_for_10000_pieces_of_work_with_the_longest_ids_decides_events_un
         view.fold(event)
     assert len(view.launches) == 5
     assert sorted(view.nominations) == sorted(view.pending)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    on_nodes=st.dictionaries(
+        st.sampled_from([f"L{k}" for k in range(8)]),
+        st.dictionaries(work_ids, st.dictionaries(work_ids, amounts, max_size=10), max_size=4),
+    )
+)
+def test_existing_node_room_is_held_in_parts_under_the_budget_each_launch_whole_or_not_at_all(
+    on_nodes: dict[str, dict[str, dict[str, Resources]]],
+) -> None:
+    parts = existing_parts(on_nodes, 3_000, lambda: "autoscaler-" + "0" * 32)
+    assert all(len(encode(part)) <= 3_000 and part.nominated == {} for part in parts)
+    found = {launch_id: on for part in parts for launch_id, on in part.existing.items()}
+    assert sum(len(part.existing) for part in parts) == len(found)
+    assert all(found[launch_id] == on_nodes[launch_id] for launch_id in found)
+    small = {launch_id for launch_id, on in on_nodes.items() if len(encode({launch_id: on})) < 2_800}
+    assert small <= set(found)
