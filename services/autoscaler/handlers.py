@@ -24,7 +24,7 @@ from schemas import (
 )
 from services.autoscaler.split import existing_parts, launch_parts, message_budget, nomination_parts
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, plan
-from services.core.autoscale.plan_types import Launch as PlannedLaunch
+from services.core.autoscale import Launch as PlannedLaunch
 from services.core.labels import SCALE_DOWN_TAINT
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import Launch
