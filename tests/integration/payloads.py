@@ -136,6 +136,9 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         event(
             "LaunchesNominated",
             nominated=st.dictionaries(ids(LAUNCHES), st.dictionaries(ids(ACTORS), resources), max_size=2),
+            existing=st.dictionaries(
+                ids(LAUNCHES), st.dictionaries(ids(NODES), st.dictionaries(ids(GROUPS), resources)), max_size=2
+            ),
         ),
         event("NodeLaunchFailed", launch_id=ids(LAUNCHES), reason=st.just("x")),
         event("NodeDrainStarted", node_id=ids(NODES), launch_id=ids(LAUNCHES), reason=st.just("x")),
