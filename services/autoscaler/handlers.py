@@ -194,8 +194,8 @@ class Decider:
     def existing(self, view: ClusterView, planned: ScalePlan) -> list[AnyEvent]:
         """The room the plan puts on existing nodes for work it also puts on launches (a placement group mixing
         existing free room and new nodes), held there with the first of those launches (new ones first; asked for
-        after `launches` and `nominations`, which nominate them for that work; room an earlier launch holds already is
-        not asked for again, so a steady round appends nothing)."""
+        after `launches` and `nominations`, which nominate them for that work; room a node holds for that work already,
+        its own launch's or an earlier one's, is not asked for again, so a steady round appends nothing)."""
         first: dict[str, str] = {}
         for launch, ids in _numbered(view, planned):
             for launch_id, put in zip(ids, launch.nominated, strict=False):
@@ -207,6 +207,8 @@ class Decider:
         held: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
         for node_id, put in sorted(planned.existing.items()):
             for work_id, amount in sorted(put.items()):
+                if work_id in view.held.get(node_id, {}):
+                    continue  # a registered node launched for it, or one an earlier round's launch holds, holds it
                 room = room_to_hold(amount)
                 holder = first.get(work_id, "")
                 known = view.launches.get(holder)
