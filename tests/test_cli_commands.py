@@ -391,6 +391,7 @@ class Lines:
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
+        self.process = process
         assert process.stdout is not None
         threading.Thread(target=self._pump, args=(process.stdout,), daemon=True).start()
 
@@ -409,7 +410,15 @@ class Lines:
             self.seen.append(line)
             if text in line:
                 return line
-        raise AssertionError(f"no line with {text!r} within {timeout}s; saw {self.seen!r}")
+        raise AssertionError(f"no line with {text!r} within {timeout}s; saw {self.seen!r}; {self._exit()}")
+
+    def _exit(self) -> str:
+        """How the process ended, with its stderr when piped; or that it still runs."""
+        code = self.process.poll()
+        if code is None:
+            return "it still runs"
+        stderr = self.process.stderr.read() if self.process.stderr is not None else "(not piped)"
+        return f"it exited with code {code}; stderr: {stderr!r}"
 
 
 def corral(*argv: str) -> subprocess.Popen[str]:

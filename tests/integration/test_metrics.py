@@ -243,11 +243,14 @@ def _decisions_exported(collector: Collector) -> bool:
 
 
 def _free_run(length: int) -> int:
-    """The first of `length` consecutive ports nothing listens on now."""
-    while True:
-        first = free_port()
-        if first + length <= 65535 and not any(port_in_use(first + step) for step in range(length)):
+    """The first of `length` consecutive ports nothing listens on now, below the kernel's ephemeral range: a port
+    inside it can be taken at any moment as the local end of an outgoing connection (the services' own to NATS
+    and Redis), and the service meant to listen there would then fail to start."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for first in range(max(low - 4000, 10000), low - length, length):
+        if not any(port_in_use(first + step) for step in range(length)):
             return first
+    raise AssertionError(f"no {length} free consecutive ports below the ephemeral range (from {low})")
 
 
 def test_corral_up_gives_each_service_its_own_metrics_port_and_prints_it(tmp_path: Path) -> None:
