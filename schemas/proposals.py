@@ -9,6 +9,8 @@ import msgspec
 from schemas.commands import SchedulerRequest
 from schemas.replies import RequestReply
 
+PRNG_MAX = (1 << 64) - 1
+
 
 class Proposal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One durable request, decided by a worker against its own view (or left to the applier)."""
@@ -22,6 +24,11 @@ class Proposal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The node the worker chose for a new actor; "" leaves the request to the applier, which decides it itself."""
     prng: Annotated[int, msgspec.Meta(ge=-1)] = -1
     """The worker's generator state before its choice (recorded on the placement, as the scheduler records its own)."""
+
+    def __post_init__(self) -> None:
+        """A generator state is 64 bits (msgspec's own bounds stop at int64, so the upper one is checked here)."""
+        if self.prng > PRNG_MAX:
+            raise ValueError(f"prng {self.prng}: a generator state is at most 2**64 - 1")
 
 
 class Proposals(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

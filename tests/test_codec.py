@@ -6,6 +6,7 @@ import pytest
 
 from schemas import AnyEvent, NodeRegistered
 from schemas.commands import RegisterNode
+from schemas.proposals import Proposals
 from services.core.errors import CodecError
 from services.runtime.codec import MAX_DEPTH, decode, encode
 
@@ -66,3 +67,13 @@ def test_a_reason_quoting_the_message_stays_one_line() -> None:
     with pytest.raises(CodecError) as refused:
         decode(b'{"node_id": "n1", "x\\ny\\u2028z\\u0085": 1}', RegisterNode)
     assert refused.value.reason == "Object contains unknown field `x\\ny\\u2028z\\x85`"
+
+
+@pytest.mark.parametrize("prng", [2**64, 2**200])
+def test_a_proposal_with_a_generator_state_wider_than_64_bits_is_refused_naming_it(prng: int) -> None:
+    """msgspec's own bounds stop at int64: the schema checks the upper one of a 64-bit state itself."""
+    batch = b'{"worker":"w","folded":1,"proposals":[{"request":{"kind":"remove_actor","actor_id":"a"},'
+    batch += b'"request_sequence":1,"prng":%d}]}' % prng
+    with pytest.raises(CodecError, match=r"prng \d+: a generator state is at most 2\*\*64 - 1"):
+        decode(batch, Proposals)
+    assert decode(batch.replace(b"%d" % prng, b"%d" % (2**64 - 1)), Proposals).proposals[0].prng == 2**64 - 1

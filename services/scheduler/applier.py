@@ -43,6 +43,9 @@ NESTING = 4
 """How much deeper a request lies inside `Proposals` than alone (a request within the limit is never refused here)."""
 BATCHES_AT_ONCE = 64
 """Proposal batches (from any workers) applied together: one append and one election check for all of them."""
+PROPOSALS_AT_ONCE = 4_096
+"""At most this many proposals a round (a bigger batch is a round alone): between rounds the event loop renews the
+lease and reads the log, so a flood of proposals delays the next batches but never stalls the leader."""
 
 Guard = Callable[
     [str, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
@@ -90,10 +93,12 @@ class Applier:
                 continue  # no worker proposed for a minute
             while queue is not None and not queue.empty() and len(msgs) < BATCHES_AT_ONCE:
                 msgs.append(queue.get_nowait())
-            await self.apply(msgs)
+            for batches in rounds(self._readable(msgs)):
+                await self.apply(batches)
+                await asyncio.sleep(0)  # the lease, the log and the answers run between rounds
 
-    async def apply(self, msgs: list[Msg]) -> None:
-        """Decide every proposal of `msgs`, append, and answer once the events are stored and still count."""
+    def _readable(self, msgs: list[Msg]) -> list[tuple[Msg, Proposals]]:
+        """The batches of `msgs` that decode; each of the others is logged and left unanswered."""
         batches: list[tuple[Msg, Proposals]] = []
         for msg in msgs:
             try:
@@ -103,6 +108,10 @@ class Applier:
                 batches.append((msg, batch))
             except CodecError as error:
                 log.warning("proposals from %s refused: %s", msg.reply[:200], error)
+        return batches
+
+    async def apply(self, batches: list[tuple[Msg, Proposals]]) -> None:
+        """Decide every proposal of `batches`, append, and answer once the events are stored and still count."""
         async with self.writer.lock:
             if self.view.deposed():
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
@@ -149,3 +158,17 @@ class Applier:
         self.answered[proposal.request_sequence] = (proposal.request, verdict)
         if len(self.answered) > REMEMBERED:
             self.answered.popitem(last=False)
+
+
+def rounds(batches: list[tuple[Msg, Proposals]]) -> list[list[tuple[Msg, Proposals]]]:
+    """`batches` in order, grouped into rounds of at most `PROPOSALS_AT_ONCE` proposals (a bigger batch alone)."""
+    grouped: list[list[tuple[Msg, Proposals]]] = []
+    size = PROPOSALS_AT_ONCE
+    for msg, batch in batches:
+        count = len(batch.proposals)
+        if not grouped or size + count > PROPOSALS_AT_ONCE:
+            grouped.append([])
+            size = 0
+        grouped[-1].append((msg, batch))
+        size += count
+    return grouped

@@ -160,14 +160,18 @@ def flood() -> st.SearchStrategy[Payload]:
 
 @st.composite
 def hostile_batches(draw: st.DrawFn, scene: Scene) -> Payload:
-    """A forged batch as it is, or broken (an unknown field, a wrong type, a bad amount, invalid UTF-8, deep
-    nesting, oversized), or random bytes, or a flood of tiny proposals."""
+    """A forged batch as it is, or broken (an unknown field, a wrong type, a bad amount, a generator state wider
+    than 64 bits, invalid UTF-8, deep nesting, oversized), or random bytes, or a flood of tiny proposals."""
     batch = draw(batches(scene))
     message: dict[str, Any] = msgspec.to_builtins(batch)
     kind = draw(st.sampled_from(["well-formed", "well-formed", "broken", "random", "flood"]))
     if kind == "well-formed":
         return Payload("well-formed", f"{len(batch.proposals)} proposals", dumps(message))
     if kind == "broken":
+        if message["proposals"] and draw(st.integers(0, 4)) == 0:  # a generator state wider than 64 bits
+            wide = draw(st.integers(min_value=2**64, max_value=2**256))
+            message["proposals"][draw(st.integers(0, len(message["proposals"]) - 1))]["prng"] = wide
+            return Payload("wide prng", f"a proposal's prng {wide}", dumps(message))
         broken: Payload = draw(st.sampled_from(MUTATIONS).flatmap(lambda mutate: mutate(message)))
         return broken
     return draw(random_bytes() if kind == "random" else flood())

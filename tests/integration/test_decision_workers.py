@@ -17,7 +17,7 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerInfo
 
-from schemas import ActorPlaced, ActorSubmitted, Pending, Placed, ScheduleRequest
+from schemas import ActorPlaced, ActorSubmitted, Pending, Placed, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
 from schemas.commands import RemoveActor, SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
@@ -340,3 +340,37 @@ async def test_a_batch_with_a_negative_folded_sequence_or_generator_state_is_ref
     assert await client.bus.last_sequence() == before
     assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0), Placed)
     assert "forged" not in {e.actor_id for e in await read_events(mesh.nats_url) if isinstance(e, ActorPlaced)}
+
+
+async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_requests_answered(
+    client: Client, mesh: Mesh
+) -> None:
+    """48 batches of 1 MB of tiny refused proposals sent at once (over 600,000 proposals): the applier works
+    through them in rounds, yielding between, so the leader keeps renewing its lease (before, it decided them all
+    in one go, stalled its event loop for seconds and lost the lease to the standby) and a real request sent
+    beside them is answered."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.wait_ready(timeout=5)
+    mesh.start_service("scheduler", instance="standby")
+
+    async def standing_by() -> bool:
+        return "standing by" in log_of(mesh, "standby")
+
+    assert await holds_within(standing_by, timeout=10)
+    scheduler = mesh.processes["scheduler"]
+    elections = sum(isinstance(e, SchedulerElected) for e in await read_events(mesh.nats_url))
+    tiny = b'{"request":{"kind":"remove_actor","actor_id":"ghost"},"request_sequence":%d}'
+    count = (client.bus.nc.max_payload - 100) // (len(tiny % 10**7) + 1)
+    floods = [
+        b'{"worker":"flood","folded":0,"proposals":[%s]}'
+        % b",".join(tiny % (10**7 + 10**6 * flood + index) for index in range(count))
+        for flood in range(48)
+    ]
+    for flood in floods:
+        await client.bus.nc.publish(s.PROPOSALS, flood)
+    await client.bus.nc.flush()
+    assert isinstance(await client.submit(ScheduleRequest("real", {"CPU": 1}), timeout=60.0), Placed)
+    await asyncio.sleep(2 * Settings().lease_ttl)  # a lease lost to the floods would have lapsed by now
+    assert mesh.processes["scheduler"] is scheduler and scheduler.poll() is None, log_of(mesh, "scheduler")[-2000:]
+    assert sum(isinstance(e, SchedulerElected) for e in await read_events(mesh.nats_url)) == elections
+    assert "won the lease" not in log_of(mesh, "standby")
