@@ -41,7 +41,8 @@ def _node_record(node: NodeState, *, dead: bool) -> NodeRecord:
 
 
 def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
-    """Everything `restore` needs to rebuild `view`, which reflects the log up to `sequence`."""
+    """Everything `restore` needs to rebuild `view`, which reflects the log up to `sequence`; it shares the view's
+    footprints, so encode it before the view changes."""
     nodes = [_node_record(view.nodes[n], dead=False) for n in sorted(view.nodes)]
     nodes += [_node_record(view.dead[n], dead=True) for n in sorted(view.dead)]
     actors = [
@@ -62,7 +63,7 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         nodes=nodes,
         actors=actors,
         groups=groups,
-        records=dict(sorted(view.footprints.items())),
+        records=view.footprints,  # the canonical encoder sorts its keys: sorting 100,000 of them here cost 40 ms
         ended=list(view.ended),
         pending=sorted(view.pending),
         vclusters=[_vcluster_record(vc) for vc in _by_arrival(view)] if not view.scope_id else [],
