@@ -26,7 +26,7 @@ from services.core.errors import CodecError
 from services.runtime import replicas, telemetry
 from services.runtime.codec import decode, encode
 from services.runtime.elections import ElectionCheck
-from services.runtime.nats_private import pending_queue
+from services.runtime.nats_private import drop_unwritten, pending_queue
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
@@ -223,7 +223,8 @@ class Bus:
 
         async def on_disconnected() -> None:
             if not (made and made[0].closing):
-                log.warning("%s: disconnected from NATS; reconnecting", name)
+                dropped = drop_unwritten(made[0].nc) if made else 0
+                log.warning("%s: disconnected from NATS (%s bytes unwritten dropped); reconnecting", name, dropped)
                 tell(False)
 
         async def on_reconnected() -> None:
@@ -327,10 +328,11 @@ class Bus:
         """Publish the batch again, after its acks did not come, until the stream confirms it; its sequences.
 
         The stream drops a repeated `Nats-Msg-Id` only within its duplicate window, so a copy must never reach it
-        later than that after one it stored. A retry therefore waits while disconnected (nats-py would buffer the
-        publish and send it whenever the connection is back, any time later), and one more than half the window
-        after the batch was (last) published first looks up which of its events the log already holds after
-        sequence `after` (an ack this bus had before the first publish): only the others are published again.
+        later than that after one it stored. A retry is therefore published only while connected (nats-py would
+        hold a publish made while disconnected and send it whenever the connection is back, any time later; what it
+        held unwritten when the connection dropped is dropped then, see `nats_private`), and one more than half
+        the window after the batch was (last) published first looks up which of its events the log already holds
+        after sequence `after` (an ack this bus had before the first publish): only the others are published again.
         The lookup's answer comes after the server read every earlier copy on this connection, so a copy stored
         after the lookup is at most moments older than the republish, which it then drops. An event stored after
         a later one of its batch stays there: the sequences returned are then not in ascending order.
@@ -347,7 +349,7 @@ class Bus:
                     stored.update(await self.stored_after(left, after))
                     left = [event for event in left if event.event_id not in stored]
                 if left:
-                    sequences = await self._append_once(left, expected)
+                    sequences = await self._append_once(left, expected, only_connected=True)
                     stored.update((event.event_id, sequence) for event, sequence in zip(left, sequences, strict=True))
                 return [stored[event.event_id] for event in events]
             except _RETRIED as error:
@@ -386,8 +388,11 @@ class Bus:
                 sequence += 1
         return found
 
-    async def _append_once(self, events: Sequence[AnyEvent], expected_last: dict[str, int]) -> list[int]:
-        """Publish every event with a reply subject of our own, then wait for all the stream's acks at once.
+    async def _append_once(
+        self, events: Sequence[AnyEvent], expected_last: dict[str, int], *, only_connected: bool = False
+    ) -> list[int]:
+        """Publish every event with a reply subject of our own, then wait for all the stream's acks at once;
+        `only_connected`: `AcksLost` rather than a publish nats-py would hold while disconnected.
 
         `js.publish_async` does the same with a future, a random token and a JSON parse of the ack per event,
         about twice the cost; here one future stands for the whole batch.
@@ -405,6 +410,8 @@ class Bus:
                 reply = f"{prefix}.{self._acks_sent}"
                 waiting[reply] = (batch, index)
                 batch.replies.append(reply)
+                if only_connected and not self.nc.is_connected:  # checked in the same step as the publish
+                    raise AcksLost("the connection dropped before the batch was published again")
                 await self.nc.publish(subject, encode(event), reply=reply, headers=headers)
             if batch.left:
                 await asyncio.wait_for(batch.done, timeout=APPEND_ACK_SECONDS)

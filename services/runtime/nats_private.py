@@ -1,18 +1,26 @@
-"""The one place that reads nats-py's private attributes: a subscription's queue of received messages.
+"""The one place that touches nats-py's private attributes: a subscription's queue of received messages, and what
+a connection holds to write.
 
-Why: the bus takes the messages a subscription has already received straight from that queue, because the
-library's own iterator and `fetch` start a task and a timer per message. Taking them means keeping nats-py's
+Why the queue: the bus takes the messages a subscription has already received straight from that queue, because
+the library's own iterator and `fetch` start a task and a timer per message. Taking them means keeping nats-py's
 books as it does: `task_done()` on the queue and the subscription's pending byte count lowered, or nats-py
 would count the subscription ever fuller and drop its messages as a slow consumer.
 
-Checked against nats-py 2.16.0 (`Subscription._pending_queue`, `Subscription._pending_size`); pyproject.toml pins
-nats-py below 2.17 and tests/integration/test_nats_private.py fails loudly if an upgrade removes or changes them.
+Why the writes: what nats-py holds unwritten when the connection drops it writes on reconnecting, however much
+later. A copy of an event sent that late can pass the stream's duplicate window and be stored a second time, so
+the bus drops it once the connection is lost (`drop_unwritten`) and publishes the event again itself, checked
+against the log.
+
+Checked against nats-py 2.16.0 (`Subscription._pending_queue`, `Subscription._pending_size`, `Client._pending`,
+`Client._pending_data_size`); pyproject.toml pins nats-py below 2.17 and tests/integration/test_nats_private.py
+fails loudly if an upgrade removes or changes them.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
@@ -54,3 +62,15 @@ def pending_queue(sub: Subscription) -> PendingQueue | None:
     if not isinstance(queue, asyncio.Queue) or not isinstance(getattr(sub, "_pending_size", None), int):
         return None
     return PendingQueue(sub, queue)
+
+
+def drop_unwritten(nc: NatsClient) -> int | None:
+    """Drop what `nc` holds to write and has not written (call it once the connection is lost); the bytes dropped,
+    or None on a nats-py without those attributes."""
+    pending = getattr(nc, "_pending", None)
+    size = getattr(nc, "_pending_data_size", None)
+    if not isinstance(pending, list) or not isinstance(size, int):
+        return None
+    pending.clear()
+    nc._pending_data_size = 0
+    return size

@@ -13,7 +13,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from services.cli.mesh import Mesh
-from services.runtime.nats_private import PendingQueue, pending_queue
+from services.runtime.nats_private import PendingQueue, drop_unwritten, pending_queue
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -79,3 +79,29 @@ async def test_far_more_than_the_byte_limit_gets_through_when_taken_through_the_
         got += await received(queue, 5)
     assert got == [PAYLOAD] * 50
     assert sub.pending_bytes == 0
+
+
+async def test_what_a_connection_holds_unwritten_is_dropped_and_never_delivered(nc: NatsClient) -> None:
+    """Publishes held in nats-py's buffer (as while reconnecting) are dropped whole: the byte count comes back, and
+    a publish after them is the only one delivered."""
+    listener = await nats.connect(nc.connected_url.geturl() if nc.connected_url else "")
+    try:
+        sub = await listener.subscribe("probe.unwritten")
+        await listener.flush()
+        flush = nc._flush_pending
+
+        async def held(force_flush: bool = False) -> None:
+            """nats-py's flush, held back."""
+
+        setattr(nc, "_flush_pending", held)  # noqa: B010
+        await nc.publish("probe.unwritten", b"held")
+        dropped = drop_unwritten(nc)
+        assert dropped is not None and dropped > len(b"held"), "nats-py no longer has Client._pending: see nats_private"
+        assert drop_unwritten(nc) == 0
+        setattr(nc, "_flush_pending", flush)  # noqa: B010
+        await nc.publish("probe.unwritten", b"after")
+        assert (await sub.next_msg(timeout=5)).data == b"after"
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.next_msg(timeout=0.3)
+    finally:
+        await listener.close()
