@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from services.cli.servers import LocalServer, ServerError, free_port, redis_server
+from services.cli import servers
+from services.cli.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
 from services.testing.servers import (
     NATS_IMAGE,
     REDIS_IMAGE,
@@ -219,3 +221,37 @@ def test_the_containers_are_published_on_the_given_host_ports(monkeypatch: pytes
     assert (nats.container.ports, nats.port) == ({"4222": 14222}, 14222)
     assert (redis.container.ports, redis.port) == ({"6379": 16379}, 16379)
     assert nats.command[:3] == ["-js", "-sd", "/data/jetstream"]
+
+
+def test_a_free_port_lies_below_the_ephemeral_range_and_nothing_is_bound_to_it() -> None:
+    """Outgoing connections take their local ports from the ephemeral range: a port chosen there could be taken
+    before its server listens (a CI run lost a service that way)."""
+    low, _high = ephemeral_ports()
+    for _ in range(20):
+        port = free_port()
+        assert LOWEST_PORT <= port < low
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))
+
+
+def test_a_port_taken_is_not_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "range").write_text(f"{LOWEST_PORT + 2} 60999\n")
+    monkeypatch.setattr(servers, "ephemeral_ports", lambda: ephemeral_ports(tmp_path / "range"))
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", LOWEST_PORT))
+        except OSError:
+            pytest.skip(f"port {LOWEST_PORT} is in use on this machine")
+        assert {free_port() for _ in range(20)} == {LOWEST_PORT + 1}
+
+
+@pytest.mark.parametrize("text", ["", "junk", "1 2 3", "\xff"])
+def test_an_unreadable_ephemeral_range_is_linuxs_default_and_no_room_below_it_is_the_kernels_choice(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str
+) -> None:
+    (tmp_path / "range").write_text(text, encoding="latin-1")
+    assert servers.ephemeral_ports(tmp_path / "range") == (32_768, 60_999)
+    assert servers.ephemeral_ports(tmp_path / "missing") == (32_768, 60_999)
+    monkeypatch.setattr(servers, "ephemeral_ports", lambda: (LOWEST_PORT, 60_999))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", free_port()))

@@ -6,6 +6,7 @@ servers in containers instead (`services.testing`).
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -19,11 +20,38 @@ class ServerError(RuntimeError):
     """A server binary is missing or did not come up; the text says which and what to do."""
 
 
+LOWEST_PORT = 10_000
+"""The lowest port `free_port` picks (below it: well-known and registered services)."""
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
+    """A TCP port on 127.0.0.1 that nothing is bound to right now, below the kernel's ephemeral range when it
+    can: a port inside it may be taken, before its server listens, as the local end of an outgoing connection."""
+    low = ephemeral_ports()[0]
+    for port in random.sample(range(LOWEST_PORT, low), min(64, max(0, low - LOWEST_PORT))):
+        if _bindable(port):
+            return port
+    with socket.socket() as probe:  # no room below the range: any port the kernel gives
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux's default where it cannot be read)."""
+    try:
+        low, high = (int(word) for word in path.read_text(encoding="ascii").split())
+    except (OSError, ValueError):
+        return 32_768, 60_999
+    return low, high
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def find_binary(name: str, hint: str) -> str:

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from schemas import FixedSizeNode, FixedSizeNodes, Queued, ScheduleRequest, VirtualCluster
 from services.cli.commands.up import port_in_use
 from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
+from services.cli.servers import LOWEST_PORT, ephemeral_ports, free_port
 from services.client import Client
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import autoscaled_mesh, write_config
@@ -246,8 +246,8 @@ def _free_run(length: int) -> int:
     """The first of `length` consecutive ports nothing listens on now, below the kernel's ephemeral range: a port
     inside it can be taken at any moment as the local end of an outgoing connection (the services' own to NATS
     and Redis), and the service meant to listen there would then fail to start."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for first in range(max(low - 4000, 10000), low - length, length):
+    low = ephemeral_ports()[0]
+    for first in range(max(low - 4000, LOWEST_PORT), low - length, length):
         if not any(port_in_use(first + step) for step in range(length)):
             return first
     raise AssertionError(f"no {length} free consecutive ports below the ephemeral range (from {low})")
