@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import FixedSizeNode, FixedSizeNodes, Queued, ScheduleRequest, VirtualCluster
-from services.cli.commands.up import port_in_use
+from services.cli.commands.up import last_line, port_in_use
 from services.cli.mesh import SERVICES, Mesh
 from services.cli.servers import LOWEST_PORT, ephemeral_ports, free_port
 from services.client import Client
@@ -277,3 +278,39 @@ def test_corral_up_gives_each_service_its_own_metrics_port_and_prints_it(tmp_pat
         if up.poll() is None:
             up.kill()
             up.wait()
+
+
+def test_a_metrics_port_already_taken_stops_corral_up_with_the_services_own_reason(tmp_path: Path) -> None:
+    """The service that cannot listen exits; `corral up` stops the mesh and says why in one line: the service's
+    last log line (its own reason, naming the variable and the port) and where its log is."""
+    first = _free_run(len(SERVICES) + 1)
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the port may linger from an earlier test
+        taken.bind(("127.0.0.1", first + 1))
+        taken.listen()
+        command = [sys.executable, "-m", "services.cli", "up", "--nats-port", str(free_port())]
+        command += ["--http-port", str(free_port()), "--data-dir", str(tmp_path / "corral")]
+        env = {**os.environ, "CORRAL_METRICS_PORT": str(first)}
+        up = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=90)
+    assert up.returncode == 1, up.stderr
+    error = up.stderr.splitlines()[-1]
+    assert error.startswith("corral up: error: the ") and " service exited with code 2: " in error, error
+    assert f"CORRAL_METRICS_PORT {first + 1}: cannot serve /metrics on 127.0.0.1:{first + 1}" in error, error
+    assert f"(its log: {tmp_path / 'corral'}/" in error, error
+
+
+@pytest.mark.parametrize(
+    ("content", "last"),
+    [
+        (b"", ""),
+        (b"first\nsecond\n\n  \n", "second"),
+        (b"x" * 10_000 + b"\nend \xff\n", "end \ufffd"),
+        (b"y" * 10_000, "y" * 300),
+    ],
+)
+def test_the_last_line_of_a_log_is_its_last_non_empty_one_cut_to_300_characters(
+    tmp_path: Path, content: bytes, last: str
+) -> None:
+    (tmp_path / "service.log").write_bytes(content)
+    assert last_line(tmp_path / "service.log") == last
+    assert last_line(tmp_path / "missing.log") == ""

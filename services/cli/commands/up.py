@@ -100,8 +100,27 @@ def exited_service(mesh: Mesh) -> str | None:
     for key, process in mesh.processes.items():
         code = process.poll()
         if code is not None:
-            return f"the {key} service exited with code {code}; see {mesh.data_dir / f'{key}.log'}"
+            return exit_report(mesh, key, code)
     return None
+
+
+def exit_report(mesh: Mesh, key: str, code: int) -> str:
+    """Service process `key` exited with `code`: said with the last line of its log (often why) and where it is."""
+    log_path = mesh.data_dir / f"{key}.log"
+    last = last_line(log_path)
+    return f"the {key} service exited with code {code}{f': {last}' if last else ''} (its log: {log_path})"
+
+
+def last_line(path: Path, limit: int = 4096) -> str:
+    """The last non-empty line among a file's last `limit` bytes, at most 300 characters ("" when none)."""
+    try:
+        with path.open("rb") as file:
+            file.seek(max(0, file.seek(0, 2) - limit))
+            tail = file.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def gateway_listens(mesh: Mesh) -> bool:
@@ -147,11 +166,7 @@ async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
             code = process.poll()
             if code is not None and key not in reported:
                 reported.add(key)
-                print(
-                    f"corral up: the {key} service exited with code {code}; see {mesh.data_dir / f'{key}.log'}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(f"corral up: {exit_report(mesh, key, code)}", file=sys.stderr, flush=True)
         try:
             await asyncio.wait_for(stop.wait(), timeout=1.0)
         except TimeoutError:
