@@ -173,6 +173,19 @@ async def test_a_batch_whose_last_ack_was_lost_is_published_again_and_stored_onc
         assert sorted(view.cluster.launches) == ["L1", "L2"]
 
 
+@asynccontextmanager
+async def appending(shell: Shell, event: AnyEvent) -> AsyncIterator[list[list[int]]]:
+    """`event` appended in the background while the block runs; after it, the sequences the append returned."""
+    sequences: list[list[int]] = []
+    async with anyio.create_task_group() as group:
+
+        async def append() -> None:
+            sequences.append(await shell.bus.append([event]))
+
+        group.start_soon(append)
+        yield sequences
+
+
 def short_window_known(shell: Shell, seconds: float = DUPLICATE_WINDOW) -> None:
     """The bus counts on the stream's short duplicate window (as it counts on the 120 s one in production)."""
     shell.bus.duplicate_window = seconds
@@ -250,13 +263,7 @@ async def test_a_batch_stored_before_nats_went_down_for_longer_than_the_duplicat
             return n == 1
 
         on_acks(shell, monkeypatch, stop_after_first)
-        sequences: list[list[int]] = []
-        async with anyio.create_task_group() as group:
-
-            async def append() -> None:
-                sequences.append(await shell.bus.append([launch("e1", "L1")]))
-
-            group.start_soon(append)
+        async with appending(shell, launch("e1", "L1")) as sequences:
             await down.wait()
             await anyio.sleep(window * 1.5)  # down past the window, with retries due all along
             servers.nats.start()
@@ -314,13 +321,7 @@ async def test_a_copy_nats_py_still_held_unwritten_when_the_connection_dropped_i
             await publish(subject, payload, reply=reply, headers=headers)
 
         monkeypatch.setattr(nc, "publish", retry_held)
-        sequences: list[list[int]] = []
-        async with anyio.create_task_group() as group:
-
-            async def append() -> None:
-                sequences.append(await shell.bus.append([launch("e1", "L1")]))
-
-            group.start_soon(append)
+        async with appending(shell, launch("e1", "L1")) as sequences:
             await held.wait()
             servers.nats.stop()
             with anyio.fail_after(10):
