@@ -45,7 +45,7 @@ BATCHES_AT_ONCE = 64
 """Proposal batches (from any workers) applied together: one append and one election check for all of them."""
 PROPOSALS_AT_ONCE = 4_096
 """At most this many proposals a round (a bigger batch is a round alone): between rounds the event loop renews the
-lease and reads the log, so a flood of proposals delays the next batches but never stalls the leader."""
+lease and reads the log, so a flood of proposals delays the next batches rather than stalling the leader."""
 
 Guard = Callable[
     [str, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
