@@ -289,7 +289,8 @@ async def test_decision_workers_work_with_only_their_own_permissions_and_alone_m
         async with Client(url(port, "agent")) as agent, Client(url(port, "client")) as client:
             await client.wait_ready()
             await agent.register_node("n1", {"CPU": 2})
-            assert await client.submit(ScheduleRequest("a", {"CPU": 1})) == Placed("a", "n1")
+            # the worker may still be starting (`wait_ready` asks the four services only): the request waits stored
+            assert await client.submit(ScheduleRequest("a", {"CPU": 1}), timeout=30.0) == Placed("a", "n1")
             assert await client.submit(ScheduleRequest("b", {"CPU": 1})) == Placed("b", "n1")
             await client.remove_actor("a")
             status = await client.status()
