@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from services.cli import servers
 from services.cli.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
@@ -253,5 +255,25 @@ def test_an_unreadable_ephemeral_range_is_linuxs_default_and_no_room_below_it_is
     assert servers.ephemeral_ports(tmp_path / "range") == (32_768, 60_999)
     assert servers.ephemeral_ports(tmp_path / "missing") == (32_768, 60_999)
     monkeypatch.setattr(servers, "ephemeral_ports", lambda: (LOWEST_PORT, 60_999))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", free_port()))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.binary(max_size=40)
+    | st.tuples(st.integers(-(2**70), 2**70), st.integers(-(2**70), 2**70)).map(lambda p: b"%d %d" % p)
+    | st.tuples(st.integers(0, 70_000), st.integers(0, 70_000)).map(lambda p: b"%d\t%d\n" % p)
+)
+def test_any_ephemeral_range_file_gives_ports_and_a_free_port_that_binds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: bytes
+) -> None:
+    """Whatever the range file holds (garbage, huge or negative numbers, a range upside down or past 65535): two
+    ports, the first at most the second, and `free_port` still gives a port that binds (before, a first port past
+    65535 made it raise OverflowError)."""
+    (tmp_path / "range").write_bytes(content)
+    low, high = ephemeral_ports(tmp_path / "range")
+    assert 1 <= low <= high <= 65_535
+    monkeypatch.setattr(servers, "ephemeral_ports", lambda: (low, high))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", free_port()))

@@ -36,13 +36,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+LINUX_EPHEMERAL_PORTS = (32_768, 60_999)
+
+
 def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
-    """The kernel's range of local ports for outgoing connections (Linux's default where it cannot be read)."""
+    """The kernel's range of local ports for outgoing connections (Linux's default where it cannot be read, or
+    does not read as two ports, the first at most the second)."""
     try:
         low, high = (int(word) for word in path.read_text(encoding="ascii").split())
-    except (OSError, ValueError):
-        return 32_768, 60_999
-    return low, high
+    except (OSError, ValueError, UnicodeDecodeError):
+        return LINUX_EPHEMERAL_PORTS
+    return (low, high) if 1 <= low <= high <= 65_535 else LINUX_EPHEMERAL_PORTS
 
 
 def _bindable(port: int) -> bool:

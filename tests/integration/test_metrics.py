@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
@@ -314,3 +316,13 @@ def test_the_last_line_of_a_log_is_its_last_non_empty_one_cut_to_300_characters(
     (tmp_path / "service.log").write_bytes(content)
     assert last_line(tmp_path / "service.log") == last
     assert last_line(tmp_path / "missing.log") == ""
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=9_000) | st.text(max_size=600).map(str.encode))
+def test_any_log_gives_one_line_of_at_most_300_characters(tmp_path: Path, content: bytes) -> None:
+    """Whatever a service wrote (invalid UTF-8, NULs, line breaks of every kind, nothing): one line for `corral up`'s
+    report, never more than 300 characters, with no line break in it."""
+    (tmp_path / "service.log").write_bytes(content)
+    last = last_line(tmp_path / "service.log")
+    assert len(last) <= 300 and last == last.strip() and len(last.splitlines()) <= 1
