@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 import nats.errors
@@ -93,22 +93,24 @@ class Applier:
                 continue  # no worker proposed for a minute
             while queue is not None and not queue.empty() and len(msgs) < BATCHES_AT_ONCE:
                 msgs.append(queue.get_nowait())
-            for batches in rounds(self._readable(msgs)):
+            async for batches in rounds(self._readable(msgs)):
                 await self.apply(batches)
                 await asyncio.sleep(0)  # the lease, the log and the answers run between rounds
 
-    def _readable(self, msgs: list[Msg]) -> list[tuple[Msg, Proposals]]:
-        """The batches of `msgs` that decode; each of the others is logged and left unanswered."""
-        batches: list[tuple[Msg, Proposals]] = []
+    async def _readable(self, msgs: list[Msg]) -> AsyncIterator[tuple[Msg, Proposals]]:
+        """The batches of `msgs` that decode, one at a time with a turn of the event loop after each (64 batches of
+        1 MB take it most of a second to decode); each of the others is logged and left unanswered."""
         for msg in msgs:
             try:
                 batch = decode(
                     msg.data, Proposals, max_bytes=self.shell.bus.nc.max_payload, max_depth=MAX_DEPTH + NESTING
                 )
-                batches.append((msg, batch))
             except CodecError as error:
                 log.warning("proposals from %s refused: %s", msg.reply[:200], error)
-        return batches
+                continue
+            finally:
+                await asyncio.sleep(0)
+            yield msg, batch
 
     async def apply(self, batches: list[tuple[Msg, Proposals]]) -> None:
         """Decide every proposal of `batches`, append, and answer once the events are stored and still count."""
@@ -160,15 +162,17 @@ class Applier:
             self.answered.popitem(last=False)
 
 
-def rounds(batches: list[tuple[Msg, Proposals]]) -> list[list[tuple[Msg, Proposals]]]:
-    """`batches` in order, grouped into rounds of at most `PROPOSALS_AT_ONCE` proposals (a bigger batch alone)."""
-    grouped: list[list[tuple[Msg, Proposals]]] = []
-    size = PROPOSALS_AT_ONCE
-    for msg, batch in batches:
+async def rounds(batches: AsyncIterable[tuple[Msg, Proposals]]) -> AsyncIterator[list[tuple[Msg, Proposals]]]:
+    """`batches` in order, grouped into rounds of at most `PROPOSALS_AT_ONCE` proposals (a bigger batch alone); a
+    round is yielded as soon as the next batch does not fit, before any later batch is taken (decoded)."""
+    round_: list[tuple[Msg, Proposals]] = []
+    size = 0
+    async for msg, batch in batches:
         count = len(batch.proposals)
-        if not grouped or size + count > PROPOSALS_AT_ONCE:
-            grouped.append([])
-            size = 0
-        grouped[-1].append((msg, batch))
+        if round_ and size + count > PROPOSALS_AT_ONCE:
+            yield round_
+            round_, size = [], 0
+        round_.append((msg, batch))
         size += count
-    return grouped
+    if round_:
+        yield round_
