@@ -15,6 +15,11 @@ from nats.js.kv import KeyValue
 log = logging.getLogger("corral.lease")
 
 
+RETRIES_PER_TTL = 12
+"""How often a TTL a failed renewal is tried again: a renewal whose answer is slower than a third of the TTL (a
+busy event loop, a slow server) is retried well before the key lapses, a full TTL after the last write."""
+
+
 class LeaseLost(Exception):  # noqa: N818 - a state, like TimeoutError
     """Another instance holds the lease now."""
 
@@ -98,8 +103,10 @@ class Lease:
         loop = asyncio.get_running_loop()
         renewed_at = loop.time()
         warned = False
+        pause = self.ttl / 3
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            await asyncio.sleep(pause)
+            pause = self.ttl / RETRIES_PER_TTL  # a renewal that failed is tried again soon, not a third later
             try:
                 try:
                     self.revision = await asyncio.wait_for(
@@ -108,7 +115,7 @@ class Lease:
                 except nats.js.errors.KeyWrongLastSequenceError:
                     if await self._taken_again():
                         rewon(self.revision)
-                renewed_at, warned = loop.time(), False
+                renewed_at, warned, pause = loop.time(), False, self.ttl / 3
             except (TimeoutError, nats.errors.Error) as error:
                 await self._bucket_again(error)
                 late = loop.time() - renewed_at
