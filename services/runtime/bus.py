@@ -88,6 +88,9 @@ class AcksLost(nats.errors.Error):
     """The connection was lost and made again while an append waited for its acks: some may never come."""
 
 
+ENTRIES_PER_TURN = 256
+"""Log entries a reader takes from its backlog between two turns of the event loop (the fold of 200,000 waiting
+events takes seconds; the lease, the answers and the heartbeats go on meanwhile)."""
 APPEND_ACK_SECONDS = 3.0
 """How long an append waits for its acks before publishing again (the stream's leader may have died with them)."""
 
@@ -543,12 +546,16 @@ class Bus:
         messages = sub.messages
         try:
             while True:
+                drained = 0
                 while queue is not None and not queue.empty():
                     msg = queue.get_nowait()
                     entry = self._entry(msg, max_bytes)
                     if isinstance(entry.event, SchedulerElected):
                         await self._check_election(entry)
                     yield entry
+                    drained += 1
+                    if drained % ENTRIES_PER_TURN == 0:
+                        await asyncio.sleep(0)  # a backlog folded in one go would starve the lease's renewal
                 try:
                     msg = await anext(messages)
                 except StopAsyncIteration:
