@@ -49,6 +49,7 @@ from services.core.recording import Journal
 from services.core.request import (
     CompiledGroup,
     CompiledRequest,
+    check_new_work,
     check_same_request,
 )
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits, replay
@@ -329,6 +330,7 @@ class Cluster:
         if existing is not None:
             check_same_request("actor_id", request.actor_id, existing.request, request)
             return self._decision_of(existing)
+        check_new_work(request)
         self._check_scope("vcluster_id", request.vcluster_id)
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
@@ -350,6 +352,7 @@ class Cluster:
         if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
             return None
         work = CompiledRequest(request, self.rare_resources)
+        check_new_work(request)
         if work.group_target is not None:
             return None
         plans, _bundle = actor_plans(self._view, work)
@@ -373,6 +376,7 @@ class Cluster:
         if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
             return self.submit(request)
         work = CompiledRequest(request, self.rare_resources)
+        check_new_work(request)
         if work.group_target is not None:
             return self.submit(request)
         node = self._view.nodes.get(node_id)
@@ -505,6 +509,7 @@ class Cluster:
         if existing is not None:
             check_same_request("pg_id", request.pg_id, existing.request, request)
             return self._group_decision(existing)
+        check_new_work(request)
         self._check_scope("vcluster_id", request.vcluster_id)
         self._groups[request.pg_id] = work
         self._begin(request.pg_id)

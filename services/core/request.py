@@ -36,6 +36,30 @@ _ID = re.compile(r"\S{1,253}")
 _OPERATORS = tuple(ActorAffinityOperator)
 
 
+MAX_FALLBACKS = 8
+"""Fallback options a new actor, task or placement group may list: each one is a whole placement attempt."""
+MAX_BUNDLES = 1_000
+"""Bundles a new placement group may ask for, in its own list and in each fallback's: each bundle is placed in
+turn (a group of 20,000 held the scheduler's event loop for seconds, one of 40,000 for minutes)."""
+
+
+def check_new_work(request: Work) -> None:
+    """Refuse new work past what one decision may cost; work already in the log keeps its size (a fold never
+    checks this, so a limit lowered later changes nothing decided before)."""
+    if len(request.fallback_strategy) > MAX_FALLBACKS:
+        count = len(request.fallback_strategy)
+        raise rule_error("fallback_strategy", f"{count} options", f"must have at most {MAX_FALLBACKS} options")
+    if not isinstance(request, PlacementGroupRequest):
+        return
+    lists = [("bundles", request.bundles)]
+    for index, option in enumerate(request.fallback_strategy):
+        if isinstance(option, dict):
+            lists.append((f"fallback_strategy[{index}].bundles", option.get("bundles", [])))
+    for field, bundles in lists:
+        if isinstance(bundles, list) and len(bundles) > MAX_BUNDLES:
+            raise rule_error(field, f"{len(bundles):,} bundles", f"must have at most {MAX_BUNDLES:,} bundles")
+
+
 def check_same_request(field: str, work_id: str, existing: Work, new: Work) -> None:
     """A `ConflictError` naming every field in which `new` differs from the live `existing` request."""
     differences = [

@@ -7,12 +7,14 @@ import pytest
 from schemas import (
     PlacementGroupRequest,
     PlacementGroupSchedulingStrategy,
+    PlacementGroupSubmitted,
     PlacementStrategy,
     ScheduleRequest,
     SelectorSpec,
     Taint,
 )
 from services.core import Cluster, Pending, Placed
+from services.core.request import MAX_BUNDLES
 from tests.core.builders import disks, make_actor, make_cluster, node_of, on_node, waiting
 
 SEEDS = range(4)
@@ -392,3 +394,32 @@ def test_pack_puts_every_bundle_on_one_node_when_some_node_can_hold_them_all() -
     cluster.add_node("n1", {"CPU": 16})
     node_of(cluster.submit(make_actor("busy", 2, label_selector=on_node("n0"))))
     assert bundle_nodes(cluster.create_placement_group(group("pg", [{"CPU": 1}] * 8))) == ["n1"] * 8
+
+
+@pytest.mark.parametrize("strategy", ["PACK", "SPREAD", "STRICT_SPREAD"])
+def test_a_group_of_the_most_bundles_accepted_is_placed_in_one_decision(strategy: PlacementStrategy) -> None:
+    """1,000 bundles on 40 nodes (SPREAD reuses nodes once every node has one; STRICT_SPREAD cannot fit and waits,
+    saying why). Before, each bundle re-checked every node used so far, or every node: a group of 40,000 held
+    the decision for minutes."""
+    cluster = make_cluster(40, cpu=32)
+    decision = cluster.create_placement_group(group("big", [{"CPU": 1}] * MAX_BUNDLES, strategy))
+    if strategy == "STRICT_SPREAD":
+        assert isinstance(decision, Pending)
+        assert decision.group_reason == "STRICT_SPREAD needs 1000 distinct nodes but only 40 can take a bundle"
+        return
+    nodes = bundle_nodes(decision)
+    assert len(nodes) == MAX_BUNDLES
+    if strategy == "SPREAD":
+        assert set(nodes) == set(cluster.view.nodes)  # every node before any twice
+    else:
+        assert len(set(nodes)) == MAX_BUNDLES // 32 + 1  # each node filled before the next is opened
+
+
+def test_a_group_past_the_bundle_limit_already_in_the_log_is_folded_and_placed_when_room_comes() -> None:
+    """The limit is for new requests only: a group in the log from before it (or a lower one) folds as it did, and
+    a retry places it."""
+    big = group("big", [{"CPU": 1}] * (MAX_BUNDLES + 500), "SPREAD")
+    cluster = Cluster.from_events([PlacementGroupSubmitted(request=big)])
+    assert [p.id for p in cluster.pending()] == ["big"]
+    cluster.add_node("n1", {"CPU": 2_000})
+    assert cluster.placement_groups()["big"] == ["n1"] * (MAX_BUNDLES + 500)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from operator import attrgetter, itemgetter
 
 from schemas import Explanation
@@ -41,7 +42,7 @@ class Plan:
         self.scorers = scorers
         self.policy = policy
         self.room = room
-        self.excluded: frozenset[str] = frozenset()
+        self.excluded: AbstractSet[str] = frozenset()
         self.nominated: tuple[str, ...] = ()
         """Nodes launched for this work (see `nominate`): the first that passes every rule and has room wins."""
         self.nominated_room = room
