@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import ScheduleRequest
+from schemas import Placed, PlacementGroupRequest, ScheduleRequest
 from schemas import subjects as s
 from schemas.replies import Rejected
 from services.cli.mesh import Mesh
@@ -67,3 +67,19 @@ async def test_an_unreadable_event_goes_to_dead_letters_and_services_keep_servin
     assert [n.node_id for n in (await client.status()).nodes] == ["n1"]
     info = await client.bus.js.stream_info(s.DEAD_LETTERS_STREAM)
     assert info.state.messages >= 3
+
+
+async def test_a_placement_group_past_the_bundle_limit_is_refused_and_the_largest_accepted_is_placed(
+    client: Client,
+) -> None:
+    """1,001 bundles: refused, naming the field, the count and the limit, and nothing recorded; 1,000 bundles (the
+    most accepted) spread over the nodes in one decision, and the scheduler goes on answering."""
+    for index in range(4):
+        await client.register_node(f"n{index}", {"CPU": 300})
+    too_many = PlacementGroupRequest("too-many", [{"CPU": 1}] * 1_001, "SPREAD")
+    with pytest.raises(RejectedError, match=r"bundles '1,001 bundles': must have at most 1,000 bundles"):
+        await client.create_placement_group(too_many)
+    assert "too-many" not in await client.placement_groups()
+    largest = await client.create_placement_group(PlacementGroupRequest("largest", [{"CPU": 1}] * 1_000, "SPREAD"))
+    assert isinstance(largest, Placed) and set(largest.bundle_nodes) == {"n0", "n1", "n2", "n3"}
+    assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1})), Placed)
