@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, ScheduleRequest
@@ -9,6 +11,7 @@ from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.cli.mesh import Mesh
 from services.client import Client
+from services.core.errors import NotFoundError, UnavailableError
 from services.runtime.codec import encode
 from tests.integration.log import read_events
 
@@ -53,4 +56,25 @@ async def test_a_request_resent_with_its_key_gets_the_decision_its_first_sending
     resent = await client.remove_actor("a1", command_id="remove-a1")
     assert "removed" in removed.message
     assert "received before" in resent.message
+    assert "a1" not in await client.placements()
+
+
+async def test_a_refusal_that_came_after_its_sender_gave_up_answers_the_resend(client: Client, mesh: Mesh) -> None:
+    """The scheduler refuses a request only after its sender stopped waiting (the scheduler was paused, as a leader
+    caught in an outage is): the refusal goes to an inbox no one waits on, and the resend, a duplicate the stream
+    stores and delivers no more, has no decision to find. It gets the refusal, not a timeout at every resend for
+    the whole duplicate window (a chaos run reported such a submission lost: its virtual cluster was destroyed
+    between its first delivery and the next)."""
+    await client.register_node("n1", {"CPU": 2})
+    request = ScheduleRequest("a1", {"CPU": 1}, vcluster_id="vc-gone")
+    scheduler = mesh.processes["scheduler"]
+    scheduler.send_signal(signal.SIGSTOP)  # briefly: well within its lease
+    try:
+        with pytest.raises(UnavailableError, match="no decision within"):
+            await client.submit(request, timeout=1.0, command_id="submit-a1")
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+    for _ in range(2):
+        with pytest.raises(NotFoundError, match="no such virtual cluster"):
+            await client.submit(request, timeout=5.0, command_id="submit-a1")
     assert "a1" not in await client.placements()
