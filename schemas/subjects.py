@@ -64,6 +64,10 @@ AUTOSCALER_LEASE_BUCKET = "corral_autoscaler_leases"
 may write it)."""
 AUTOSCALER_LEASE_KEY = "autoscaler"
 
+REFUSALS_BUCKET = "corral_refusals"
+"""NATS KV bucket keeping the refusal of each durable request sent with an idempotency key (key: the request's
+sequence in `CORRAL_REQUESTS`) for the duplicate window: a resend is answered with it, whoever sent it."""
+
 ELECTIONS_BUCKET = "corral_elections"
 """NATS KV bucket without a TTL: one record per real election (key: the epoch), written before its event."""
 

@@ -23,6 +23,7 @@ from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
 from services.client.errors import raise_for
 from services.core.amounts import check_amounts
 from services.core.errors import ConflictError, CorralError, NotFoundError, TooLargeError, UnavailableError
+from services.runtime import refusals
 from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
@@ -141,7 +142,7 @@ class Connection:
             payload = self._payload(subject, request)
             stored = await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
             if stored.duplicate:
-                return await self._resent_answer(request, timeout or self.timeout)
+                return await self._resent_answer(request, stored.seq, timeout or self.timeout)
             async with asyncio.timeout(timeout or self.timeout):
                 data = await answer
         except nats.js.errors.NoStreamResponseError:
@@ -155,14 +156,13 @@ class Connection:
             raise_for(reply)
         return reply
 
-    async def _resent_answer(self, request: Any, timeout: float) -> RequestReply:
+    async def _resent_answer(self, request: Any, sequence: int, timeout: float) -> RequestReply:
         """The answer to a request whose id the log already holds (its first sending's reply may have been lost in
         an outage): the decision it led to for work, once the scheduler has made it; for a removal or a failure
-        report, that it is received and applied once. A refusal of the first sending is raised when it reached
-        this client, even after the sending stopped waiting for it (a refusal leaves no decision to ask for)."""
-        refused = self._replies.refusal(request.command_id)
-        if refused is not None:
-            raise_for(refused)
+        report, that it is received and applied once. A refusal of the first sending (stored at `sequence`) is
+        raised, whether it reached this client or was kept in the refusals bucket (a refusal leaves no decision
+        to ask for)."""
+        await self._raise_refusal(request.command_id, sequence)
         if not isinstance(request, SubmitActor | CreatePlacementGroup):
             what = type(request).__name__
             return Accepted(message=f"{what} {request.command_id!r} was received before: it is applied once")
@@ -178,15 +178,20 @@ class Connection:
                         answer: RequestReply = await self._ask(s.DECISION_QUERY, query, Placed | Pending)
                         return answer
                     await asyncio.sleep(RESENT_POLL_SECONDS)
-                    refused = self._replies.refusal(request.command_id)
-                    if refused is not None:
-                        raise_for(refused)
+                    await self._raise_refusal(request.command_id, sequence)
         except TimeoutError:
             raise UnavailableError(
                 f"{query.kind} {query.id!r}: a request with id {request.command_id!r} was received before, and no "
-                f"decision for it is known within {timeout:g}s (it may have been refused while this client was "
-                "away, or set aside: see `corral dead-letters`)"
+                f"decision for it is known within {timeout:g}s (it may still wait in the scheduler's queue, or be "
+                "set aside: see `corral dead-letters`)"
             ) from None
+
+    async def _raise_refusal(self, key: str, sequence: int) -> None:
+        """Raise the refusal of the sending of `key` stored at `sequence`, if this client received it or the
+        refusals bucket keeps it (an unreadable entry there counts as none)."""
+        refused = self._replies.refusal(key) or await refusals.kept(self.bus.js, sequence, self.bus.nc.max_payload)
+        if refused is not None:
+            raise_for(refused)
 
 
 class Replies:

@@ -25,6 +25,7 @@ from schemas.replies import Rejected
 from services.core.errors import CodecError, RejectedError
 from services.core.prng import SplitMix64, stable_hash
 from services.core.state import Resources
+from services.runtime import refusals
 from services.runtime.codec import decode, encode
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
@@ -46,6 +47,7 @@ async def main(settings: Settings) -> None:
     view = FoldedCluster(settings.seed, settings.rare_resources)
     async with service_shell(settings, "decider", view) as shell:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))
+        await refusals.declare(shell.bus)  # kept before a refused request is acked
         async with anyio.create_task_group() as group:
             group.start_soon(shell.follower.run)
             group.start_soon(shell.follower.watch_log)

@@ -10,7 +10,8 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from schemas import subjects as s
-from schemas.replies import RequestReply
+from schemas.replies import Rejected, RequestReply
+from services.runtime import refusals
 from services.runtime.bus import Bus, answerable
 from services.runtime.settings import Settings
 
@@ -57,8 +58,12 @@ Fit = Callable[[RequestReply], bytes]
 
 
 async def settle(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, poison: bool) -> None:
-    """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one."""
+    """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one; a refusal of
+    a request sent with an idempotency key is kept first (`refusals`), for its resends."""
     inbox = inbox_of(msg)
+    data = b"" if reply is None else fit(reply)
+    if isinstance(reply, Rejected) and (msg.headers or {}).get("Nats-Msg-Id"):
+        await refusals.keep(bus, request_sequence(msg), data)
     if inbox and reply is not None:
-        await send_reply(bus, msg.subject, inbox, fit(reply))
+        await send_reply(bus, msg.subject, inbox, data)
     await (msg.term() if poison else msg.ack())

@@ -19,6 +19,7 @@ from schemas.commands import SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import Rejected, RequestReply
 from services.core.errors import CodecError
+from services.runtime import refusals
 from services.runtime.codec import decode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
@@ -89,6 +90,7 @@ async def main(settings: Settings) -> None:
     writer: Writer | None = None
     async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
+        await refusals.declare(shell.bus)  # kept before a refused request is acked
         writer = Writer(shell, view)
         measure.observe(view)
         _freeze_heap()

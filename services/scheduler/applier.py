@@ -22,8 +22,9 @@ from schemas import Pending
 from schemas import subjects as s
 from schemas.commands import SchedulerRequest
 from schemas.proposals import Proposal, Proposals, Verdict, Verdicts
-from schemas.replies import RequestReply
+from schemas.replies import Rejected, RequestReply
 from services.core.errors import CodecError
+from services.runtime import refusals
 from services.runtime.codec import MAX_DEPTH, decode, encode
 from services.runtime.nats_private import pending_queue
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
@@ -148,10 +149,15 @@ class Applier:
     async def _settled(self, proposal: Proposal, verdict: Verdict, *, direct: bool = False) -> Verdict:
         """The verdict a worker gets, now that its events are stored: a long reply (a pending explanation), or any
         reply when `direct` (the batch's answer would pass the bus's payload limit), is sent to the client's inbox
-        from here, and remembered as sent."""
+        from here, and remembered as sent. A refusal sent from here is kept first (`refusals`; the worker, which
+        holds the request's message, gets no reply to keep): under the request's sequence, when the request has an
+        idempotency key (the client's `Nats-Msg-Id`, which the applier does not see)."""
         if (isinstance(verdict.reply, Pending) or (direct and verdict.reply is not None)) and not verdict.sent:
+            data = self.shell.pager.fit(verdict.reply)
+            if isinstance(verdict.reply, Rejected) and proposal.request.command_id:  # kept before the worker acks
+                await refusals.keep(self.shell.bus, proposal.request_sequence, data)
             if proposal.inbox:
-                await send_reply(self.shell.bus, s.PROPOSALS, proposal.inbox, self.shell.pager.fit(verdict.reply))
+                await send_reply(self.shell.bus, s.PROPOSALS, proposal.inbox, data)
             verdict = Verdict(sent=True, poison=verdict.poison)
             self._remember(proposal, verdict)
         return verdict

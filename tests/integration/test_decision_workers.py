@@ -24,7 +24,7 @@ from schemas.proposals import Proposal, Proposals, Verdicts
 from schemas.replies import Rejected
 from services.cli.mesh import Mesh
 from services.client import Client, ConflictError, RejectedError
-from services.core.errors import UnavailableError
+from services.core.errors import NotFoundError, UnavailableError
 from services.core.state import replay
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
@@ -375,3 +375,14 @@ async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_req
     assert mesh.processes["scheduler"] is scheduler and scheduler.poll() is None, log_of(mesh, "scheduler")[-2000:]
     assert sum(isinstance(e, SchedulerElected) for e in await read_events(mesh.nats_url)) == elections
     assert "won the lease" not in log_of(mesh, "standby")
+
+
+async def test_a_refusal_through_the_workers_is_kept_for_another_clients_resend(client: Client, mesh: Mesh) -> None:
+    """A worker keeps the refusal it answers before it acks: a resend of the same key from another client process
+    (a duplicate the stream delivers no more) is refused alike, not left without an answer."""
+    request = ScheduleRequest("a1", {"CPU": 1}, vcluster_id="vc-gone")
+    with pytest.raises(NotFoundError, match="no such virtual cluster"):
+        await client.submit(request, command_id="submit-a1")
+    async with Client(mesh.nats_url) as other:
+        with pytest.raises(NotFoundError, match="no such virtual cluster"):
+            await other.submit(request, command_id="submit-a1")

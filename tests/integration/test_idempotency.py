@@ -78,3 +78,23 @@ async def test_a_refusal_that_came_after_its_sender_gave_up_answers_the_resend(c
         with pytest.raises(NotFoundError, match="no such virtual cluster"):
             await client.submit(request, timeout=5.0, command_id="submit-a1")
     assert "a1" not in await client.placements()
+
+
+async def test_a_refusal_no_client_received_answers_another_clients_resend(client: Client, mesh: Mesh) -> None:
+    """The first sending's client goes away while the scheduler is paused; the scheduler, going on, refuses the
+    request to an inbox no one listens on. Another client's resend, a duplicate the stream delivers no more, gets
+    that refusal from the refusals bucket (the first client's memory of it is gone with it)."""
+    await client.register_node("n1", {"CPU": 2})
+    request = ScheduleRequest("a1", {"CPU": 1}, vcluster_id="vc-gone")
+    scheduler = mesh.processes["scheduler"]
+    scheduler.send_signal(signal.SIGSTOP)  # briefly: well within its lease
+    try:
+        async with Client(mesh.nats_url) as first:
+            with pytest.raises(UnavailableError, match="no decision within"):
+                await first.submit(request, timeout=1.0, command_id="submit-a1")
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+    async with Client(mesh.nats_url) as other:
+        with pytest.raises(NotFoundError, match="no such virtual cluster"):
+            await other.submit(request, timeout=5.0, command_id="submit-a1")
+    assert "a1" not in await client.placements()

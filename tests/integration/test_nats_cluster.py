@@ -50,8 +50,10 @@ REPLICATED = (
     s.DEAD_LETTERS_STREAM,
     f"KV_{s.LEASE_BUCKET}",
     f"KV_{s.ELECTIONS_BUCKET}",
+    f"KV_{s.REFUSALS_BUCKET}",
 )
-"""Every stream the mesh makes: the log, the work queue, the dead letters, the lease and the election records."""
+"""Every stream the mesh makes: the log, the work queue, the dead letters, the lease, the election records and the
+refusals kept for resends."""
 KILL_AFTER = 80
 """Answers before the leader of the event log is killed."""
 

@@ -19,6 +19,7 @@ from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.cli.servers import LocalServer, find_binary, free_port, redis_server
 from services.client import Client
+from services.core.errors import NotFoundError
 from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
 from tests.integration.conftest import FAST, holds_within, log_of
 
@@ -37,6 +38,8 @@ SCHEDULER_SUBJECTS = (
 """What only the scheduler may publish: its events, the election subject, its lease and the election records."""
 AUTOSCALER_SUBJECTS = (s.AUTOSCALER_DECISIONS, "corral.evt.autoscaler.x", f"$KV.{s.AUTOSCALER_LEASE_BUCKET}.autoscaler")
 """What only the autoscaler may publish: its decisions and its lease."""
+REFUSALS_SUBJECTS = (f"$KV.{s.REFUSALS_BUCKET}.1",)
+"""What only the scheduler and the decision workers may publish: the refusals kept for resends."""
 
 
 def password(user: str) -> str:
@@ -179,6 +182,25 @@ async def test_only_the_scheduler_may_publish_its_events_its_lease_and_the_elect
     assert "Permissions Violation" not in log_of(secured_mesh, "scheduler")
 
 
+async def test_only_the_scheduler_and_the_workers_may_keep_refusals_and_clients_read_them(secured_mesh: Mesh) -> None:
+    """Every other user's publish to the refusals bucket is refused by the server; the scheduler keeps a refusal,
+    and a resend from another process of a client or an agent reads it there."""
+    port = secured_mesh.nats.port
+    request = ScheduleRequest("a", {"CPU": 1}, vcluster_id="vc-gone")
+    async with Client(url(port, "client")) as client:
+        await client.wait_ready()
+        for user in USERS:
+            if user not in ("scheduler", "decider"):
+                assert await refused_publishes(port, user, REFUSALS_SUBJECTS) == set(REFUSALS_SUBJECTS), user
+        with pytest.raises(NotFoundError, match="no such virtual cluster"):
+            await client.submit(request, command_id="submit-a")
+    for user in ("client", "agent"):
+        async with Client(url(port, user)) as other:
+            with pytest.raises(NotFoundError, match="no such virtual cluster"):
+                await other.submit(request, command_id="submit-a")
+    assert "Permissions Violation" not in log_of(secured_mesh, "scheduler")
+
+
 STREAM_UPDATES = tuple(
     f"$JS.API.STREAM.UPDATE.{stream}"
     for stream in (
@@ -187,6 +209,7 @@ STREAM_UPDATES = tuple(
         s.DEAD_LETTERS_STREAM,
         f"KV_{s.LEASE_BUCKET}",
         f"KV_{s.ELECTIONS_BUCKET}",
+        f"KV_{s.REFUSALS_BUCKET}",
     )
 )
 """Changing a stream's configuration (a subject transform could file anyone's messages under the scheduler's
