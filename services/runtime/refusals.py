@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Awaitable
 
 import nats.errors
+import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
@@ -30,20 +31,29 @@ def refusal_subject(sequence: int) -> str:
     return f"$KV.{s.REFUSALS_BUCKET}.{sequence}"
 
 
+def _bucket(bus: Bus) -> Awaitable[KeyValue]:
+    return replicas.key_value(bus.js, s.REFUSALS_BUCKET, bus.settings.replicas, ttl=DUPLICATE_WINDOW, history=1)
+
+
 async def declare(bus: Bus) -> KeyValue:
     """The refusals bucket (created if missing) on `settings.replicas` servers, its entries living as long as the
     duplicate window; asked again while JetStream does not answer. Its writers declare it at start."""
-
-    def ask() -> Awaitable[KeyValue]:
-        return replicas.key_value(bus.js, s.REFUSALS_BUCKET, bus.settings.replicas, ttl=DUPLICATE_WINDOW, history=1)
-
-    return await bus.answered(ask, f"KV bucket {s.REFUSALS_BUCKET}")
+    return await bus.answered(lambda: _bucket(bus), f"KV bucket {s.REFUSALS_BUCKET}")
 
 
 async def keep(bus: Bus, sequence: int, data: bytes) -> None:
     """Store the encoded refusal of the request at `sequence` (before it is acked); asked again while JetStream
-    does not answer."""
-    await bus.answered(lambda: bus.js.publish(refusal_subject(sequence), data), f"refusal of request {sequence}")
+    does not answer, the bucket made again when it is missing (deleted by an operator, say)."""
+
+    async def put() -> object:
+        try:
+            return await bus.js.publish(refusal_subject(sequence), data)
+        except nats.js.errors.NoStreamResponseError:
+            with contextlib.suppress(TimeoutError, nats.errors.Error):
+                await _bucket(bus)
+            raise
+
+    await bus.answered(put, f"refusal of request {sequence}")
 
 
 async def kept(js: JetStreamContext, sequence: int, max_bytes: int) -> Rejected | None:

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, ScheduleRequest
+from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, Placed, ScheduleRequest
 from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.cli.mesh import Mesh
@@ -98,3 +98,16 @@ async def test_a_refusal_no_client_received_answers_another_clients_resend(clien
         with pytest.raises(NotFoundError, match="no such virtual cluster"):
             await other.submit(request, timeout=5.0, command_id="submit-a1")
     assert "a1" not in await client.placements()
+
+
+async def test_a_refusal_is_kept_and_answered_after_the_refusals_bucket_was_deleted(client: Client) -> None:
+    """An operator deletes the refusals bucket: the next keyed refusal makes it again and is answered (before, the
+    scheduler retried its store forever, and stopped answering and acking)."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.bus.js.delete_key_value(s.REFUSALS_BUCKET)
+    request = ScheduleRequest("a1", {"CPU": 1}, vcluster_id="vc-gone")
+    with pytest.raises(NotFoundError, match="no such virtual cluster"):
+        await client.submit(request, timeout=10.0, command_id="submit-a1")
+    bucket = await client.bus.js.key_value(s.REFUSALS_BUCKET)
+    assert (await bucket.status()).values == 1
+    assert isinstance(await client.submit(ScheduleRequest("a2", {"CPU": 1})), Placed)
