@@ -26,6 +26,7 @@ from services.cli.mesh import Mesh
 from services.client import Client, ConflictError, RejectedError
 from services.core.errors import NotFoundError, UnavailableError
 from services.core.state import replay
+from services.runtime import refusals
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.elections import new_election, record_election
@@ -299,17 +300,25 @@ async def test_a_batch_naming_a_corral_or_jetstream_subject_as_its_reply_is_not_
     assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0), Placed)
 
 
+KEYED_SEQUENCE = 424_242
+"""The request sequence a keyed proposal names (no request is stored there: the applier keeps what it is told)."""
+
+
 async def test_a_batch_whose_verdicts_would_pass_the_payload_limit_is_answered_through_the_inboxes(
     client: Client, mesh: Mesh
 ) -> None:
     """Thousands of tiny proposals in one batch, each refused with a longer rejection: the applier sends each reply
     to its proposal's inbox itself and answers the batch with verdicts marked sent, within the payload limit (the
-    scheduler exited on the answer before: maximum payload exceeded; found by `test_fuzz_proposals.py`)."""
+    scheduler exited on the answer before: maximum payload exceeded; found by `test_fuzz_proposals.py`). A refusal
+    of a request with an idempotency key is kept for its resends first, as the worker would have kept it."""
     await client.wait_ready(timeout=5)
     inbox = client.bus.nc.new_inbox()
     replies = await client.bus.nc.subscribe(inbox)
     tiny = b'{"request":{"kind":"fail_actor","actor_id":"g"},"request_sequence":%d}'
-    last = b'{"request":{"kind":"fail_actor","actor_id":"g"},"request_sequence":0,"inbox":"%s"}' % inbox.encode()
+    last = b'{"request":{"kind":"fail_actor","actor_id":"g","command_id":"k"},"request_sequence":%d,"inbox":"%s"}' % (
+        KEYED_SEQUENCE,
+        inbox.encode(),
+    )
     count = (client.bus.nc.max_payload - len(last) - 100) // len(tiny % 10**6)
     proposals = b",".join([*(tiny % (10**5 + index) for index in range(count)), last])
     batch = b'{"worker":"w","folded":0,"proposals":[%s]}' % proposals
@@ -317,6 +326,9 @@ async def test_a_batch_whose_verdicts_would_pass_the_payload_limit_is_answered_t
     verdicts = decode(answer.data, Verdicts).verdicts
     assert len(verdicts) == count + 1 and all(v.sent and v.reply is None for v in verdicts)
     assert "no such live actor" in decode((await replies.next_msg(timeout=10)).data, Rejected).error
+    kept = await refusals.kept(client.bus.js, KEYED_SEQUENCE, client.bus.nc.max_payload)
+    assert kept is not None and "no such live actor" in kept.error
+    assert await refusals.kept(client.bus.js, 10**5, client.bus.nc.max_payload) is None  # no key: nothing kept
     assert mesh.processes["scheduler"].poll() is None
 
 
