@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
@@ -22,7 +21,7 @@ from schemas.queries import DecisionQuery
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
 from services.client.errors import raise_for
 from services.core.amounts import check_amounts
-from services.core.errors import ConflictError, CorralError, NotFoundError, TooLargeError, UnavailableError
+from services.core.errors import ConflictError, NotFoundError, TooLargeError, UnavailableError
 from services.runtime import refusals
 from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
@@ -135,8 +134,8 @@ class Connection:
 
     async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
         """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
+        inbox, answer = await self._replies.expect()
         msg_id = request.command_id or uuid.uuid4().hex
-        inbox, answer = await self._replies.expect(request.command_id)
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
             payload = self._payload(subject, request)
@@ -159,10 +158,9 @@ class Connection:
     async def _resent_answer(self, request: Any, sequence: int, timeout: float) -> RequestReply:
         """The answer to a request whose id the log already holds (its first sending's reply may have been lost in
         an outage): the decision it led to for work, once the scheduler has made it; for a removal or a failure
-        report, that it is received and applied once. A refusal of the first sending (stored at `sequence`) is
-        raised, whether it reached this client or was kept in the refusals bucket (a refusal leaves no decision
-        to ask for)."""
-        await self._raise_refusal(request.command_id, sequence)
+        report, that it is received and applied once. A refusal of the first sending (stored at `sequence`), kept
+        in the refusals bucket, is raised (a refusal leaves no decision to ask for)."""
+        await self._raise_refusal(sequence)
         if not isinstance(request, SubmitActor | CreatePlacementGroup):
             what = type(request).__name__
             return Accepted(message=f"{what} {request.command_id!r} was received before: it is applied once")
@@ -178,7 +176,7 @@ class Connection:
                         answer: RequestReply = await self._ask(s.DECISION_QUERY, query, Placed | Pending)
                         return answer
                     await asyncio.sleep(RESENT_POLL_SECONDS)
-                    await self._raise_refusal(request.command_id, sequence)
+                    await self._raise_refusal(sequence)
         except TimeoutError:
             raise UnavailableError(
                 f"{query.kind} {query.id!r}: a request with id {request.command_id!r} was received before, and no "
@@ -186,10 +184,10 @@ class Connection:
                 "set aside: see `corral dead-letters`)"
             ) from None
 
-    async def _raise_refusal(self, key: str, sequence: int) -> None:
-        """Raise the refusal of the sending of `key` stored at `sequence`, if this client received it or the
-        refusals bucket keeps it (an unreadable entry there counts as none)."""
-        refused = self._replies.refusal(key) or await refusals.kept(self.bus.js, sequence, self.bus.nc.max_payload)
+    async def _raise_refusal(self, sequence: int) -> None:
+        """Raise the refusal of the request stored at `sequence`, if the refusals bucket keeps one (an unreadable
+        entry there counts as none)."""
+        refused = await refusals.kept(self.bus.js, sequence, self.bus.nc.max_payload)
         if refused is not None:
             raise_for(refused)
 
@@ -198,10 +196,6 @@ class Replies:
     """The inboxes durable requests are answered on: one subscription (`<prefix>.*`) for all of a connection's.
 
     A subscription per request would cost the client and the server a subscribe and an unsubscribe each time.
-
-    The refusals of requests sent with an idempotency key are kept, late ones too (the sending had stopped waiting),
-    for as long as the stream takes a resend of that key for a duplicate: a refusal leaves no decision in the log,
-    so a resend (which the stream stores and delivers no more) has nothing else to be answered with.
     """
 
     def __init__(self, bus: Callable[[], Bus]) -> None:
@@ -210,14 +204,9 @@ class Replies:
         self.prefix = ""
         self.count = 0
         self.waiting: dict[str, asyncio.Future[bytes]] = {}
-        self.keyed: dict[str, tuple[str, float]] = {}
-        """Inbox -> (idempotency key, when its sending was published) of the keyed sendings not yet expired."""
-        self.refused: dict[str, tuple[Rejected, float]] = {}
-        """Idempotency key -> its refusal, and when the sending it answered was published."""
 
-    async def expect(self, key: str = "") -> tuple[str, asyncio.Future[bytes]]:
-        """A fresh inbox and the future its first reply's bytes land in (`forget` it once answered or given up);
-        `key`: the request's idempotency key ("" when none), whose refusal is then kept (`refusal`)."""
+    async def expect(self) -> tuple[str, asyncio.Future[bytes]]:
+        """A fresh inbox and the future its first reply's bytes land in (`forget` it once answered or given up)."""
         nc = self.bus().nc
         if self.connection is not nc:  # the first request on this connection (the client may connect again)
             self.connection, self.prefix = nc, nc.new_inbox()  # before awaiting: a concurrent request uses them too
@@ -225,45 +214,16 @@ class Replies:
         self.count += 1
         inbox = f"{self.prefix}.{self.count}"
         self.waiting[inbox] = future = asyncio.get_running_loop().create_future()
-        self._expire()
-        if key:
-            self.keyed[inbox] = (key, time.monotonic())  # before the publish: the stream stored it after this
         return inbox, future
 
     def forget(self, inbox: str) -> None:
-        """Stop waiting on `inbox` (a late reply to it is dropped, unless it refuses a keyed request)."""
+        """Stop waiting on `inbox` (a late reply to it is dropped)."""
         self.waiting.pop(inbox, None)
-
-    def refusal(self, key: str) -> Rejected | None:
-        """The refusal of the sending of `key` that a resend of `key` is still a duplicate of, if one reached this
-        client (None when none did, or there is no key)."""
-        kept = self.refused.get(key) if key else None
-        if kept is None or kept[1] < self._oldest():
-            return None
-        return kept[0]
-
-    def _oldest(self) -> float:
-        """When the oldest sending a resend can still be a duplicate of was published: the stream forgets an id its
-        duplicate window after storing it (a later resend is stored and decided anew, and answered as such)."""
-        return time.monotonic() - self.bus().duplicate_window
-
-    def _expire(self) -> None:
-        """Drop what has expired, from the oldest on (each dict is about in the order of the sendings' times)."""
-        oldest = self._oldest()
-        for kept in (self.keyed, self.refused):
-            while kept and next(iter(kept.values()))[1] < oldest:
-                del kept[next(iter(kept))]
 
     async def _arrived(self, msg: Msg) -> None:
         future = self.waiting.pop(msg.subject, None)
         if future is not None and not future.done():
             future.set_result(msg.data)
-        keyed = self.keyed.pop(msg.subject, None)  # one reply per sending
-        if keyed is not None:
-            with contextlib.suppress(CorralError):  # an unreadable reply is the waiting sending's to report
-                reply = decode(msg.data, RequestReply)
-                if isinstance(reply, Rejected):
-                    self.refused[keyed[0]] = (reply, keyed[1])
 
 
 def outgoing(message: object) -> bytes:

@@ -58,8 +58,9 @@ Fit = Callable[[RequestReply], bytes]
 
 
 async def settle(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, poison: bool) -> None:
-    """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one; a refusal of
-    a request sent with an idempotency key is kept first (`refusals`), for its resends."""
+    """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one; a refusal is
+    kept first (`refusals`) for resends of its `Nats-Msg-Id` (the client's sends all carry one: the request's
+    `command_id`, else a fresh id no resend repeats)."""
     inbox = inbox_of(msg)
     data = b"" if reply is None else fit(reply)
     if isinstance(reply, Rejected) and (msg.headers or {}).get("Nats-Msg-Id"):
