@@ -42,9 +42,37 @@ class NodeRegistered(Event, frozen=True, tag=True):
 
 
 class NodeDied(Event, frozen=True, tag=True):
-    """A node is gone; its actors and bundles are lost."""
+    """A node is gone; its actors and bundles are lost. `reason`: why (empty in events written before it had one)."""
 
     node_id: str
+    reason: str = ""
+
+
+class NodeUnreachable(Event, frozen=True, tag=True):
+    """A node missed its heartbeats: it is tainted `corral.io/unreachable:NoSchedule` (no new work; its work keeps
+    running). `last_heard` is when it was last heard from (the labels service's clock, Unix seconds)."""
+
+    node_id: str
+    last_heard: float
+
+
+class NodeReachable(Event, frozen=True, tag=True):
+    """An unreachable (or declared dead) node's heartbeats returned: its `corral.io/unreachable` taint is gone and it
+    keeps what still runs on it. `unreachable_for`: how long it was unreachable (seconds)."""
+
+    node_id: str
+    unreachable_for: float = 0.0
+
+
+class NodeDeclaredDead(Event, frozen=True, tag=True):
+    """A node unreachable for the grace (CORRAL_NODE_GRACE) is dead: its taint becomes
+    `corral.io/unreachable:NoExecute`, so the work that does not tolerate it fails (and restarts elsewhere when it
+    may), and the work tolerating it for at most `dead_for` seconds (`toleration_seconds`) too. It is written again
+    each time such a toleration lapses; once nothing on the node tolerates it, a `NodeDied` follows."""
+
+    node_id: str
+    unreachable_for: float
+    dead_for: float = 0.0
 
 
 class NodeLabelsChanged(Event, frozen=True, tag=True):
@@ -285,6 +313,9 @@ class NodeTerminationRequested(Event, frozen=True, tag=True):
 AnyEvent = (
     NodeRegistered
     | NodeDied
+    | NodeUnreachable
+    | NodeReachable
+    | NodeDeclaredDead
     | NodeLabelsChanged
     | TaintsChanged
     | ActorSubmitted

@@ -131,6 +131,9 @@ class ScheduleRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     fallback_strategy: list[FallbackOption] = []
     scheduling_strategy: SchedulingStrategy = None
     tolerations: SelectorSpec = {}
+    toleration_seconds: dict[str, float] = {}
+    """Taint key -> how long (seconds) the work stays on a node once that taint turns NoExecute, as Kubernetes'
+    `tolerationSeconds`; only `corral.io/unreachable` (a node declared dead) is timed, and the key must be tolerated."""
     run_after: RunAfter | None = None
     max_restarts: AtLeastMinusOne = 0
     priority: int = 0
@@ -146,6 +149,8 @@ class PlacementGroupRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=T
     strategy: PlacementStrategy = "PACK"
     bundle_label_selector: list[SelectorSpec] = []
     tolerations: SelectorSpec = {}
+    toleration_seconds: dict[str, float] = {}
+    """As an actor's: how long its bundles stay on a node declared dead (`corral.io/unreachable`)."""
     fallback_strategy: list[BundleFallbackOption] = []
     priority: int = 0
     vcluster_id: str | None = None

@@ -8,7 +8,7 @@ from schemas.events import Explanation
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 7
+SNAPSHOT_VERSION = 8
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
@@ -22,6 +22,10 @@ class NodeRecord(msgspec.Struct, frozen=True):
     labels: dict[str, str]
     taints: list[Taint]
     dead: bool = False
+    unreachable_since: float | None = None
+    """While it misses heartbeats: when it was last heard from (its taints above are the declared ones)."""
+    dead_for: float | None = None
+    """Once declared dead: seconds since, as of the last `NodeDeclaredDead`."""
 
 
 class ActorRecord(msgspec.Struct, frozen=True):

@@ -13,14 +13,17 @@ from schemas.events import (
     AnyEvent,
     AutoscalerElected,
     LaunchesNominated,
+    NodeDeclaredDead,
     NodeDied,
     NodeDrainCancelled,
     NodeDrainStarted,
     NodeLabelsChanged,
     NodeLaunchFailed,
+    NodeReachable,
     NodeRegistered,
     NodesLaunchRequested,
     NodeTerminationRequested,
+    NodeUnreachable,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
     PlacementGroupPlaced,
@@ -127,7 +130,9 @@ def aggregate_subjects(*aggregates: str) -> tuple[str, ...]:
 
 def subject_of(event: AnyEvent) -> str:
     """The subject an event is appended to: `corral.evt.<aggregate>.<id>`, one aggregate token per writer."""
-    if isinstance(event, NodeRegistered | NodeDied | NodeLabelsChanged):
+    if isinstance(
+        event, NodeRegistered | NodeDied | NodeLabelsChanged | NodeUnreachable | NodeReachable | NodeDeclaredDead
+    ):
         return event_subject(NODE, event.node_id)
     if isinstance(event, TaintsChanged):
         return event_subject(TAINT, event.node_id)

@@ -16,9 +16,11 @@ from schemas import (
     ActorSubmitted,
     AnyEvent,
     Explanation,
+    NodeDeclaredDead,
     NodeDied,
     NodeLabelsChanged,
     NodeLaunchFailed,
+    NodeReachable,
     NodeRegistered,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
@@ -43,7 +45,7 @@ from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
 from services.core.framework.pipeline import choose
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
-from services.core.plugins.taints import taint_reason
+from services.core.plugins.taints import eviction_reason
 from services.core.prng import SplitMix64
 from services.core.recording import Journal
 from services.core.request import (
@@ -199,8 +201,10 @@ class Cluster:
                 for node_id in sorted(scope.dead):
                     self._fail_dead_node(scope, node_id)
             self._retry_pending(wake_all=True)
-        elif isinstance(event, NodeRegistered | NodeLabelsChanged):
+        elif isinstance(event, NodeRegistered | NodeLabelsChanged | NodeReachable):
             self._retry_pending(wake_all=True, roomier={event.node_id})
+        elif isinstance(event, NodeDeclaredDead):
+            self._evict_from_dead(event)
         elif isinstance(event, TaintsChanged):
             evicting = [t for t in event.taints if t.effect == "NoExecute" and t not in taints_before]
             if evicting:
@@ -214,6 +218,15 @@ class Cluster:
             self.vclusters.destroy(event.vc_id)
         elif isinstance(event, NodeLaunchFailed) or self._view.released:
             self._retry_pending(wake_all=True)  # a launch ended: the work it was for may go elsewhere, its room is free
+
+    def _evict_from_dead(self, event: NodeDeclaredDead) -> None:
+        """A node declared dead: the work on it (and on its virtual nodes) that does not stay under its liveness
+        taint fails, as under any NoExecute taint."""
+        node = self._view.nodes.get(event.node_id)
+        if node is not None and node.unreachable is not None:
+            for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
+                self._evict(scope, node_id, [node.unreachable], event.dead_for)
+        self._retry_pending(wake_all=True)
 
     def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:
         node = scope.dead.get(node_id)
@@ -244,9 +257,10 @@ class Cluster:
             for node_id in sorted(scope.dead):
                 self._fail_dead_node(scope, node_id)
             for node_id in sorted(scope.nodes):
-                evicting = [t for t in scope.nodes[node_id].taints if t.effect == "NoExecute"]
+                node = scope.nodes[node_id]
+                evicting = [t for t in node.taints if t.effect == "NoExecute"]
                 if evicting:
-                    self._evict(scope, node_id, evicting)
+                    self._evict(scope, node_id, evicting, node.dead_for or 0.0)
         self._retry_pending(wake_all=True)
 
     # nodes
@@ -301,7 +315,9 @@ class Cluster:
     def _node(self, node_id: str) -> NodeState:
         return live_node(self._view, node_id)
 
-    def _evict(self, scope: ClusterView, node_id: str, taints: list[Taint]) -> None:
+    def _evict(self, scope: ClusterView, node_id: str, taints: list[Taint], elapsed: float = 0.0) -> None:
+        """Fail the actors and lose the bundles on the node that do not stay under its NoExecute `taints`, in force
+        for `elapsed` seconds (`toleration_seconds`)."""
         node = scope.nodes[node_id]
         victims = []
         for actor_id in sorted(node.actors):
@@ -309,15 +325,15 @@ class Cluster:
             if actor.bundle is not None:
                 continue
             tolerations = self._work_of(actor_id).tolerations
-            untolerated = [t for t in taints if not tolerations.tolerates(t.key, t.value)]
+            untolerated = [t for t in taints if not tolerations.stays(t.key, t.value, elapsed)]
             if untolerated:
-                victims.append((actor_id, f"evicted: {taint_reason(untolerated[0].key, untolerated[0].value)}"))
+                victims.append((actor_id, f"evicted: {eviction_reason(untolerated[0], elapsed)}"))
         for actor_id, reason in victims:
             self._fail_actors([actor_id], reason)
         lost = []
         for pg_id, index in sorted(node.bundles):
             tolerations = self._group_of(pg_id).tolerations
-            if any(not tolerations.tolerates(t.key, t.value) for t in taints):
+            if any(not tolerations.stays(t.key, t.value, elapsed) for t in taints):
                 lost.append((pg_id, index))
         self._lose_bundles(lost, f"NoExecute taint on node {node_id}")
 

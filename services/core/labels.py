@@ -31,7 +31,27 @@ CORDON_TAINT = "corral.io/unschedulable"
 """`corral cordon`'s taint (NoSchedule): no new work lands on the node."""
 DRAIN_TAINT = "corral.io/drain"
 """`corral drain`'s taint (NoExecute): the node's work is evicted too."""
+UNREACHABLE_TAINT = "corral.io/unreachable"
+"""The liveness taint of a node that missed its heartbeats: NoSchedule, then NoExecute once it is declared dead.
+Its value is when the node was last heard from (`utc_text`)."""
 NodeCondition = Literal["alive", "tainted", "cordoned", "draining"]
+
+
+def utc_text(unix_seconds: float) -> str:
+    """`2026-11-28T14:02:11Z`: a Unix time in UTC, by calendar arithmetic (no clock, no time zone database)."""
+    seconds = int(unix_seconds)
+    days, second_of_day = divmod(seconds, 86_400)
+    era_day = days + 719_468  # days since 0000-03-01 (Howard Hinnant's civil_from_days)
+    era = era_day // 146_097
+    day_of_era = era_day - era * 146_097
+    year_of_era = (day_of_era - day_of_era // 1_460 + day_of_era // 36_524 - day_of_era // 146_096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    hours, rest = divmod(second_of_day, 3_600)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hours:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
 
 
 def node_condition(taints: Sequence[Taint]) -> NodeCondition:

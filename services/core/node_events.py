@@ -95,7 +95,7 @@ def taints_added(view: ClusterView, node_id: str, taints: dict[str, str] | list[
     node = live_node(view, node_id)
     added = check_taints(node_id, taints)
     replaced = {(taint.key, taint.effect) for taint in added}
-    kept = [taint for taint in node.taints if (taint.key, taint.effect) not in replaced]
+    kept = [taint for taint in node.declared_taints if (taint.key, taint.effect) not in replaced]
     return TaintsChanged(node_id=node_id, taints=kept + added)
 
 
@@ -114,7 +114,7 @@ def taints_removed(
         node_id=node_id,
         taints=[
             taint
-            for taint in node.taints
+            for taint in node.declared_taints
             if taint.key not in gone and taint.effect not in gone_effects.get(taint.key, ())
         ],
     )

@@ -19,7 +19,7 @@ from schemas import (
     Taint,
 )
 from services.core.errors import ConflictError, LabelError, rule_error
-from services.core.labels import validate_label_key, validate_label_value, validate_labels
+from services.core.labels import UNREACHABLE_TAINT, validate_label_key, validate_label_value, validate_labels
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import Resources
 
@@ -41,6 +41,8 @@ MAX_FALLBACKS = 8
 MAX_BUNDLES = 1_000
 """Bundles a new placement group may ask for, in its own list and in each fallback's: each bundle is placed in
 turn (a group of 20,000 held the scheduler's event loop for seconds, one of 40,000 for minutes)."""
+MAX_TOLERATION_S = 604_800
+"""The longest `toleration_seconds` (a week): longer, tolerate the taint for ever (no seconds)."""
 
 
 def check_new_work(request: Work) -> None:
@@ -127,7 +129,10 @@ def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
         raise LabelError(f"{field}: {error}") from error
 
 
-def compile_tolerations(field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...]) -> Tolerations:
+def compile_tolerations(
+    field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...], seconds: object
+) -> Tolerations:
+    """The tolerations `spec` (and those of the rare resources asked for), timed by `seconds`."""
     try:
         tolerations = Tolerations.parse(spec)
     except LabelError as error:
@@ -135,7 +140,22 @@ def compile_tolerations(field: str, spec: SelectorSpec, resources: Resources, ra
     for resource in rare:
         if resources.get(resource, 0.0) > 0:
             tolerations = tolerations.with_key(rare_taint_key(resource))
-    return tolerations
+    return tolerations.timed(check_toleration_seconds(tolerations, seconds))
+
+
+def check_toleration_seconds(tolerations: Tolerations, seconds: object) -> dict[str, float]:
+    """`toleration_seconds`: only the liveness taint is timed, for 0 to `MAX_TOLERATION_S` seconds, and tolerated."""
+    if not isinstance(seconds, dict):
+        raise rule_error("toleration_seconds", seconds, "must be a map of taint keys to seconds")
+    for key, value in seconds.items():
+        field = f"toleration_seconds[{key!r}]"
+        if key != UNREACHABLE_TAINT:
+            raise rule_error(field, value, f"only {UNREACHABLE_TAINT} (a node declared dead) is timed")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_TOLERATION_S:
+            raise rule_error(field, value, f"must be a number of seconds from 0 to {MAX_TOLERATION_S:,}")
+        if key not in tolerations.by_key:
+            raise rule_error(field, value, f"times a taint the work does not tolerate: add {key} to tolerations")
+    return {key: float(value) for key, value in seconds.items()}
 
 
 class CompiledRequest:
@@ -169,7 +189,9 @@ class CompiledRequest:
             if not isinstance(option, dict) or set(option) != {"label_selector"}:
                 raise rule_error(f"fallback_strategy[{index}]", option, "must be {'label_selector': {...}}")
             self.options.append(_selector(f"fallback_strategy[{index}].label_selector", option["label_selector"]))
-        self.tolerations = compile_tolerations("tolerations", request.tolerations, self.resources, rare)
+        self.tolerations = compile_tolerations(
+            "tolerations", request.tolerations, self.resources, rare, request.toleration_seconds
+        )
         if (
             isinstance(request.max_restarts, bool)
             or not isinstance(request.max_restarts, int)
@@ -283,7 +305,9 @@ class CompiledGroup:
             for bundle in option_.bundles:
                 for name, amount in bundle.items():
                     everything[name] = max(everything.get(name, 0.0), amount)
-        self.tolerations = compile_tolerations("tolerations", request.tolerations, everything, rare)
+        self.tolerations = compile_tolerations(
+            "tolerations", request.tolerations, everything, rare, request.toleration_seconds
+        )
         if isinstance(request.priority, bool) or not isinstance(request.priority, int):
             raise rule_error("priority", request.priority, "must be an integer")
 

@@ -108,12 +108,14 @@ class LabelSelector:
 
 
 class Tolerations:
-    """Compiled tolerations: taint key -> condition on the taint's value."""
+    """Compiled tolerations: taint key -> condition on the taint's value, and for how long a NoExecute taint of a
+    key is tolerated (`seconds`; a key absent: for ever)."""
 
-    __slots__ = ("by_key",)
+    __slots__ = ("by_key", "seconds")
 
-    def __init__(self, by_key: dict[str, Term]) -> None:
+    def __init__(self, by_key: dict[str, Term], seconds: Mapping[str, float] | None = None) -> None:
         self.by_key = by_key
+        self.seconds = dict(seconds or {})
 
     @classmethod
     def parse(cls, spec: Mapping[str, SelectorValue]) -> Tolerations:
@@ -124,9 +126,18 @@ class Tolerations:
 
     def with_key(self, key: str) -> Tolerations:
         """These tolerations plus tolerating every value of `key`."""
-        return Tolerations({**self.by_key, key: Term(key, EXISTS, frozenset())})
+        return Tolerations({**self.by_key, key: Term(key, EXISTS, frozenset())}, self.seconds)
+
+    def timed(self, seconds: Mapping[str, float]) -> Tolerations:
+        """These tolerations, a NoExecute taint of each key of `seconds` tolerated only that long."""
+        return Tolerations(self.by_key, seconds)
 
     def tolerates(self, key: str, value: str) -> bool:
         """Whether a taint `key=value` is tolerated."""
         term = self.by_key.get(key)
         return term is not None and term.matches({key: value})
+
+    def stays(self, key: str, value: str, elapsed: float) -> bool:
+        """Whether work stays under a NoExecute taint `key=value` that has been in force for `elapsed` seconds."""
+        limit = self.seconds.get(key)
+        return self.tolerates(key, value) and (limit is None or elapsed < limit)

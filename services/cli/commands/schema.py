@@ -225,7 +225,14 @@ ROUTES = [
         "event_subject(NODE, node_id)",
         pattern(s.event_subject, s.NODE, token="node_id"),
         "event",
-        _event_names(ev.NodeRegistered, ev.NodeDied, ev.NodeLabelsChanged),
+        _event_names(
+            ev.NodeRegistered,
+            ev.NodeDied,
+            ev.NodeLabelsChanged,
+            ev.NodeUnreachable,
+            ev.NodeReachable,
+            ev.NodeDeclaredDead,
+        ),
     ),
     Route(
         "event_subject(TAINT, node_id)", pattern(s.event_subject, s.TAINT, token="node_id"), "event", ["TaintsChanged"]

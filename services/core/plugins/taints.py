@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from schemas import Taint
 from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
 from services.core.framework.registry import Prepared, Rule, register
+from services.core.labels import UNREACHABLE_TAINT
 from services.core.request import CompiledGroup, CompiledRequest
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import ClusterView, NodeState, Resources
@@ -12,8 +14,18 @@ PENALTY = 100
 
 
 def taint_reason(key: str, value: str) -> str:
-    """The Kubernetes-style phrase for an untolerated taint."""
+    """The Kubernetes-style phrase for an untolerated taint (the liveness taint: since when the node is silent)."""
+    if key == UNREACHABLE_TAINT:
+        return f"were unreachable since {value} (missed heartbeats)"
     return f"had untolerated taint {{{key}: {value}}}"
+
+
+def eviction_reason(taint: Taint, elapsed: float) -> str:
+    """Why work leaves a node under a NoExecute taint in force for `elapsed` seconds."""
+    if taint.key == UNREACHABLE_TAINT:
+        lapsed = f"; its toleration of {elapsed:g}s lapsed" if elapsed > 0 else ""
+        return f"its node was declared dead (unreachable since {taint.value}){lapsed}"
+    return taint_reason(taint.key, taint.value)
 
 
 class TaintFilter(Filter):

@@ -43,6 +43,8 @@ class NodeState:
         "address",
         "blocking_taints",
         "bundles",
+        "dead_for",
+        "declared_taints",
         "footprint",
         "free",
         "hash_key",
@@ -51,6 +53,8 @@ class NodeState:
         "prefer_taints",
         "taints",
         "total",
+        "unreachable",
+        "unreachable_since",
     )
 
     def __init__(self, node_id: str, hash_key: int, total: Resources, labels: dict[str, str]) -> None:
@@ -61,6 +65,15 @@ class NodeState:
         self.free = dict(total)
         self.labels = dict(labels)
         self.taints: tuple[Taint, ...] = ()
+        """Every taint in force: the declared ones, then the liveness taint (`unreachable`) while there is one."""
+        self.declared_taints: tuple[Taint, ...] = ()
+        """The taints its agent and operators declared (what taint commands edit)."""
+        self.unreachable: Taint | None = None
+        """`corral.io/unreachable` (NoSchedule, then NoExecute once declared dead) while heartbeats are missed."""
+        self.unreachable_since: float | None = None
+        """When it was last heard from, while unreachable (the labels service's clock, Unix seconds)."""
+        self.dead_for: float | None = None
+        """Seconds since it was declared dead, as of the last `NodeDeclaredDead` (None: not declared dead)."""
         self.blocking_taints: tuple[Taint, ...] = ()
         self.prefer_taints: tuple[Taint, ...] = ()
         self.actors: set[str] = set()
@@ -69,8 +82,18 @@ class NodeState:
         """The topology labels a DataFlow operation placed here passes on to the operations that run after it."""
 
     def set_taints(self, taints: list[Taint]) -> None:
-        """Replace the taints, split by effect."""
-        self.taints = tuple(taints)
+        """Replace the declared taints; the liveness taint stays."""
+        self.declared_taints = tuple(taints)
+        self._split_taints()
+
+    def set_unreachable(self, taint: Taint | None) -> None:
+        """Set (or with None, clear) the liveness taint; the declared taints stay."""
+        self.unreachable = taint
+        self._split_taints()
+
+    def _split_taints(self) -> None:
+        taints = self.declared_taints if self.unreachable is None else (*self.declared_taints, self.unreachable)
+        self.taints = taints
         self.blocking_taints = tuple(t for t in taints if t.effect != "PreferNoSchedule")
         self.prefer_taints = tuple(t for t in taints if t.effect == "PreferNoSchedule")
 

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from schemas import NodeDied, NodeLabelsChanged, NodeRegistered, SchedulerElected, TaintsChanged
+from schemas import (
+    NodeDeclaredDead,
+    NodeDied,
+    NodeLabelsChanged,
+    NodeReachable,
+    NodeRegistered,
+    NodeUnreachable,
+    SchedulerElected,
+    Taint,
+    TaintEffect,
+    TaintsChanged,
+)
+from services.core.labels import UNREACHABLE_TAINT, utc_text
 from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
 from services.core.state.launch_folds import note_died, note_registered
@@ -61,7 +73,52 @@ def on_taints_changed(view: ClusterView, event: TaintsChanged) -> None:
     node = view.nodes.get(event.node_id)
     if node is not None:
         view.set_taints(node, event.taints)
-        carry_down(view, event)
+        carry_taints_down(view, event.node_id)
+
+
+@fold_of(NodeUnreachable)
+def on_node_unreachable(view: ClusterView, event: NodeUnreachable) -> None:
+    """Missed heartbeats: the liveness taint, NoSchedule (its work stays)."""
+    node = view.nodes.get(event.node_id)
+    if node is not None:
+        restore_liveness(view, node, event.last_heard, None)
+        carry_taints_down(view, node.node_id)
+
+
+@fold_of(NodeReachable)
+def on_node_reachable(view: ClusterView, event: NodeReachable) -> None:
+    """Heartbeats again: no liveness taint."""
+    node = view.nodes.get(event.node_id)
+    if node is not None:
+        restore_liveness(view, node, None, None)
+        carry_taints_down(view, node.node_id)
+
+
+@fold_of(NodeDeclaredDead)
+def on_node_declared_dead(view: ClusterView, event: NodeDeclaredDead) -> None:
+    """Unreachable past the grace: the liveness taint turns NoExecute."""
+    node = view.nodes.get(event.node_id)
+    if node is not None:
+        since = node.unreachable_since if node.unreachable_since is not None else 0.0
+        restore_liveness(view, node, since, event.dead_for)
+        carry_taints_down(view, node.node_id)
+
+
+def restore_liveness(view: ClusterView, node: NodeState, since: float | None, dead_for: float | None) -> None:
+    """Reachable (`since` None), unreachable since `since`, or declared dead `dead_for` seconds ago."""
+    node.unreachable_since, node.dead_for = since, dead_for
+    if since is None:
+        view.set_unreachable(node, None)
+    else:
+        effect: TaintEffect = "NoSchedule" if dead_for is None else "NoExecute"
+        view.set_unreachable(node, Taint(UNREACHABLE_TAINT, utc_text(since), effect))
+
+
+def carry_taints_down(view: ClusterView, node_id: str) -> None:
+    """A node's liveness changed: its virtual nodes take its taints in force (as when they were carved)."""
+    node = view.nodes[node_id]
+    if view.carved.get(node_id):
+        carry_down(view, TaintsChanged(node_id=node_id, taints=list(node.taints)))
 
 
 def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsChanged) -> None:
@@ -84,6 +141,7 @@ def carry_down(view: ClusterView, event: NodeDied | NodeLabelsChanged | TaintsCh
             )
         else:
             on_taints_changed(scope, TaintsChanged(node_id=vnode_id, taints=list(event.taints)))
+            scope.nodes[vnode_id].dead_for = host.dead_for if host is not None else None
     if isinstance(event, NodeDied):
         del view.carved[event.node_id]
 

@@ -29,6 +29,7 @@ from services.core.state.model import (
     WorkStatus,
     node_footprint,
 )
+from services.core.state.node_folds import restore_liveness
 from services.core.state.nominations import rebuild
 from services.core.state.tree import AdmissionStatus, VNode
 from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
@@ -37,7 +38,18 @@ _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 
 
 def _node_record(node: NodeState, *, dead: bool) -> NodeRecord:
-    return NodeRecord(node.node_id, node.address, node.total, node.free, node.labels, list(node.taints), dead)
+    taints = list(node.declared_taints)
+    return NodeRecord(
+        node.node_id,
+        node.address,
+        node.total,
+        node.free,
+        node.labels,
+        taints,
+        dead,
+        node.unreachable_since,
+        node.dead_for,
+    )
 
 
 def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
@@ -186,6 +198,7 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
         node.address, node.free = saved.address, dict(saved.free)
         node.footprint = node_footprint(node)
         view.set_taints(node, saved.taints)
+        restore_liveness(view, node, saved.unreachable_since, saved.dead_for)
         if saved.dead:
             view.dead[node.node_id] = node
             view.prefer_tainted.discard(node.node_id)

@@ -232,8 +232,16 @@ class ClusterView:
         self.dead.pop(node_id, None)
 
     def set_taints(self, node: NodeState, taints: list[Taint]) -> None:
-        """Replace a node's taints, keeping the PreferNoSchedule index true."""
+        """Replace a node's declared taints, keeping the PreferNoSchedule index true."""
         node.set_taints(taints)
+        self._index_prefer(node)
+
+    def set_unreachable(self, node: NodeState, taint: Taint | None) -> None:
+        """Set or clear a node's liveness taint (`corral.io/unreachable`)."""
+        node.set_unreachable(taint)
+        self._index_prefer(node)
+
+    def _index_prefer(self, node: NodeState) -> None:
         if node.prefer_taints:
             self.prefer_tainted.add(node.node_id)
         else:

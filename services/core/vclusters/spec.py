@@ -50,7 +50,7 @@ class CompiledSpec:
             for name, amount in node.resources.items():
                 everything[name] = max(everything.get(name, 0.0), amount)
         self.maximum: dict[str, float | None] = self._maximum(given_max, spec)
-        self.tolerations: Tolerations = compile_tolerations("tolerations", spec.tolerations, everything, rare)
+        self.tolerations: Tolerations = compile_tolerations("tolerations", spec.tolerations, everything, rare, {})
 
     def _group(self, index: int, nodes: object, policy: object, rare: tuple[str, ...]) -> None:
         field = f"fixed_size_nodes[{index}]"
