@@ -442,7 +442,7 @@ def test_registration_check(rules: tuple[registry.Rule, ...], expected: list[str
 CORE_RANKS = {
     **dict.fromkeys(("errors", "labels", "selectors", "amounts", "prng", "ring"), 0),
     "state": 1,
-    **dict.fromkeys(("request", "node_events", "waiting"), 2),
+    **dict.fromkeys(("request", "node_events", "liveness", "waiting"), 2),
     "framework": 3,
     "plugins": 4,
     "decide": 5,

@@ -10,13 +10,16 @@ import argparse
 import math
 import re
 from collections.abc import Callable
-from typing import get_args
+from typing import TypeVar, get_args
 
 from schemas import Exists, SelectorValue, Taint, TaintEffect
 from services.cli.quantity import format_amount, parse_quantity
 from services.core.errors import LabelError, RejectedError
 from services.core.labels import parse_labels, validate_label_key, validate_label_value
+from services.core.request import MAX_TOLERATION_S
 from services.core.selectors import parse_condition
+
+Value = TypeVar("Value")
 
 TAINT_EFFECTS: tuple[str, ...] = get_args(TaintEffect)
 """The taint effects the wire contract knows, in its order."""
@@ -122,6 +125,22 @@ def toleration(text: str) -> tuple[str, SelectorValue]:
     return key, condition
 
 
+def toleration_seconds(text: str) -> tuple[str, float]:
+    """`KEY=SECONDS` (`10`, `10s`, `2m`, `1h`): how long a NoExecute taint of KEY is tolerated."""
+    key, equals, value = (part.strip() for part in text.partition("="))
+    scale = {"s": 1, "m": 60, "h": 3600}.get(value[-1:], 0)
+    try:
+        seconds = float(value[:-1] if scale else value) * (scale or 1)
+    except ValueError:
+        seconds = math.nan
+    if not equals or not key or not 0 <= seconds <= MAX_TOLERATION_S:
+        raise argparse.ArgumentTypeError(
+            f"toleration seconds {text!r}: expected KEY=SECONDS with 0 to {MAX_TOLERATION_S:,} seconds "
+            f"(corral.io/unreachable=30, =30s, =2m)"
+        )
+    return key, seconds
+
+
 def whole_number(minimum: int) -> Callable[[str], int]:
     """An argparse type: a whole number of at least `minimum`."""
 
@@ -171,9 +190,9 @@ def port(text: str) -> int:
     return number
 
 
-def merge(flag: str, entries: list[tuple[str, SelectorValue]]) -> dict[str, SelectorValue]:
+def merge(flag: str, entries: list[tuple[str, Value]]) -> dict[str, Value]:
     """Repeated `KEY=...` entries as one mapping; a key given twice is an error naming the flag."""
-    merged: dict[str, SelectorValue] = {}
+    merged: dict[str, Value] = {}
     for key, value in entries:
         if key in merged:
             raise ValueError(f"{flag}: key {key!r} given twice ({merged[key]!r} and {value!r})")

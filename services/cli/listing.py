@@ -93,11 +93,15 @@ def used_total(name: str, total: float, available: float) -> str:
 
 
 def node_status(node: NodeInfo) -> str:
-    """kubectl's node STATUS: `Ready`, `Ready,SchedulingDisabled` when cordoned, `...,Draining` when drained."""
+    """kubectl's node STATUS: `Ready`, `Ready,SchedulingDisabled` when cordoned, `...,Draining` when drained,
+    `Unreachable` when it misses heartbeats, `Dead` once declared dead (while some work still tolerates that)."""
     condition = node_condition(node.taints)
-    return {"cordoned": "Ready,SchedulingDisabled", "draining": "Ready,SchedulingDisabled,Draining"}.get(
-        condition, "Ready"
-    )
+    return {
+        "cordoned": "Ready,SchedulingDisabled",
+        "draining": "Ready,SchedulingDisabled,Draining",
+        "unreachable": "Unreachable",
+        "dead": "Dead",
+    }.get(condition, "Ready")
 
 
 def resource_cell(node: NodeInfo, name: str) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from schemas import events as e
 from schemas.events import AnyEvent
+from services.core.labels import utc_text
 
 
 def _amounts(amounts: Mapping[str, float]) -> str:
@@ -32,7 +33,19 @@ def _taints(event: e.TaintsChanged) -> str:
 
 MEANINGS: dict[type[Any], Callable[[Any], str]] = {
     e.NodeRegistered: lambda ev: f"node {ev.node_id} joined with {_amounts(ev.resources)}",
-    e.NodeDied: lambda ev: f"node {ev.node_id} died",
+    e.NodeDied: lambda ev: f"node {ev.node_id} died" + (f": {ev.reason}" if ev.reason else ""),
+    e.NodeUnreachable: lambda ev: (
+        f"node {ev.node_id} unreachable since {utc_text(ev.last_heard)} (missed heartbeats): no new work lands on it"
+    ),
+    e.NodeReachable: lambda ev: f"node {ev.node_id} reachable again after {ev.unreachable_for:.1f}s: it keeps its work",
+    e.NodeDeclaredDead: lambda ev: (
+        f"node {ev.node_id} declared dead after {ev.unreachable_for:.0f}s unreachable: "
+        + (
+            "work not tolerating corral.io/unreachable fails"
+            if ev.dead_for == 0
+            else f"tolerations of {ev.dead_for:g}s lapsed"
+        )
+    ),
     e.NodeLabelsChanged: lambda ev: (
         f"node {ev.node_id} relabelled: " + (", ".join(f"{k}={v}" for k, v in sorted(ev.labels.items())) or "no labels")
     ),
@@ -94,6 +107,9 @@ def meaning(event: AnyEvent) -> str:
 CAUSES: dict[type[Any], Callable[[Any], str]] = {
     e.NodeRegistered: lambda ev: f"{ev.node_id} was added",
     e.NodeDied: lambda ev: f"{ev.node_id} died",
+    e.NodeUnreachable: lambda ev: f"{ev.node_id} became unreachable",
+    e.NodeReachable: lambda ev: f"{ev.node_id} was heard again",
+    e.NodeDeclaredDead: lambda ev: f"{ev.node_id} was declared dead",
     e.NodeLabelsChanged: lambda ev: f"{ev.node_id} was relabelled",
     e.TaintsChanged: lambda ev: f"the taints of {ev.node_id} changed",
     e.ActorRemoved: lambda ev: f"{ev.actor_id} left",

@@ -34,7 +34,7 @@ DRAIN_TAINT = "corral.io/drain"
 UNREACHABLE_TAINT = "corral.io/unreachable"
 """The liveness taint of a node that missed its heartbeats: NoSchedule, then NoExecute once it is declared dead.
 Its value is when the node was last heard from (`utc_text`)."""
-NodeCondition = Literal["alive", "tainted", "cordoned", "draining"]
+NodeCondition = Literal["alive", "tainted", "cordoned", "draining", "unreachable", "dead"]
 
 
 def utc_text(unix_seconds: float) -> str:
@@ -55,8 +55,12 @@ def utc_text(unix_seconds: float) -> str:
 
 
 def node_condition(taints: Sequence[Taint]) -> NodeCondition:
-    """`draining` (drained, or being scaled down by the autoscaler), `cordoned`, `tainted` (a NoSchedule or
-    NoExecute taint keeps work that does not tolerate it off), else `alive`."""
+    """`unreachable` (missed heartbeats), `dead` (declared dead, some work still tolerating it), `draining`
+    (drained, or being scaled down by the autoscaler), `cordoned`, `tainted` (a NoSchedule or NoExecute taint keeps
+    work that does not tolerate it off), else `alive`."""
+    for taint in taints:
+        if taint.key == UNREACHABLE_TAINT:
+            return "dead" if taint.effect == "NoExecute" else "unreachable"
     keys = {taint.key for taint in taints}
     if DRAIN_TAINT in keys or SCALE_DOWN_TAINT in keys:
         return "draining"

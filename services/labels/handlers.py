@@ -61,9 +61,3 @@ class LabelsHandlers:
         """Take a live node out now (its actors fail and restart elsewhere when they may)."""
         live_node(self.view.cluster, command.node_id)
         return [NodeDied(node_id=command.node_id)]
-
-    def expire(self, node_id: str) -> Outcome:
-        """A node missed its heartbeats: it is dead (unless it died meanwhile)."""
-        if node_id not in self.view.cluster.nodes:
-            return f"node {node_id} is already gone"
-        return [NodeDied(node_id=node_id)]

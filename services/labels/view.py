@@ -1,39 +1,65 @@
-"""The labels view: the folded cluster plus when each node was last heard from."""
+"""The labels view: the folded cluster plus the liveness clocks of its nodes (kept in memory only)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from schemas import AnyEvent, NodeDied, NodeRegistered
+from schemas import AnyEvent, NodeDeclaredDead, NodeDied, NodeReachable, NodeRegistered, NodeUnreachable
 from schemas.queries import ActorsQuery, ActorsReply, NodesQuery, NodesReply
 from services.core import LabelSelector
+from services.core.liveness import Silence
 from services.runtime.views import FoldedView, actor_info, node_info
 
 
 class LabelsView(FoldedView):
-    """Nodes, their labels and actors (folded from the log) and heartbeat times (kept in memory only)."""
+    """Nodes, their labels and actors (folded from the log) and, per node, when it was last heard from, became
+    unreachable and was declared dead (on this service's clock: only silences it could have heard count)."""
 
-    def __init__(self, clock: Callable[[], float], seed: int = 0) -> None:
+    def __init__(
+        self, clock: Callable[[], float], seed: int = 0, wall_clock: Callable[[], float] = lambda: 0.0
+    ) -> None:
         super().__init__(seed)
+        self.clock, self.wall_clock = clock, wall_clock
         self.last_seen: dict[str, float] = {}
-        self.clock = clock
+        self.silent_from: dict[str, float] = {}
+        """Unreachable nodes -> when this service saw them become so (or last could not hear them)."""
+        self.dead_from: dict[str, float] = {}
+        """Nodes declared dead -> this clock's time at which their `dead_for` was 0."""
 
     def fold(self, event: AnyEvent, sequence: int, time_ns: int = 0) -> None:
-        """Fold one event; a node that appears gets a fresh grace period."""
+        """Fold one event and start or stop the node's liveness clocks."""
         super().fold(event, sequence, time_ns)
-        if isinstance(event, NodeRegistered):
-            self.last_seen[event.node_id] = self.clock()
+        now = self.clock()
+        if isinstance(event, NodeRegistered) and event.node_id not in self.last_seen:
+            self.last_seen[event.node_id] = now
         elif isinstance(event, NodeDied):
-            self.last_seen.pop(event.node_id, None)
+            for clocks in (self.last_seen, self.silent_from, self.dead_from):
+                clocks.pop(event.node_id, None)
+        elif isinstance(event, NodeUnreachable):
+            self.silent_from[event.node_id] = now
+        elif isinstance(event, NodeReachable):
+            self.silent_from.pop(event.node_id, None)
+            self.dead_from.pop(event.node_id, None)
+        elif isinstance(event, NodeDeclaredDead):
+            self.dead_from.setdefault(event.node_id, now - event.dead_for)
 
     def load(self, blob: bytes, sequence: int) -> None:
-        """Replace the view from snapshot bytes; every node gets a fresh grace period."""
+        """Replace the view from snapshot bytes; every node's clocks start again now."""
         super().load(blob, sequence)
+        self.last_seen.clear()
         self.grace_all()
 
     def grace_all(self) -> None:
-        """Every live node gets a fresh grace period (after the service could not hear heartbeats for a while)."""
-        self.last_seen = dict.fromkeys(self.cluster.nodes, self.clock())
+        """Nobody could be heard for a while (a bus outage, a stall): a silence so far does not count. A reachable
+        node gets a fresh heartbeat timeout, an unreachable one a fresh grace; a dead one's count pauses."""
+        now = self.clock()
+        for node_id, node in self.cluster.nodes.items():
+            if node.unreachable_since is None:
+                self.last_seen[node_id] = now
+            elif node.dead_for is None:
+                self.silent_from[node_id] = now
+            else:
+                self.dead_from[node_id] = now - node.dead_for
 
     def heard_from(self, node_id: str) -> bool:
         """A heartbeat (or a resuming registration) from a node; whether it is a live node of the view."""
@@ -42,10 +68,18 @@ class LabelsView(FoldedView):
         self.last_seen[node_id] = self.clock()
         return True
 
-    def overdue(self, timeout: float) -> list[str]:
-        """Live nodes not heard from for longer than `timeout`."""
+    def silence(self, node_id: str) -> Silence:
+        """The node's silences as of now."""
         now = self.clock()
-        return sorted(n for n in self.cluster.nodes if now - self.last_seen.get(n, now) > timeout)
+        seen = self.last_seen.get(node_id, now)
+        silent_from = self.silent_from.get(node_id, now)
+        return Silence(
+            silent_for=now - seen,
+            last_heard=self.wall_clock() - (now - seen),
+            heard_again=node_id in self.silent_from and node_id in self.last_seen and seen > silent_from,
+            unreachable_for=now - silent_from,
+            dead_for=now - self.dead_from.get(node_id, now),
+        )
 
     def nodes(self, query: NodesQuery) -> NodesReply:
         """Live nodes matching the selector."""

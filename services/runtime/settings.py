@@ -17,7 +17,14 @@ class SettingsError(ValueError):
 
 
 DAY_S = 86_400.0
-SECONDS = ("heartbeat_interval", "heartbeat_timeout", "lease_ttl", "request_ack_wait", "autoscaler_interval")
+SECONDS = (
+    "heartbeat_interval",
+    "heartbeat_timeout",
+    "node_grace",
+    "lease_ttl",
+    "request_ack_wait",
+    "autoscaler_interval",
+)
 """Durations: finite, above 0 (0 would spin, or make a lease that never lapses), at most a day."""
 COUNTS = {
     "request_batch": (1, 100_000),
@@ -51,7 +58,13 @@ class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     instance: str = f"{socket.gethostname()}-{os.getpid()}"
     heartbeat_interval: float = 1.0
-    heartbeat_timeout: float = 5.0
+    heartbeat_timeout: float = 10.0
+    """A node not heard from for this long is unreachable: tainted `corral.io/unreachable:NoSchedule`, its work
+    kept (ten missed heartbeats; Kubernetes waits 40-50 s, Ray declares a node dead after 5 checks 3 s apart)."""
+    node_grace: float = 30.0
+    """An unreachable node is declared dead after this much longer (NoExecute: its work fails and restarts elsewhere
+    unless it tolerates `corral.io/unreachable`): 40 s of silence in all, above the stalls of a busy machine, below
+    Kubernetes' 5 minutes of `tolerationSeconds` (a node's work waits for it)."""
     lease_ttl: float = 3.0
     request_ack_wait: float = 10.0
     request_batch: int = 256

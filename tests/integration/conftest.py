@@ -33,6 +33,7 @@ FAST = {
     "CORRAL_REQUEST_ACK_WAIT": "2",
     "CORRAL_HEARTBEAT_INTERVAL": "0.2",
     "CORRAL_HEARTBEAT_TIMEOUT": "1.5",
+    "CORRAL_NODE_GRACE": "1.0",
     "CORRAL_LOG_LEVEL": "INFO",
 }
 """Short timeouts so failover and node death happen within a test's patience."""

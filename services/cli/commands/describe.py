@@ -24,6 +24,7 @@ from services.cli.records import Record, age, first_record
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import Client, RejectedError
+from services.core.labels import UNREACHABLE_TAINT
 
 KINDS = {"node": "node", "no": "node", "actor": "actor", "pg": "pg", "placementgroup": "pg", "vc": "vc"}
 KINDS |= {"nodes": "node", "actors": "actor", "pgs": "pg", "vcs": "vc", "virtualcluster": "vc"}
@@ -50,6 +51,10 @@ def created(record: Record | None, now: datetime) -> str:
 def describe_node(node: NodeInfo, snapshot: Snapshot, record: Record | None, now: datetime) -> list[str]:
     """Name, status, labels, taints, capacity, allocated resources, the actors and bundles on it."""
     lines = [field("Name", node.node_id), field("Status", node_status(node)), field("Address", node.address or NONE)]
+    silent = [taint for taint in node.taints if taint.key == UNREACHABLE_TAINT]
+    if silent:
+        dead = "; declared dead: work not tolerating it failed" if silent[0].effect == "NoExecute" else ""
+        lines.append(field("Last heard", f"{silent[0].value} (missed heartbeats{dead})"))
     lines += mapping_lines("Labels", node.labels)
     taints = [taints_text([taint]) for taint in node.taints] or [NONE]
     lines += [field("Taints", taints[0]), *(" " * 22 + taint for taint in taints[1:])]

@@ -7,7 +7,7 @@ import asyncio
 
 import msgspec
 
-from schemas import Pending, Placed, ScheduleRequest
+from schemas import Exists, Pending, Placed, ScheduleRequest
 from services.cli import args as types
 from services.cli.common import UsageError, add_connection_arguments, connected, say
 from services.cli.files import add_deprecated_json, add_filename_argument, filename_of, read_file
@@ -57,6 +57,14 @@ def _add_submit(commands: Subcommands) -> None:
         metavar="KEY[=VALUE]",
         help="tolerate a taint, repeatable: KEY=VALUE, or KEY for any value",
     )
+    submit.add_argument(
+        "--toleration-seconds",
+        type=types.toleration_seconds,
+        action="append",
+        metavar="KEY=SECONDS",
+        help="stay that long on a node declared dead (KEY: corral.io/unreachable; 30, 30s, 2m); implies --tolerate "
+        "KEY. Without it, tolerating corral.io/unreachable stays for ever, not tolerating it fails at once",
+    )
     submit.add_argument("--strategy", choices=STRATEGIES, help="scheduling strategy (default: DEFAULT)")
     submit.add_argument("--priority", type=int, metavar="N", help="higher waits less (default: 0)")
     submit.add_argument(
@@ -72,7 +80,17 @@ def _add_submit(commands: Subcommands) -> None:
     submit.set_defaults(run=run_submit, parser=submit)
 
 
-_REQUEST_FLAGS = ("cpu", "resources", "labels", "namespace", "selector", "tolerate", "strategy", "priority")
+_REQUEST_FLAGS = (
+    "cpu",
+    "resources",
+    "labels",
+    "namespace",
+    "selector",
+    "tolerate",
+    "toleration_seconds",
+    "strategy",
+    "priority",
+)
 """Flags that describe the request itself; `-f` replaces them all (`--vc` still applies on top)."""
 
 
@@ -100,8 +118,10 @@ def build_request(args: argparse.Namespace) -> ScheduleRequest:
     try:
         selector = types.merge("--selector", args.selector or [])
         tolerations = types.merge("--tolerate", args.tolerate or [])
+        seconds = types.merge("--toleration-seconds", args.toleration_seconds or [])
     except ValueError as error:
         raise UsageError(str(error)) from None
+    tolerations |= {key: Exists() for key in seconds if key not in tolerations}
     return ScheduleRequest(
         args.actor_id,
         {name: amount for name, amount in resources.items() if amount > 0},
@@ -110,6 +130,7 @@ def build_request(args: argparse.Namespace) -> ScheduleRequest:
         label_selector=selector,
         scheduling_strategy=args.strategy if args.strategy not in (None, "DEFAULT") else None,
         tolerations=tolerations,
+        toleration_seconds=seconds,
         max_restarts=args.max_restarts or 0,
         priority=args.priority or 0,
         vcluster_id=args.vc,
