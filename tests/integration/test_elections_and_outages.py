@@ -153,7 +153,8 @@ async def test_an_outage_longer_than_the_heartbeat_timeout_kills_no_node(client:
         assert len(await client.nodes()) == 3
         await asyncio.sleep(0.1)
 
-    assert "it is dead" not in log_of(mesh, "labels")
+    assert "is dead" not in log_of(mesh, "labels")
+    assert "declared dead" not in log_of(mesh, "labels")
     assert await client.placements() == before
     await assert_nothing_lost_or_doubled(client, mesh, before)
 
