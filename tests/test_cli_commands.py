@@ -386,14 +386,16 @@ def test_refused_commands_exit_1_with_the_services_reason(
 
 
 class Lines:
-    """The stdout of a child process, line by line, readable with a deadline."""
+    """The stdout (or another stream) of a child process, line by line, readable with a deadline."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: subprocess.Popen[str], stream: IO[str] | None = None) -> None:
+        """Read `stream` (default: the process's stdout)."""
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self.process = process
-        assert process.stdout is not None
-        threading.Thread(target=self._pump, args=(process.stdout,), daemon=True).start()
+        stream = stream or process.stdout
+        assert stream is not None
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
     def _pump(self, stream: IO[str]) -> None:
         for line in stream:

@@ -24,6 +24,14 @@ from services.cli.mesh import (
 )
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
+from services.cli.supervisor import (
+    RESTART_WINDOW_S,
+    SERVER_RESTARTS,
+    ServerWatch,
+    exited_server,
+    how_it_ended,
+    last_line,
+)
 from services.client import Client, CorralError
 from services.core.autoscale import parse_config
 from services.core.errors import RejectedError
@@ -32,6 +40,9 @@ from services.runtime.settings import Settings, SettingsError
 DEFAULT_NATS_PORT = 4222
 DEFAULT_HTTP_PORT = Settings().http_port
 DEFAULT_DATA_DIR = ".corral"
+WATCH_EVERY_S = 0.5
+"""How often `corral up` looks at its servers and services (a server's exit is noticed and it is started again
+within a second)."""
 
 
 def add_parsers(commands: Subcommands) -> None:
@@ -48,8 +59,11 @@ def add_parsers(commands: Subcommands) -> None:
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
         "lease) or 4 (the event log was replaced) is started again: at once, then, while it keeps exiting within "
         f"{STABLE_S:g} s of starting, after {FIRST_BACK_OFF_S:g} s, twice as long each time, up to "
-        f"{LONGEST_BACK_OFF_S:g} s. With CORRAL_METRICS_PORT=N each service serves "
-        "/metrics on its own port from N on (printed).",
+        f"{LONGEST_BACK_OFF_S:g} s. A nats-server or redis-server that exits is noticed within {WATCH_EVERY_S:g} s, "
+        "said on stderr (how it ended, the last line of its log) and started again on its port and data (JetStream's "
+        f"store and Redis's append-only file); one that fails to start, or exits more than {SERVER_RESTARTS} times "
+        f"within {RESTART_WINDOW_S:g} s, stops the mesh (exit status 1). With CORRAL_METRICS_PORT=N each service "
+        "serves /metrics on its own port from N on (printed).",
     )
     up.add_argument(
         "--nats-port",
@@ -108,19 +122,7 @@ def exit_report(mesh: Mesh, key: str, code: int) -> str:
     """Service process `key` exited with `code`: said with the last line of its log (often why) and where it is."""
     log_path = mesh.data_dir / f"{key}.log"
     last = last_line(log_path)
-    return f"the {key} service exited with code {code}{f': {last}' if last else ''} (its log: {log_path})"
-
-
-def last_line(path: Path, limit: int = 4096) -> str:
-    """The last non-empty line among a file's last `limit` bytes, at most 300 characters ("" when none)."""
-    try:
-        with path.open("rb") as file:
-            file.seek(max(0, file.seek(0, 2) - limit))
-            tail = file.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    return f"the {key} service {how_it_ended(code)}{f': {last}' if last else ''} (its log: {log_path})"
 
 
 def gateway_listens(mesh: Mesh) -> bool:
@@ -146,7 +148,7 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
                     progress(" ready\n")
                     return True
                 progress(".")
-            if (failed := exited_service(mesh)) is not None:
+            if (failed := exited_service(mesh) or exited_server((mesh.nats, mesh.redis))) is not None:
                 raise CliError(failed)
             if time.monotonic() > deadline:
                 raise CliError(f"the services did not answer within {timeout:g}s; see the logs in {mesh.data_dir}")
@@ -156,10 +158,14 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
 
 
 async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
-    """Until stopped: start again a service that exits asking for it (lease lost, event log replaced), and report
-    (once) any other service process that exits."""
+    """Until stopped, every `WATCH_EVERY_S`: start again a server that exited (`ServerWatch`: `CliError` when it is
+    given up) and a service that exits asking for it (lease lost, event log replaced), and report (once) any other
+    service process that exits."""
     reported: set[str] = set()
+    servers = ServerWatch((mesh.nats, mesh.redis))
     while not stop.is_set():
+        for line in await asyncio.to_thread(servers.check):
+            print(f"corral up: {line}", file=sys.stderr, flush=True)
         for line in mesh.revive():
             print(f"corral up: {line}; see {mesh.data_dir}", file=sys.stderr, flush=True)
         for key, process in mesh.processes.items():
@@ -168,7 +174,7 @@ async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
                 reported.add(key)
                 print(f"corral up: {exit_report(mesh, key, code)}", file=sys.stderr, flush=True)
         try:
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
+            await asyncio.wait_for(stop.wait(), timeout=WATCH_EVERY_S)
         except TimeoutError:
             continue
 
