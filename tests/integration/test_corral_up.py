@@ -164,6 +164,40 @@ def test_corral_up_starts_again_its_nats_server_and_redis_server_killed_with_sig
     assert stop(up, signal.SIGTERM)[0] == 0
 
 
+def test_commands_find_the_mesh_of_corral_up_in_its_endpoints_file(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    """Run where `corral up` runs (its data directory `./.corral/`), with no URL given: `why --at` and `why-placed`
+    read the scheduler's snapshot from the mesh's Redis, and `config view` says where each value came from."""
+    port = free_port()
+    up = _up(tmp_path / ".corral", port, started)
+    url = f"nats://127.0.0.1:{port}"
+    with SyncClient(url) as client:
+        client.register_node("n1", {"CPU": 8}, heartbeat=False)
+        assert isinstance(client.submit(ScheduleRequest("a0", {"CPU": 1})), Placed)
+        placed_at = client.status().sequence
+    env = {key: value for key, value in os.environ.items() if key not in ("CORRAL_NATS_URL", "CORRAL_REDIS_URL")}
+    env.pop("CORRAL_DATA_DIR", None)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "services.cli", *argv]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    for argv in (("why", "a0", "--at", str(placed_at)), ("why-placed", "a0")):
+        done = run(*argv)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == "", done.stderr  # no "snapshot store unreachable (... 127.0.0.1:6379)"
+        assert "n1" in done.stdout, done.stdout
+    view = run("config", "view")
+    assert view.returncode == 0 and view.stderr == "", view.stderr
+    redis = re.search(r"redis-url +(redis://127\.0\.0\.1:\d+/0) +endpoints file \.corral/endpoints\.json", view.stdout)
+    assert redis and not redis[1].endswith(":6379/0"), view.stdout
+    assert re.search(rf"nats-url +{url} +endpoints file \.corral/endpoints\.json", view.stdout), view.stdout
+
+    assert stop(up, signal.SIGTERM)[0] == 0
+    assert not (tmp_path / ".corral" / "endpoints.json").exists()
+
+
 def _children(parent: int) -> dict[int, tuple[str, str]]:
     """The child processes of `parent`: pid -> (command name, state; `Z` a zombie), read from /proc."""
     found = {}

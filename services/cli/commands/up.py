@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
 import time
 from pathlib import Path
 
 from services.cli import args as types
-from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
+from services.cli.common import CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
+from services.cli.endpoints import Endpoints, remove_endpoints, write_endpoints
 from services.cli.mesh import (
     AUTOSCALER,
     FIRST_BACK_OFF_S,
@@ -24,6 +26,7 @@ from services.cli.mesh import (
 )
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
+from services.cli.sources import DATA_DIR_ENV, DEFAULT_DATA_DIR, NATS_URL_ENV
 from services.cli.supervisor import (
     RESTART_WINDOW_S,
     SERVER_RESTARTS,
@@ -39,7 +42,6 @@ from services.runtime.settings import Settings, SettingsError
 
 DEFAULT_NATS_PORT = 4222
 DEFAULT_HTTP_PORT = Settings().http_port
-DEFAULT_DATA_DIR = ".corral"
 WATCH_EVERY_S = 0.5
 """How often `corral up` looks at its servers and services (a server's exit is noticed and it is started again
 within a second)."""
@@ -52,7 +54,8 @@ def add_parsers(commands: Subcommands) -> None:
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
         "services (and the autoscaler, with --autoscaler) and the gateway (the web page and the HTTP API) on this "
-        "machine, wait until every service answers (dots on stderr), print where NATS and the HTTP API listen, then "
+        "machine, wait until every service answers (dots on stderr), print where NATS, Redis and the HTTP API listen "
+        "and write them to endpoints.json in --data-dir (where the other commands find them; removed at exit), then "
         "run until SIGINT or SIGTERM and stop everything. The event log, "
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
@@ -84,9 +87,10 @@ def add_parsers(commands: Subcommands) -> None:
     up.add_argument("--redis-port", type=types.port, metavar="N", help="Redis port (default: a free port)")
     up.add_argument(
         "--data-dir",
-        default=DEFAULT_DATA_DIR,
+        default=os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR,
         metavar="DIR",
-        help="where the servers keep their data and every process its log (default: %(default)s/)",
+        help=f"where the servers keep their data, every process its log and `corral up` its endpoints file (for the "
+        f"other commands; default: ${DATA_DIR_ENV}, else {DEFAULT_DATA_DIR}/; now %(default)s)",
     )
     up.add_argument(
         "--autoscaler",
@@ -230,14 +234,23 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
         try:
             if not await wait_until_ready(mesh, args.timeout, stop):
                 return
+            http_url = f"http://127.0.0.1:{args.http_port}/"
             say(f"Corral is up: NATS at {mesh.nats_url}")
             say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
-            say(f"HTTP API at http://127.0.0.1:{args.http_port}/ (docs at /docs)")
+            say(f"Redis at {mesh.redis_url} (the services' snapshots)")
+            say(f"HTTP API at {http_url} (docs at /docs)")
             for key, port in mesh.metrics_ports.items():
                 say(f"  metrics of {key}: http://127.0.0.1:{port}/metrics")
+            ports, autoscaled = dict(mesh.metrics_ports), AUTOSCALER in mesh.processes
+            path = write_endpoints(
+                data_dir, Endpoints(os.getpid(), mesh.nats_url, mesh.redis_url, http_url, ports, autoscaled)
+            )
+            say(f"endpoints in {path}: `corral` commands read them (`corral config view`); from another directory:")
+            say(f"  export {DATA_DIR_ENV}={data_dir.resolve()}")
             print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
             await watch(mesh, stop)
         finally:
             progress("stopping Corral...")
+            remove_endpoints(data_dir)
             await asyncio.to_thread(mesh.stop)
             progress(" stopped\n")
