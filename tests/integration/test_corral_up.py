@@ -161,6 +161,8 @@ def test_corral_up_starts_again_its_nats_server_and_redis_server_killed_with_sig
                 break
             assert time.monotonic() < deadline, "the mesh did not place new work within 30s of the restarts"
             time.sleep(0.25)
+    for name in ("labels", "taints", "vclusters", "scheduler"):  # one line per outage, not one per reconnect attempt
+        assert (data_dir / f"{name}.log").read_text().count("Connect call failed") <= 1, name
     assert stop(up, signal.SIGTERM)[0] == 0
 
 
