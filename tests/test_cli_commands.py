@@ -25,6 +25,7 @@ from services.cli.commands.node import ActorWatch
 from services.cli.commands.ops import build_request
 from services.cli.commands.sim import sim_nodes
 from services.cli.commands.status import render_why
+from services.cli.common import chosen
 from services.cli.mesh import Mesh, start_mesh
 from services.cli.servers import free_port
 from services.client import SyncClient
@@ -148,12 +149,15 @@ def test_submit_without_a_server_exits_1_saying_the_scheduler_did_not_answer(
     assert url in captured.err
 
 
-def test_every_mesh_command_connects_to_corral_nats_url_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_mesh_command_connects_to_corral_nats_url_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no endpoints file in ./.corral/
     monkeypatch.setenv("CORRAL_NATS_URL", "nats://mesh.example:4333")
-    assert parse(["status"]).nats_url == "nats://mesh.example:4333"
-    assert parse(["status", "--nats-url", "nats://other:4222"]).nats_url == "nats://other:4222"
+    assert chosen(parse(["status"])).nats_url.value == "nats://mesh.example:4333"
+    assert chosen(parse(["status", "--nats-url", "nats://other:4222"])).nats_url.value == "nats://other:4222"
     monkeypatch.delenv("CORRAL_NATS_URL")
-    assert parse(["node", "list"]).nats_url == "nats://127.0.0.1:4222"
+    assert chosen(parse(["node", "list"])).nats_url.value == "nats://127.0.0.1:4222"
 
 
 def test_resources_parse_to_floats_and_refuse_bad_entries_by_name() -> None:
@@ -386,14 +390,16 @@ def test_refused_commands_exit_1_with_the_services_reason(
 
 
 class Lines:
-    """The stdout of a child process, line by line, readable with a deadline."""
+    """The stdout (or another stream) of a child process, line by line, readable with a deadline."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: subprocess.Popen[str], stream: IO[str] | None = None) -> None:
+        """Read `stream` (default: the process's stdout)."""
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self.process = process
-        assert process.stdout is not None
-        threading.Thread(target=self._pump, args=(process.stdout,), daemon=True).start()
+        stream = stream or process.stdout
+        assert stream is not None
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
     def _pump(self, stream: IO[str]) -> None:
         for line in stream:

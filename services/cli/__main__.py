@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from services.cli.commands import (
     autoscaler,
     bench,
+    config,
     deadletters,
     demo,
     describe,
@@ -43,6 +44,7 @@ COMMANDS: tuple[Registers, ...] = (
     work,
     edit,
     up,
+    config,
     node,
     sim,
     status,
@@ -60,7 +62,7 @@ COMMANDS: tuple[Registers, ...] = (
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Basic commands", ("get", "describe", "submit", "create", "delete")),
     ("Cluster management", ("label", "taint", "cordon", "uncordon", "drain")),
-    ("Mesh", ("up", "node", "sim")),
+    ("Mesh", ("up", "config", "node", "sim")),
     ("Troubleshooting", ("why", "why-placed", "events", "status", "dead-letters")),  # a name not registered is skipped
     ("Other", ("vc", "autoscaler", "schema", "demo", "bench", "version", "completion")),
 )
@@ -100,8 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(prog="corral", dest="command", metavar="COMMAND", required=True)
     register(commands, COMMANDS)
     parser.epilog = (
-        f"{command_groups(commands)}\n\nMesh commands connect to --nats-url (default: $CORRAL_NATS_URL, else "
-        "nats://127.0.0.1:4222).\nUse `corral COMMAND --help` for a command's options."
+        f"{command_groups(commands)}\n\nMesh commands connect to --nats-url (default: $CORRAL_NATS_URL, else the "
+        "endpoints file of the `corral up` in --data-dir or $CORRAL_DATA_DIR, default .corral/, else "
+        "nats://127.0.0.1:4222;\n`corral config view` shows which).\nUse `corral COMMAND --help` for a command's "
+        "options."
     )
     parser.set_defaults(root=parser)
     return parser

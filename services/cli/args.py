@@ -18,6 +18,7 @@ from services.core.errors import LabelError, RejectedError
 from services.core.labels import parse_labels, validate_label_key, validate_label_value
 from services.core.request import MAX_TOLERATION_S
 from services.core.selectors import parse_condition
+from services.runtime.settings import URL_SCHEMES, url_rule
 
 Value = TypeVar("Value")
 
@@ -188,6 +189,18 @@ def port(text: str) -> int:
     if not 1 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} must be a port between 1 and 65535")
     return number
+
+
+def url(setting: str) -> Callable[[str], str]:
+    """An argparse type: a URL (or comma-separated URLs) with a scheme `Settings.<setting>` takes."""
+
+    def parse(text: str) -> str:
+        rule = url_rule(text, URL_SCHEMES[setting])
+        if rule:
+            raise argparse.ArgumentTypeError(f"{text!r}: {rule}")
+        return text
+
+    return parse
 
 
 def merge(flag: str, entries: list[tuple[str, Value]]) -> dict[str, Value]:

@@ -1,4 +1,4 @@
-"""What every mesh command shares: `--nats-url` and `--timeout`, the connection, errors, and stop signals."""
+"""What every mesh command shares: the connection flags and `--timeout`, the connection, errors, and stop signals."""
 
 from __future__ import annotations
 
@@ -17,11 +17,19 @@ import msgspec
 import nats.errors
 
 from services.cli import args as types
+from services.cli.sources import (
+    DATA_DIR_ENV,
+    DEFAULT_DATA_DIR,
+    DEFAULT_NATS_URL,
+    DEFAULT_REDIS_URL,
+    NATS_URL_ENV,
+    REDIS_URL_ENV,
+    Chosen,
+    choose,
+)
 from services.client import Client
 from services.runtime.codec import MAX_BYTES
 
-DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
-NATS_URL_ENV = "CORRAL_NATS_URL"
 DEFAULT_TIMEOUT = 5.0
 
 
@@ -54,11 +62,6 @@ class UsageError(CliError):
     """A command line that parses but does not make sense: reported like argparse's errors, exit status 2."""
 
 
-def default_nats_url() -> str:
-    """`$CORRAL_NATS_URL` when set, else the local default."""
-    return os.environ.get(NATS_URL_ENV) or DEFAULT_NATS_URL
-
-
 def add_connection_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -66,14 +69,28 @@ def add_connection_arguments(
     timeout: float = DEFAULT_TIMEOUT,
     timeout_help: str = "how long to wait to connect and for each answer",
 ) -> None:
-    """`--nats-url` and `--timeout` (what it bounds: `timeout_help`); `service` names what answers the command (for
-    "did not answer" errors)."""
-    group = parser.add_argument_group("connection")
+    """`--nats-url`, `--redis-url`, `--data-dir` (see `sources.choose`) and `--timeout` (what it bounds:
+    `timeout_help`); `service` names what answers the command (for "did not answer" errors)."""
+    group = parser.add_argument_group("connection (`corral config view` shows what is used and why)")
     group.add_argument(
         "--nats-url",
-        default=default_nats_url(),
+        type=types.url("nats_url"),
         metavar="URL",
-        help=f"NATS server of the mesh (default: ${NATS_URL_ENV}, else {DEFAULT_NATS_URL}; now %(default)s)",
+        help=f"NATS server of the mesh (default: ${NATS_URL_ENV}, else the endpoints file of the `corral up` "
+        f"in --data-dir, else {DEFAULT_NATS_URL})",
+    )
+    group.add_argument(
+        "--redis-url",
+        type=types.url("redis_url"),
+        metavar="URL",
+        help=f"Redis of the mesh, where the scheduler's snapshots are (for --at and why-placed; default: "
+        f"${REDIS_URL_ENV}, else the endpoints file with its own NATS URL, else {DEFAULT_REDIS_URL})",
+    )
+    group.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help=f"the data directory of the `corral up` whose endpoints file to read (default: ${DATA_DIR_ENV}, else "
+        f"{DEFAULT_DATA_DIR})",
     )
     group.add_argument(
         "--timeout",
@@ -93,15 +110,31 @@ def not_answering(args: argparse.Namespace, detail: str) -> CliError:
     )
 
 
+def chosen(args: argparse.Namespace, *, warn_always: bool = False) -> Chosen:
+    """The mesh the command's flags, the environment and the endpoints file name (`args.nats_url` set to its NATS
+    URL); an endpoints file that cannot be trusted is said on stderr when a default is taken in its stead (or
+    always, with `warn_always`)."""
+    found = choose(nats_url=args.nats_url, redis_url=args.redis_url, data_dir=args.data_dir)
+    if found.warning and (found.defaulted or warn_always):
+        instead = "; using the defaults" if found.defaulted else ""
+        print(f"{args.parser.prog}: warning: {found.warning}{instead}", file=sys.stderr, flush=True)
+    args.nats_url = found.nats_url.value
+    return found
+
+
 @contextlib.asynccontextmanager
 async def connected(args: argparse.Namespace, *, name: str = "", quiet: bool = True) -> AsyncIterator[Client]:
-    """A connected client for `args.nats_url` with `args.timeout`; connection failures become `CliError`.
+    """A connected client for the mesh `chosen(args)` names, with `args.timeout`; connection failures become
+    `CliError`.
 
     `quiet` keeps the bus's connection warnings (retries, reconnects) off stderr: a one-shot command reports
     failure once, in its own error; long-running agents pass `quiet=False` to see reconnects as they happen.
     """
     logging.getLogger("corral.bus").setLevel(logging.ERROR if quiet else logging.NOTSET)
-    client = Client(args.nats_url, name=name or f"corral-{args.command}", timeout=args.timeout)
+    mesh = chosen(args)
+    client = Client(
+        mesh.nats_url.value, name=name or f"corral-{args.command}", timeout=args.timeout, redis_url=mesh.redis_url.value
+    )
     try:
         await client.connect()  # UnavailableError after args.timeout: reported by main as one line
     except (nats.errors.Error, OSError) as error:

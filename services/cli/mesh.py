@@ -62,12 +62,17 @@ class Mesh:
         return f"nats://127.0.0.1:{self.nats.port}"
 
     @property
+    def redis_url(self) -> str:
+        """Where the services keep their snapshots."""
+        return f"redis://127.0.0.1:{self.redis.port}/0"
+
+    @property
     def env(self) -> dict[str, str]:
         """The environment of a service or client of this mesh."""
         return {
             **os.environ,
             "CORRAL_NATS_URL": self.nats_url,
-            "CORRAL_REDIS_URL": f"redis://127.0.0.1:{self.redis.port}/0",
+            "CORRAL_REDIS_URL": self.redis_url,
             **self.settings,
         }
 

@@ -49,9 +49,12 @@ def joined(pages: list[Any]) -> Any:
 class Connection:
     """A NATS connection and the three ways the client speaks over it; the client's method groups build on it."""
 
-    def __init__(self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0, redis_url: str | None = None
+    ) -> None:
         settings = Settings.from_env()
-        self.settings = Settings(**{**settings.__dict__, "nats_url": url or settings.nats_url})
+        chosen = {"nats_url": url or settings.nats_url, "redis_url": redis_url or settings.redis_url}
+        self.settings = Settings(**{**settings.__dict__, **chosen})
         self.name, self.timeout = name, timeout
         self._bus: Bus | None = None
         self._replies = Replies(lambda: self.bus)

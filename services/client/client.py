@@ -60,10 +60,18 @@ WorkKind = Literal["actor", "placement_group"]
 
 
 class Client(VirtualClusterCalls, HistoryCalls):
-    """Connect with `async with Client(url)`; the URL defaults to `CORRAL_NATS_URL`."""
+    """Connect with `async with Client(url)`; the URL defaults to `CORRAL_NATS_URL` (and `redis_url`, where the
+    history reads the scheduler's snapshots, to `CORRAL_REDIS_URL`)."""
 
-    def __init__(self, url: str | None = None, *, name: str = "corral-client", timeout: float = 5.0) -> None:
-        super().__init__(url, name=name, timeout=timeout)
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        name: str = "corral-client",
+        timeout: float = 5.0,
+        redis_url: str | None = None,
+    ) -> None:
+        super().__init__(url, name=name, timeout=timeout, redis_url=redis_url)
         self._nodes: dict[str, RegisterNode] = {}
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
 

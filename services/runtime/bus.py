@@ -206,15 +206,19 @@ class Bus:
 
         Without `timeout` the first connection is retried until it succeeds (a service waits for its bus); with
         one, `BusUnreachable` says after `timeout` seconds that no server answered. A failed first connection is
-        logged once, not per retry.
+        logged once, not per retry, and so is a lost one: the first error while reconnecting, until reconnected.
         """
 
         made: list[Bus] = []
         failures: list[Exception] = []
+        disconnected: list[Exception] = []  # while reconnecting, an error was logged: the next attempts' are not
 
         async def on_error(error: Exception) -> None:
             if made:
-                log.warning("%s: NATS error: %s", name, error)
+                if not disconnected:
+                    log.warning("%s: NATS error: %s", name, error)
+                if made[0].nc.is_reconnecting:
+                    disconnected[:] = [error]
                 return
             if not failures:
                 log.warning("%s: cannot reach NATS at %s (%s); retrying", name, settings.nats_url, error)
@@ -231,6 +235,7 @@ class Bus:
                 tell(False)
 
         async def on_reconnected() -> None:
+            disconnected.clear()
             log.info("%s: reconnected to NATS", name)
             if made:
                 made[0].acks_lost()

@@ -115,7 +115,7 @@ class Settings:
             _check(field.name, name, raw, values[field.name])
         endpoint = env.get(OTLP_ENDPOINT, "")
         rule = "must be one URL like http://host:4318" if "," in endpoint else ""
-        rule = rule or (_url_rule(endpoint, ("http", "https")) if endpoint else "")
+        rule = rule or (url_rule(endpoint, ("http", "https")) if endpoint else "")
         if rule:
             raise SettingsError(f"{OTLP_ENDPOINT} {endpoint!r}: {rule}")
         settings = cls(**values)  # type: ignore[arg-type]
@@ -163,14 +163,14 @@ def _check(field: str, name: str, raw: str, value: object) -> None:
         low, high = COUNTS[field]
         rule = "" if isinstance(value, int) and low <= value <= high else f"must be a whole number from {low} to {high}"
     elif field in URL_SCHEMES:
-        rule = _url_rule(str(value), URL_SCHEMES[field])
+        rule = url_rule(str(value), URL_SCHEMES[field])
     elif field == "log_level" and str(value).upper() not in LOG_LEVELS:
         rule = f"must be one of {', '.join(LOG_LEVELS)}"
     if rule:
         raise SettingsError(f"{name} {raw!r}: {rule}")
 
 
-def _url_rule(value: str, schemes: tuple[str, ...]) -> str:
+def url_rule(value: str, schemes: tuple[str, ...]) -> str:
     """Why `value` is not a URL (or a comma-separated list of them) of one of `schemes`; "" when it is."""
     for url in value.split(","):
         try:

@@ -24,6 +24,9 @@ from services.client import CorralError, SyncClient
 from services.runtime.runner import EXIT_LOG_REPLACED
 from tests.test_cli_commands import Lines, corral, stop
 
+BACK_WITHIN_S = 2.0
+"""How soon `corral up` has a killed server of its own back."""
+
 
 @pytest.fixture
 def started() -> Iterator[list[subprocess.Popen[str]]]:
@@ -124,6 +127,89 @@ def test_corral_up_starts_again_the_services_whose_event_log_was_deleted(
     assert status == 0
     for name in ("labels", "taints", "vclusters", "scheduler"):
         assert f"the {name} service exited with code {EXIT_LOG_REPLACED}; started again" in err, err
+
+
+def test_corral_up_starts_again_its_nats_server_and_redis_server_killed_with_sigkill(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    """`kill -9` of either server: within 2 s `corral up` says which and how it ended and has it back on its port
+    and data, leaves no zombie, and the mesh still knows its placements and places new work."""
+    data_dir, port = tmp_path / "corral", free_port()
+    url = f"nats://127.0.0.1:{port}"
+    up = _up(data_dir, port, started)
+    said = Lines(up, up.stderr)
+    with SyncClient(url) as client:
+        client.register_node("n1", {"CPU": 8}, heartbeat=False)
+        assert isinstance(client.submit(ScheduleRequest("a0", {"CPU": 1})), Placed)
+
+    for server in ("nats-server", "redis-server"):
+        (killed,) = [pid for pid, (name, _) in _children(up.pid).items() if name == server]
+        os.kill(killed, signal.SIGKILL)
+        line = said.wait_for(f"{server} was killed by SIGKILL", timeout=BACK_WITHIN_S)
+        assert "started again on port" in line, line
+        now = _children(up.pid)
+        assert killed not in now, f"{server} {killed} left behind: {now}"
+        assert [name for name, state in now.values() if name == server and state != "Z"], now
+        assert not [pid for pid, (_, state) in now.items() if state == "Z"], f"zombies: {now}"
+
+    deadline = time.monotonic() + 30
+    with SyncClient(url, timeout=2.0) as client:
+        while True:
+            with contextlib.suppress(CorralError, TimeoutError):  # the services may still be reconnecting
+                assert "a0" in client.placements()
+                assert isinstance(client.submit(ScheduleRequest("a1", {"CPU": 1})), Placed)
+                break
+            assert time.monotonic() < deadline, "the mesh did not place new work within 30s of the restarts"
+            time.sleep(0.25)
+    for name in ("labels", "taints", "vclusters", "scheduler"):  # one line per outage, not one per reconnect attempt
+        assert (data_dir / f"{name}.log").read_text().count("Connect call failed") <= 1, name
+    assert stop(up, signal.SIGTERM)[0] == 0
+
+
+def test_commands_find_the_mesh_of_corral_up_in_its_endpoints_file(
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    """Run where `corral up` runs (its data directory `./.corral/`), with no URL given: `why --at` and `why-placed`
+    read the scheduler's snapshot from the mesh's Redis, and `config view` says where each value came from."""
+    port = free_port()
+    up = _up(tmp_path / ".corral", port, started)
+    url = f"nats://127.0.0.1:{port}"
+    with SyncClient(url) as client:
+        client.register_node("n1", {"CPU": 8}, heartbeat=False)
+        assert isinstance(client.submit(ScheduleRequest("a0", {"CPU": 1})), Placed)
+        placed_at = client.status().sequence
+    env = {key: value for key, value in os.environ.items() if key not in ("CORRAL_NATS_URL", "CORRAL_REDIS_URL")}
+    env.pop("CORRAL_DATA_DIR", None)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "services.cli", *argv]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    for argv in (("why", "a0", "--at", str(placed_at)), ("why-placed", "a0")):
+        done = run(*argv)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == "", done.stderr  # no "snapshot store unreachable (... 127.0.0.1:6379)"
+        assert "n1" in done.stdout, done.stdout
+    view = run("config", "view")
+    assert view.returncode == 0 and view.stderr == "", view.stderr
+    redis = re.search(r"redis-url +(redis://127\.0\.0\.1:\d+/0) +endpoints file \.corral/endpoints\.json", view.stdout)
+    assert redis and not redis[1].endswith(":6379/0"), view.stdout
+    assert re.search(rf"nats-url +{url} +endpoints file \.corral/endpoints\.json", view.stdout), view.stdout
+
+    assert stop(up, signal.SIGTERM)[0] == 0
+    assert not (tmp_path / ".corral" / "endpoints.json").exists()
+
+
+def _children(parent: int) -> dict[int, tuple[str, str]]:
+    """The child processes of `parent`: pid -> (command name, state; `Z` a zombie), read from /proc."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            head, _, rest = stat.read_text().rpartition(")")
+            state, ppid = rest.split()[:2]
+            if int(ppid) == parent:
+                found[int(stat.parent.name)] = (head.partition("(")[2], state)
+    return found
 
 
 def _after_last_rebuild(log: Path) -> str:

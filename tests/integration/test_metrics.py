@@ -24,9 +24,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import FixedSizeNode, FixedSizeNodes, Queued, ScheduleRequest, VirtualCluster
-from services.cli.commands.up import last_line, port_in_use
+from services.cli.commands.up import port_in_use
 from services.cli.mesh import SERVICES, Mesh
 from services.cli.servers import LOWEST_PORT, ephemeral_ports, free_port
+from services.cli.supervisor import last_line
 from services.client import Client
 from services.testing.servers import ServerPath
 from tests.integration.autoscaling import autoscaled_mesh, write_config

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
 import time
 from pathlib import Path
 
 from services.cli import args as types
-from services.cli.common import NATS_URL_ENV, CliError, progress, say, stop_signals
+from services.cli.common import CliError, progress, say, stop_signals
 from services.cli.datadir import data_dir_lock
+from services.cli.endpoints import Endpoints, remove_endpoints, write_endpoints
 from services.cli.mesh import (
     AUTOSCALER,
     FIRST_BACK_OFF_S,
@@ -24,6 +26,15 @@ from services.cli.mesh import (
 )
 from services.cli.registry import Subcommands
 from services.cli.servers import ServerError
+from services.cli.sources import DATA_DIR_ENV, DEFAULT_DATA_DIR, NATS_URL_ENV
+from services.cli.supervisor import (
+    RESTART_WINDOW_S,
+    SERVER_RESTARTS,
+    ServerWatch,
+    exited_server,
+    how_it_ended,
+    last_line,
+)
 from services.client import Client, CorralError
 from services.core.autoscale import parse_config
 from services.core.errors import RejectedError
@@ -31,7 +42,9 @@ from services.runtime.settings import Settings, SettingsError
 
 DEFAULT_NATS_PORT = 4222
 DEFAULT_HTTP_PORT = Settings().http_port
-DEFAULT_DATA_DIR = ".corral"
+WATCH_EVERY_S = 0.5
+"""How often `corral up` looks at its servers and services (a server's exit is noticed and it is started again
+within a second)."""
 
 
 def add_parsers(commands: Subcommands) -> None:
@@ -41,15 +54,19 @@ def add_parsers(commands: Subcommands) -> None:
         help="start the embedded dev mesh (NATS, Redis, the services) and run it until Ctrl-C",
         description="Start nats-server (JetStream), redis-server and the labels, taints, vclusters and scheduler "
         "services (and the autoscaler, with --autoscaler) and the gateway (the web page and the HTTP API) on this "
-        "machine, wait until every service answers (dots on stderr), print where NATS and the HTTP API listen, then "
+        "machine, wait until every service answers (dots on stderr), print where NATS, Redis and the HTTP API listen "
+        "and write them to endpoints.json in --data-dir (where the other commands find them; removed at exit), then "
         "run until SIGINT or SIGTERM and stop everything. The event log, "
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
         "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
         "lease) or 4 (the event log was replaced) is started again: at once, then, while it keeps exiting within "
         f"{STABLE_S:g} s of starting, after {FIRST_BACK_OFF_S:g} s, twice as long each time, up to "
-        f"{LONGEST_BACK_OFF_S:g} s. With CORRAL_METRICS_PORT=N each service serves "
-        "/metrics on its own port from N on (printed).",
+        f"{LONGEST_BACK_OFF_S:g} s. A nats-server or redis-server that exits is noticed within {WATCH_EVERY_S:g} s, "
+        "said on stderr (how it ended, the last line of its log) and started again on its port and data (JetStream's "
+        f"store and Redis's append-only file); one that fails to start, or exits more than {SERVER_RESTARTS} times "
+        f"within {RESTART_WINDOW_S:g} s, stops the mesh (exit status 1). With CORRAL_METRICS_PORT=N each service "
+        "serves /metrics on its own port from N on (printed).",
     )
     up.add_argument(
         "--nats-port",
@@ -70,9 +87,10 @@ def add_parsers(commands: Subcommands) -> None:
     up.add_argument("--redis-port", type=types.port, metavar="N", help="Redis port (default: a free port)")
     up.add_argument(
         "--data-dir",
-        default=DEFAULT_DATA_DIR,
+        default=os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR,
         metavar="DIR",
-        help="where the servers keep their data and every process its log (default: %(default)s/)",
+        help=f"where the servers keep their data, every process its log and `corral up` its endpoints file (for the "
+        f"other commands; default: ${DATA_DIR_ENV}, else {DEFAULT_DATA_DIR}/; now %(default)s)",
     )
     up.add_argument(
         "--autoscaler",
@@ -108,19 +126,7 @@ def exit_report(mesh: Mesh, key: str, code: int) -> str:
     """Service process `key` exited with `code`: said with the last line of its log (often why) and where it is."""
     log_path = mesh.data_dir / f"{key}.log"
     last = last_line(log_path)
-    return f"the {key} service exited with code {code}{f': {last}' if last else ''} (its log: {log_path})"
-
-
-def last_line(path: Path, limit: int = 4096) -> str:
-    """The last non-empty line among a file's last `limit` bytes, at most 300 characters ("" when none)."""
-    try:
-        with path.open("rb") as file:
-            file.seek(max(0, file.seek(0, 2) - limit))
-            tail = file.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    return f"the {key} service {how_it_ended(code)}{f': {last}' if last else ''} (its log: {log_path})"
 
 
 def gateway_listens(mesh: Mesh) -> bool:
@@ -146,7 +152,7 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
                     progress(" ready\n")
                     return True
                 progress(".")
-            if (failed := exited_service(mesh)) is not None:
+            if (failed := exited_service(mesh) or exited_server((mesh.nats, mesh.redis))) is not None:
                 raise CliError(failed)
             if time.monotonic() > deadline:
                 raise CliError(f"the services did not answer within {timeout:g}s; see the logs in {mesh.data_dir}")
@@ -156,10 +162,14 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
 
 
 async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
-    """Until stopped: start again a service that exits asking for it (lease lost, event log replaced), and report
-    (once) any other service process that exits."""
+    """Until stopped, every `WATCH_EVERY_S`: start again a server that exited (`ServerWatch`: `CliError` when it is
+    given up) and a service that exits asking for it (lease lost, event log replaced), and report (once) any other
+    service process that exits."""
     reported: set[str] = set()
+    servers = ServerWatch((mesh.nats, mesh.redis))
     while not stop.is_set():
+        for line in await asyncio.to_thread(servers.check):
+            print(f"corral up: {line}", file=sys.stderr, flush=True)
         for line in mesh.revive():
             print(f"corral up: {line}; see {mesh.data_dir}", file=sys.stderr, flush=True)
         for key, process in mesh.processes.items():
@@ -168,7 +178,7 @@ async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
                 reported.add(key)
                 print(f"corral up: {exit_report(mesh, key, code)}", file=sys.stderr, flush=True)
         try:
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
+            await asyncio.wait_for(stop.wait(), timeout=WATCH_EVERY_S)
         except TimeoutError:
             continue
 
@@ -224,14 +234,23 @@ async def _run(data_dir: Path, args: argparse.Namespace) -> None:
         try:
             if not await wait_until_ready(mesh, args.timeout, stop):
                 return
+            http_url = f"http://127.0.0.1:{args.http_port}/"
             say(f"Corral is up: NATS at {mesh.nats_url}")
             say(f"  export {NATS_URL_ENV}={mesh.nats_url}")
-            say(f"HTTP API at http://127.0.0.1:{args.http_port}/ (docs at /docs)")
+            say(f"Redis at {mesh.redis_url} (the services' snapshots)")
+            say(f"HTTP API at {http_url} (docs at /docs)")
             for key, port in mesh.metrics_ports.items():
                 say(f"  metrics of {key}: http://127.0.0.1:{port}/metrics")
+            ports, autoscaled = dict(mesh.metrics_ports), AUTOSCALER in mesh.processes
+            path = write_endpoints(
+                data_dir, Endpoints(os.getpid(), mesh.nats_url, mesh.redis_url, http_url, ports, autoscaled)
+            )
+            say(f"endpoints in {path}: `corral` commands read them (`corral config view`); from another directory:")
+            say(f"  export {DATA_DIR_ENV}={data_dir.resolve()}")
             print(f"data and logs in {data_dir}/; Ctrl-C stops the mesh", file=sys.stderr, flush=True)
             await watch(mesh, stop)
         finally:
             progress("stopping Corral...")
+            remove_endpoints(data_dir)
             await asyncio.to_thread(mesh.stop)
             progress(" stopped\n")
