@@ -38,12 +38,10 @@ def judge(cluster: Cluster, node_id: str, silence: Silence) -> AnyEvent | None:
     return event
 
 
-def tolerating(actor_id: str, seconds: float | None = None, **kwargs: object) -> ScheduleRequest:
+def tolerating(actor_id: str, seconds: float | None = None) -> ScheduleRequest:
     """An actor on n0 tolerating the liveness taint (for `seconds`, or for ever)."""
     timed = {} if seconds is None else {UNREACHABLE_TAINT: seconds}
-    return make_actor(
-        actor_id, tolerations={UNREACHABLE_TAINT: "exists()"}, toleration_seconds=timed, max_restarts=-1, **kwargs
-    )
+    return make_actor(actor_id, tolerations={UNREACHABLE_TAINT: "exists()"}, toleration_seconds=timed, max_restarts=-1)
 
 
 def placed_on_n0(*actors: ScheduleRequest) -> Cluster:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import NodeDeclaredDead, NodeDied, NodeUnreachable, Pending, ScheduleRequest
+from schemas import NodeDeclaredDead, NodeDied, NodeUnreachable, Pending, Placed, ScheduleRequest
 from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import UNREACHABLE_TAINT
@@ -52,7 +52,7 @@ async def test_a_silent_node_is_unreachable_then_dead_and_a_tolerating_actor_out
     async with Client(mesh.nats_url, timeout=10.0) as agent:
         await agent.register_node("victim", {"CPU": 4})
         for request in (actor("plain"), actor("patient", PATIENCE_S)):
-            assert (await client.submit(request)).node_id == "victim"
+            assert await client.submit(request) == Placed(request.actor_id, "victim")
         await client.register_node("stable", {"CPU": 4})
     # the agent is gone: no more heartbeats from `victim`
 
@@ -99,7 +99,7 @@ async def test_an_agent_heard_again_before_the_grace_keeps_its_node_and_actors(
             agent = Client(mesh.nats_url, timeout=10.0)
             await agent.__aenter__()
             await agent.register_node("flaky", {"CPU": 4})
-            assert (await client.submit(actor("kept"))).node_id == "flaky"
+            assert await client.submit(actor("kept")) == Placed("kept", "flaky")
             await agent.__aexit__(None, None, None)
 
             async def tainted() -> bool:
