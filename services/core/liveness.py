@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from schemas import NodeDeclaredDead, NodeDied, NodeReachable, NodeUnreachable, PlacementGroupRequest, ScheduleRequest
+from services.core.errors import LabelError
 from services.core.labels import UNREACHABLE_TAINT, utc_text
 from services.core.selectors import Tolerations
 from services.core.state import ClusterView
@@ -84,7 +85,11 @@ def stay_limits(view: ClusterView, node_id: str) -> list[float]:
 
 
 def _stay(request: ScheduleRequest | PlacementGroupRequest, value: str) -> float:
-    tolerations = Tolerations.parse(request.tolerations).timed(request.toleration_seconds)
+    """0 for tolerations the log holds but no request could carry (work never refused when it was folded)."""
+    try:
+        tolerations = Tolerations.parse(request.tolerations).timed(request.toleration_seconds)
+    except LabelError:
+        return 0.0
     if not tolerations.tolerates(UNREACHABLE_TAINT, value):
         return 0.0
     return tolerations.seconds.get(UNREACHABLE_TAINT, math.inf)

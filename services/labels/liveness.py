@@ -50,11 +50,19 @@ class Liveness:
                 continue
             try:
                 for node_id in sorted(self.view.cluster.nodes):
-                    if self._judge(node_id) is not None:
+                    if self._due(node_id):
                         await self.desk.execute(lambda node_id=node_id: self._append(node_id))  # type: ignore[misc]
             except (TimeoutError, nats.errors.Error) as error:  # the bus went away meanwhile
                 log.warning("node liveness: %s; every node's silence counts from now", error or type(error).__name__)
                 self.view.grace_all()
+
+    def _due(self, node_id: str) -> bool:
+        """Whether the node's silence calls for an event; a bug met judging one node leaves the others judged."""
+        try:
+            return self._judge(node_id) is not None
+        except Exception:  # a bug, logged with its trace; the loop and the service go on
+            log.exception("node liveness: node %s could not be judged", node_id)
+            return False
 
     def _judge(self, node_id: str) -> list[LivenessEvent] | None:
         event = liveness_event(self.view.cluster, node_id, self.view.silence(node_id), self.timeout, self.grace)

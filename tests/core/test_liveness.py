@@ -18,7 +18,7 @@ from schemas import (
     ScheduleRequest,
 )
 from services.core import Cluster, Pending, Placed
-from services.core.errors import RejectedError
+from services.core.errors import RejectedError, UnfoldableEventError
 from services.core.labels import UNREACHABLE_TAINT, node_condition
 from services.core.liveness import Silence, liveness_event
 from services.core.state import replay
@@ -186,3 +186,20 @@ def test_liveness_survives_a_snapshot_and_a_replay(stage: str) -> None:
     restored = restore(decode(encode(dump(cluster.view, sequence=7))))
     assert digest(restored) == digest(cluster.view) == digest(replay(cluster.events()))
     assert restored.nodes["n0"].taints == cluster.view.nodes["n0"].taints
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        NodeUnreachable(node_id="n0", last_heard=-1.0),
+        NodeUnreachable(node_id="n0", last_heard=1e300),
+        NodeReachable(node_id="n0", unreachable_for=-5.0),
+        NodeDeclaredDead(node_id="n0", unreachable_for=1.0, dead_for=1e12),
+    ],
+)
+def test_a_forged_liveness_time_is_unfoldable_and_changes_nothing(forged: AnyEvent) -> None:
+    cluster = placed_on_n0(make_actor("a"))
+    before = digest(cluster.view)
+    with pytest.raises(UnfoldableEventError):
+        cluster.fold(forged)
+    assert digest(cluster.view) == before

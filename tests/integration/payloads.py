@@ -86,6 +86,14 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         event("NodeRegistered", node_id=ids(NODES), resources=resources, labels=st.just({"tier": "web"})),
         event("NodeDied", node_id=ids(NODES)),
         event("NodeLabelsChanged", node_id=ids(NODES), labels=st.just({"tier": "db"})),
+        event("NodeUnreachable", node_id=ids(NODES), last_heard=st.floats(-1e12, 1e12, allow_nan=False)),
+        event("NodeReachable", node_id=ids(NODES), unreachable_for=st.floats(-10, 1e10, allow_nan=False)),
+        event(
+            "NodeDeclaredDead",
+            node_id=ids(NODES),
+            unreachable_for=st.floats(-10, 1e10, allow_nan=False),
+            dead_for=st.floats(-10, 1e10, allow_nan=False),
+        ),
     ),
     s.TAINT: event("TaintsChanged", node_id=ids(NODES), taints=st.lists(taint, max_size=2)),
     s.ACTOR: st.one_of(

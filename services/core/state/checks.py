@@ -21,6 +21,9 @@ from schemas import (
     ActorSubmitted,
     AnyEvent,
     LaunchesNominated,
+    NodeDeclaredDead,
+    NodeReachable,
+    NodeUnreachable,
     PlacementGroupBundlesLost,
     PlacementGroupPending,
     PlacementGroupPlaced,
@@ -281,8 +284,28 @@ def _check_nominated(view: ClusterView, event: LaunchesNominated) -> None:
                 )
 
 
+LATEST_UNIX_S = 2**34
+"""Past the year 2514: a liveness time beyond it is a forgery."""
+LONGEST_SILENCE_S = 10**9
+
+
+def _check_unreachable(_view: ClusterView, event: NodeUnreachable) -> None:
+    if not 0 <= event.last_heard < LATEST_UNIX_S:
+        raise UnfoldableEventError(event, f"last_heard {event.last_heard!r}: must be a Unix time from 0 to 2**34")
+
+
+def _check_silences(_view: ClusterView, event: NodeReachable | NodeDeclaredDead) -> None:
+    durations = {"unreachable_for": event.unreachable_for, "dead_for": getattr(event, "dead_for", 0.0)}
+    for field, seconds in durations.items():
+        if not 0 <= seconds <= LONGEST_SILENCE_S:
+            raise UnfoldableEventError(event, f"{field} {seconds!r}: must be seconds from 0 to {LONGEST_SILENCE_S:,}")
+
+
 CHECKS.update(
     {
+        NodeUnreachable: _check_unreachable,
+        NodeReachable: _check_silences,
+        NodeDeclaredDead: _check_silences,
         ActorSubmitted: lambda view, e: _new_actor(view, e, e.request.actor_id),
         ActorPlaced: _check_placed,
         ActorPending: _check_pending,
