@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.events import Explanation
+from schemas.events import Explanation, OperatorLabels, OperatorTaints
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 7
+SNAPSHOT_VERSION = 8
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
+class LayersRecord(msgspec.Struct, frozen=True):
+    """Where a node's labels and taints come from: its agent's declaration and the operator's edits."""
+
+    agent_labels: dict[str, str]
+    agent_taints: list[Taint]
+    operator_labels: OperatorLabels
+    operator_taints: OperatorTaints
+
+
 class NodeRecord(msgspec.Struct, frozen=True):
-    """A node: capacity, what is free, labels, taints; `dead` for a tombstone still holding work."""
+    """A node: capacity, what is free, labels, taints; `dead` for a tombstone (kept until its id registers again);
+    `layers` for a node an agent registered (None for a virtual node); `removed_at`: the log time an operator
+    removed it."""
 
     node_id: str
     address: str
@@ -22,6 +33,8 @@ class NodeRecord(msgspec.Struct, frozen=True):
     labels: dict[str, str]
     taints: list[Taint]
     dead: bool = False
+    layers: LayersRecord | None = None
+    removed_at: float | None = None
 
 
 class ActorRecord(msgspec.Struct, frozen=True):

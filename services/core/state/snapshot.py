@@ -13,6 +13,7 @@ from schemas.snapshots import (
     ActorRecord,
     GroupRecord,
     LaunchRecord,
+    LayersRecord,
     NodeRecord,
     VClusterRecord,
     ViewSnapshot,
@@ -25,6 +26,7 @@ from services.core.state.model import (
     GroupState,
     Launch,
     LaunchState,
+    Layers,
     NodeState,
     WorkStatus,
     node_footprint,
@@ -37,7 +39,13 @@ _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 
 
 def _node_record(node: NodeState, *, dead: bool) -> NodeRecord:
-    return NodeRecord(node.node_id, node.address, node.total, node.free, node.labels, list(node.taints), dead)
+    layers = node.layers
+    kept = None
+    if layers is not None:
+        kept = LayersRecord(layers.agent_labels, layers.agent_taints, layers.operator_labels, layers.operator_taints)
+    return NodeRecord(
+        node.node_id, node.address, node.total, node.free, node.labels, list(node.taints), dead, kept, node.removed_at
+    )
 
 
 def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
@@ -183,7 +191,10 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
     view.version, view.epoch, view.arrivals = snapshot.version, snapshot.epoch, snapshot.arrivals
     for saved in snapshot.nodes:
         node = NodeState(saved.node_id, stable_hash(view.seed, saved.node_id), saved.total, saved.labels)
-        node.address, node.free = saved.address, dict(saved.free)
+        node.address, node.free, node.removed_at = saved.address, dict(saved.free), saved.removed_at
+        if saved.layers is not None:
+            kept = saved.layers
+            node.layers = Layers(kept.agent_labels, kept.agent_taints, kept.operator_labels, kept.operator_taints)
         node.footprint = node_footprint(node)
         view.set_taints(node, saved.taints)
         if saved.dead:
