@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.events import Explanation, OperatorLabels, OperatorTaints
+from schemas.events import Explanation
+from schemas.queries import NodeLayers
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
 SNAPSHOT_VERSION = 8
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
-
-
-class LayersRecord(msgspec.Struct, frozen=True):
-    """Where a node's labels and taints come from: its agent's declaration and the operator's edits."""
-
-    agent_labels: dict[str, str]
-    agent_taints: list[Taint]
-    operator_labels: OperatorLabels
-    operator_taints: OperatorTaints
 
 
 class NodeRecord(msgspec.Struct, frozen=True):
@@ -33,7 +25,7 @@ class NodeRecord(msgspec.Struct, frozen=True):
     labels: dict[str, str]
     taints: list[Taint]
     dead: bool = False
-    layers: LayersRecord | None = None
+    layers: NodeLayers | None = None
     removed_at: float | None = None
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from schemas import NodeLabelsChanged, NodeRegistered, OperatorLabels, OperatorTaints, Taint, TaintsChanged
 from services.core.errors import ConflictError, LabelError, NotFoundError, RejectedError, rule_error
-from services.core.labels import default_labels, validate_labels
+from services.core.labels import default_labels, user_labels, validate_labels
 from services.core.request import TAINT_EFFECTS, check_id, check_resources, check_taints, rare_taint_key
 from services.core.state import ClusterView, NodeState
 from services.core.state.layers import (
@@ -16,7 +16,6 @@ from services.core.state.layers import (
     labels_set,
     taints_put,
     taints_taken,
-    user_labels,
 )
 from services.core.state.model import Layers
 

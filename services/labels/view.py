@@ -42,6 +42,11 @@ class LabelsView(FoldedView):
         self.last_seen[node_id] = self.clock()
         return True
 
+    def silent_for(self, node_id: str) -> float | None:
+        """Seconds since a live node was last heard from (None for a node not live)."""
+        seen = self.last_seen.get(node_id)
+        return None if seen is None else self.clock() - seen
+
     def overdue(self, timeout: float) -> list[str]:
         """Live nodes not heard from for longer than `timeout`."""
         now = self.clock()

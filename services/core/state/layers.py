@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from schemas import OperatorLabels, OperatorTaints, Taint
-from services.core.labels import SYSTEM_PREFIX
-from services.core.state.model import Layers
+from schemas.queries import NodeLayers
+from services.core.labels import user_labels
+from services.core.state.model import Layers, NodeState
 
 TaintId = tuple[str, str]
 """What names a taint in a node's list: its key and effect (a second taint with both replaces the first)."""
@@ -21,9 +22,12 @@ def taint_id(taint: Taint) -> TaintId:
     return taint.key, taint.effect
 
 
-def user_labels(labels: Mapping[str, str]) -> dict[str, str]:
-    """The labels of `labels` outside the system prefix (those an operator may edit)."""
-    return {key: value for key, value in labels.items() if not key.startswith(SYSTEM_PREFIX)}
+def layers_of(node: NodeState) -> NodeLayers | None:
+    """The node's layers as queries answer and snapshots keep them (None for a node without: a virtual node)."""
+    layers = node.layers
+    if layers is None:
+        return None
+    return NodeLayers(layers.agent_labels, layers.agent_taints, layers.operator_labels, layers.operator_taints)
 
 
 def effective_labels(layers: Layers) -> dict[str, str]:
@@ -75,7 +79,7 @@ def taints_taken(layers: Layers, matches: Callable[[Taint], bool]) -> OperatorTa
 def labels_implied(layers: Layers, labels: Mapping[str, str]) -> OperatorLabels:
     """The operator's edits an old event's full `labels` imply: what differs from the agent's labels, and the
     earlier edits `labels` still agree with."""
-    agent, wanted, edits = user_labels(layers.agent_labels), user_labels(labels), layers.operator_labels
+    agent, wanted, edits = user_labels(layers.agent_labels), user_labels(dict(labels)), layers.operator_labels
     kept = {key: value for key, value in wanted.items() if agent.get(key) != value or edits.labels.get(key) == value}
     removed = {key for key in [*agent, *edits.removed] if key not in wanted}
     return OperatorLabels(kept, sorted(removed))

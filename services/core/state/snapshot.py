@@ -13,13 +13,13 @@ from schemas.snapshots import (
     ActorRecord,
     GroupRecord,
     LaunchRecord,
-    LayersRecord,
     NodeRecord,
     VClusterRecord,
     ViewSnapshot,
     VNodeRecord,
 )
 from services.core.prng import stable_hash
+from services.core.state.layers import layers_of
 from services.core.state.model import (
     ENDED_LAUNCH_STATES,
     ActorState,
@@ -39,12 +39,9 @@ _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 
 
 def _node_record(node: NodeState, *, dead: bool) -> NodeRecord:
-    layers = node.layers
-    kept = None
-    if layers is not None:
-        kept = LayersRecord(layers.agent_labels, layers.agent_taints, layers.operator_labels, layers.operator_taints)
+    layers = layers_of(node)
     return NodeRecord(
-        node.node_id, node.address, node.total, node.free, node.labels, list(node.taints), dead, kept, node.removed_at
+        node.node_id, node.address, node.total, node.free, node.labels, list(node.taints), dead, layers, node.removed_at
     )
 
 
