@@ -12,14 +12,18 @@ from services.core.request import check_resources
 from services.labels.view import LabelsView
 from services.runtime.commands import Noted, Outcome
 
+HEARD_LATELY = 3
+"""Heartbeat intervals within which a node's agent counts as still running when the node is removed."""
+
 
 class LabelsHandlers:
     """Validate a command against the view and return the events it writes."""
 
-    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...], heartbeat_timeout: float) -> None:
+    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...], heartbeat_interval: float) -> None:
         self.view = view
         self.rare_resources = rare_resources
-        self.heartbeat_timeout = heartbeat_timeout
+        self.lately = HEARD_LATELY * heartbeat_interval
+        """A node heard from this many seconds ago or less has an agent that may still run."""
 
     def register(self, command: RegisterNode) -> Outcome:
         """A new node, or the same live node again (a reconnecting agent): then it resumes with its actors."""
@@ -63,12 +67,12 @@ class LabelsHandlers:
 
     def remove(self, command: RemoveNode) -> Outcome:
         """Take a live node out now (its actors fail and restart elsewhere when they may) and forget the operator's
-        edits of its labels and taints; warn when its agent still heartbeats: it will register the node again."""
+        edits of its labels and taints; warn when its agent was heard from lately: it may register the node again."""
         node_id = command.node_id
         live_node(self.view.cluster, node_id)
         removal = [NodeDied(node_id=node_id, removed=True)]
         silent = self.view.silent_for(node_id)
-        if silent is None or silent > self.heartbeat_timeout:
+        if silent is None or silent > self.lately:
             return removal
         return Noted(
             removal,
