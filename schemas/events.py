@@ -32,13 +32,16 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_
 
 
 class NodeRegistered(Event, frozen=True, tag=True):
-    """A node joined with its resources, full labels (defaults included) and static taints."""
+    """A node joined with its resources, full labels (defaults included) and static taints: its agent's declaration,
+    under the edits an operator made to the same node id before (see `OperatorLabels`)."""
 
     node_id: str
     resources: Amounts
     labels: dict[str, str]
     taints: list[Taint] = []
     address: str = ""
+    removed_before: float | None = None
+    """Seconds since an operator removed this node id, when this registration brings a removed node back."""
 
 
 class NodeDied(Event, frozen=True, tag=True):
@@ -46,6 +49,9 @@ class NodeDied(Event, frozen=True, tag=True):
 
     node_id: str
     reason: str = ""
+    removed: bool = False
+    """An operator (or the autoscaler) removed it: the operator's edits of its labels and taints are forgotten.
+    A node that missed its heartbeats keeps them for when it registers again."""
 
 
 class NodeUnreachable(Event, frozen=True, tag=True):
@@ -75,11 +81,29 @@ class NodeDeclaredDead(Event, frozen=True, tag=True):
     dead_for: float = 0.0
 
 
+class OperatorLabels(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An operator's edits of a node's labels, over its agent's: keys set (or changed), and agent keys removed."""
+
+    labels: dict[str, str] = {}
+    removed: list[str] = []
+
+
+class OperatorTaints(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An operator's edits of a node's taints, over its agent's: taints added (or changed), and agent taints
+    removed (matched by key and effect)."""
+
+    taints: list[Taint] = []
+    removed: list[Taint] = []
+
+
 class NodeLabelsChanged(Event, frozen=True, tag=True):
     """A node's labels were replaced (system labels kept)."""
 
     node_id: str
     labels: dict[str, str]
+    operator: OperatorLabels | None = None
+    """The operator's edits after the change (`labels` is what they give over the agent's labels); None in events
+    written before edits were kept apart: the fold derives them from `labels`."""
 
 
 class TaintsChanged(Event, frozen=True, tag=True):
@@ -87,6 +111,9 @@ class TaintsChanged(Event, frozen=True, tag=True):
 
     node_id: str
     taints: list[Taint]
+    operator: OperatorTaints | None = None
+    """The operator's edits after the change (`taints` is what they give over the agent's taints); None in events
+    written before edits were kept apart: the fold derives them from `taints`."""
 
 
 class ActorSubmitted(Event, frozen=True, tag=True):

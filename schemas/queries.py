@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from schemas.decisions import Pending
+from schemas.events import OperatorLabels, OperatorTaints
 from schemas.requests import Taint
 from schemas.selectors import SelectorSpec
 from schemas.vclusters import Admitted, Queued, VirtualClusterInfo
@@ -38,6 +39,16 @@ class NodesQuery(PageQuery, frozen=True, forbid_unknown_fields=True):
     selector: SelectorSpec = {}
 
 
+class NodeLayers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where a node's labels and taints come from: what its agent declared when it registered (replaced when it
+    registers again), and an operator's edits on top (kept until an operator changes them or removes the node)."""
+
+    agent_labels: dict[str, str]
+    agent_taints: list[Taint]
+    operator_labels: OperatorLabels
+    operator_taints: OperatorTaints
+
+
 class NodeInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One node as a view sees it."""
 
@@ -50,6 +61,8 @@ class NodeInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     actors: int = 0
     parent_node: str = ""
     """A virtual node's parent node ("" for a physical node)."""
+    layers: NodeLayers | None = None
+    """Where `labels` and `taints` come from (None for a virtual node: they are its parent node's)."""
 
 
 class NodesReply(PageReply, frozen=True, tag_field="type", tag="nodes", forbid_unknown_fields=True):

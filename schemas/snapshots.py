@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from schemas.events import Explanation
+from schemas.queries import NodeLayers
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
@@ -13,7 +14,9 @@ SNAPSHOT_VERSION = 8
 
 
 class NodeRecord(msgspec.Struct, frozen=True):
-    """A node: capacity, what is free, labels, taints; `dead` for a tombstone still holding work."""
+    """A node: capacity, what is free, labels, taints; `dead` for a tombstone (kept until its id registers again);
+    `layers` for a node an agent registered (None for a virtual node); `removed_at`: the log time an operator
+    removed it."""
 
     node_id: str
     address: str
@@ -26,6 +29,8 @@ class NodeRecord(msgspec.Struct, frozen=True):
     """While it misses heartbeats: when it was last heard from (its taints above are the declared ones)."""
     dead_for: float | None = None
     """Once declared dead: seconds since, as of the last `NodeDeclaredDead`."""
+    layers: NodeLayers | None = None
+    removed_at: float | None = None
 
 
 class ActorRecord(msgspec.Struct, frozen=True):

@@ -369,7 +369,8 @@ def test_a_user_lists_labels_untaints_and_removes_nodes(
     assert two_nodes.taints("cpu-1") == {"cpu-1": [Taint("maint", "", "NoExecute")]}
     assert run(["taint", "--node-id", "cpu-1", "--delete", "maint"], mesh, capsys) == "node cpu-1 untainted maint\n"
 
-    assert run(["node", "remove", "gpu-1"], mesh, capsys) == "node gpu-1 removed\n"
+    removed = run(["node", "remove", "gpu-1"], mesh, capsys)  # its agent (this test's client) still heartbeats
+    assert removed.startswith("node gpu-1 removed, but its agent was heard from")
     assert [node.node_id for node in two_nodes.nodes()] == ["cpu-1"]
 
 

@@ -31,9 +31,22 @@ def _taints(event: e.TaintsChanged) -> str:
     return f"node {event.node_id} taints are now {taints or 'none'}"
 
 
+def _registered(event: e.NodeRegistered) -> str:
+    if event.removed_before is None:
+        return f"node {event.node_id} joined with {_amounts(event.resources)}"
+    return (
+        f"node {event.node_id} registered again (it was removed {event.removed_before:.0f}s before: its agent still "
+        f"ran) with {_amounts(event.resources)}"
+    )
+
+
 MEANINGS: dict[type[Any], Callable[[Any], str]] = {
-    e.NodeRegistered: lambda ev: f"node {ev.node_id} joined with {_amounts(ev.resources)}",
-    e.NodeDied: lambda ev: f"node {ev.node_id} died" + (f": {ev.reason}" if ev.reason else ""),
+    e.NodeRegistered: _registered,
+    e.NodeDied: lambda ev: (
+        f"node {ev.node_id} "
+        + ("removed (the operator's labels and taints forgotten)" if ev.removed else "died")
+        + (f": {ev.reason}" if ev.reason else "")
+    ),
     e.NodeUnreachable: lambda ev: (
         f"node {ev.node_id} unreachable since {utc_text(ev.last_heard)} (missed heartbeats): no new work lands on it"
     ),

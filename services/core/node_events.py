@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from schemas import NodeLabelsChanged, NodeRegistered, Taint, TaintsChanged
+from schemas import NodeLabelsChanged, NodeRegistered, OperatorLabels, OperatorTaints, Taint, TaintsChanged
 from services.core.errors import ConflictError, LabelError, NotFoundError, RejectedError, rule_error
-from services.core.labels import SYSTEM_PREFIX, default_labels, validate_labels
+from services.core.labels import default_labels, user_labels, validate_labels
 from services.core.request import TAINT_EFFECTS, check_id, check_resources, check_taints, rare_taint_key
 from services.core.state import ClusterView, NodeState
+from services.core.state.layers import (
+    effective_labels,
+    effective_taints,
+    labels_replaced,
+    labels_set,
+    taints_put,
+    taints_taken,
+)
+from services.core.state.model import Layers
 
 
 def live_node(view: ClusterView, node_id: str) -> NodeState:
@@ -29,8 +38,10 @@ def node_registered(
     rare_resources: tuple[str, ...] = (),
     address: str = "",
     defaults: dict[str, str | None] | None = None,
+    now: float = 0.0,
 ) -> NodeRegistered:
-    """A new node: resources, user and default labels (`defaults`: zone, hostname...), static and rare taints."""
+    """A new node: resources, user and default labels (`defaults`: zone, hostname...), static and rare taints; a
+    node an operator removed says how long before `now` (Unix seconds) it was removed."""
     check_id("node_id", node_id)
     if node_id in view.nodes:
         raise RejectedError(f"node_id {node_id!r}: a node with this id is already registered")
@@ -44,8 +55,15 @@ def node_registered(
     for resource in rare_resources:
         if total.get(resource, 0.0) > 0:
             node_taints.append(Taint(rare_taint_key(resource), "true"))
+    tombstone = view.dead.get(node_id)
+    removed_at = tombstone.removed_at if tombstone is not None else None
     return NodeRegistered(
-        node_id=node_id, resources=total, labels={**user, **system}, taints=node_taints, address=address
+        node_id=node_id,
+        resources=total,
+        labels={**user, **system},
+        taints=node_taints,
+        address=address,
+        removed_before=None if removed_at is None else max(0.0, now - removed_at),
     )
 
 
@@ -58,19 +76,23 @@ def labels_changed(
     remove: Sequence[str] = (),
     overwrite: bool = False,
 ) -> NodeLabelsChanged:
-    """Replace the node's user labels; its system labels stay. With `merge`: set the keys of `labels` (changing a
-    key's value only with `overwrite`) and remove the keys of `remove`."""
+    """An operator's edit: replace the node's user labels (its system labels stay), or with `merge` set the keys of
+    `labels` (changing a key's value only with `overwrite`) and remove the keys of `remove`. The edit holds when
+    the node's agent registers again."""
     node = live_node(view, node_id)
     if merge:
-        labels = merged_labels(node, labels, remove, overwrite=overwrite)
+        wanted = merged_labels(node, labels, remove, overwrite=overwrite)
     elif remove:
         raise rule_error("remove", list(remove), "removes keys only with merge (a replacement sets every user label)")
+    else:
+        wanted = labels
     try:
-        user = validate_labels(labels)
+        validate_labels(wanted)
     except LabelError as error:
         raise LabelError(f"node {node_id!r}: {error}") from error
-    system = {key: value for key, value in node.labels.items() if key.startswith(SYSTEM_PREFIX)}
-    return NodeLabelsChanged(node_id=node_id, labels={**user, **system})
+    layers = node_layers(node)
+    edits = labels_set(layers, labels, remove) if merge else labels_replaced(layers, labels)
+    return NodeLabelsChanged(node_id=node_id, labels=effective_labels(with_labels(layers, edits)), operator=edits)
 
 
 def merged_labels(node: NodeState, labels: dict[str, str], remove: Sequence[str], *, overwrite: bool) -> dict[str, str]:
@@ -78,7 +100,7 @@ def merged_labels(node: NodeState, labels: dict[str, str], remove: Sequence[str]
     whose value would change without `overwrite`, is refused naming it."""
     if isinstance(remove, str) or not all(isinstance(key, str) for key in remove):
         raise rule_error("remove", remove, "must be a list of label keys")
-    current = {key: value for key, value in node.labels.items() if not key.startswith(SYSTEM_PREFIX)}
+    current = user_labels(node.labels)
     for key, value in labels.items():
         if key in remove:
             raise rule_error(f"label {key!r}", value, "a key cannot be both set and removed")
@@ -91,18 +113,19 @@ def merged_labels(node: NodeState, labels: dict[str, str], remove: Sequence[str]
 
 
 def taints_added(view: ClusterView, node_id: str, taints: dict[str, str] | list[Taint]) -> TaintsChanged:
-    """The node's taints with `taints` appended (a taint with the same key and effect is replaced)."""
+    """An operator's edit: the node's taints with `taints` appended (a taint with the same key and effect is
+    replaced). The edit holds when the node's agent registers again."""
     node = live_node(view, node_id)
-    added = check_taints(node_id, taints)
-    replaced = {(taint.key, taint.effect) for taint in added}
-    kept = [taint for taint in node.declared_taints if (taint.key, taint.effect) not in replaced]
-    return TaintsChanged(node_id=node_id, taints=kept + added)
+    layers = node_layers(node)
+    edits = taints_put(layers, check_taints(node_id, taints))
+    return TaintsChanged(node_id=node_id, taints=effective_taints(with_taints(layers, edits)), operator=edits)
 
 
 def taints_removed(
     view: ClusterView, node_id: str, keys: list[str], effects: Mapping[str, Sequence[str]] | None = None
 ) -> TaintsChanged:
-    """The node's taints without any taint whose key is in `keys`, nor any whose key and effect `effects` names."""
+    """An operator's edit: the node's taints without any taint whose key is in `keys`, nor any whose key and effect
+    `effects` names (an agent's taint stays removed when the agent registers again)."""
     node = live_node(view, node_id)
     if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
         raise RejectedError(f"keys {keys!r}: must be a list of taint keys")
@@ -110,11 +133,21 @@ def taints_removed(
         if isinstance(named, str) or not all(effect in TAINT_EFFECTS for effect in named):
             raise rule_error(f"effects[{key!r}]", named, f"must be a list of {', '.join(TAINT_EFFECTS)}")
     gone, gone_effects = set(keys), effects or {}
-    return TaintsChanged(
-        node_id=node_id,
-        taints=[
-            taint
-            for taint in node.declared_taints
-            if taint.key not in gone and taint.effect not in gone_effects.get(taint.key, ())
-        ],
-    )
+    layers = node_layers(node)
+    edits = taints_taken(layers, lambda taint: taint.key in gone or taint.effect in gone_effects.get(taint.key, ()))
+    return TaintsChanged(node_id=node_id, taints=effective_taints(with_taints(layers, edits)), operator=edits)
+
+
+def node_layers(node: NodeState) -> Layers:
+    """The node's layers (a node without: all its labels and taints its agent's)."""
+    return node.layers or Layers(node.labels, list(node.declared_taints))
+
+
+def with_labels(layers: Layers, edits: OperatorLabels) -> Layers:
+    """`layers` with the operator's label edits `edits` instead."""
+    return Layers(layers.agent_labels, layers.agent_taints, edits, layers.operator_taints)
+
+
+def with_taints(layers: Layers, edits: OperatorTaints) -> Layers:
+    """`layers` with the operator's taint edits `edits` instead."""
+    return Layers(layers.agent_labels, layers.agent_taints, layers.operator_labels, edits)

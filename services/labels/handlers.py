@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import time
+
 from schemas import NodeDied
 from schemas.commands import RegisterNode, RemoveNode, SetLabels
 from services.core.errors import ConflictError
 from services.core.node_events import labels_changed, live_node, node_registered
 from services.core.request import check_resources
 from services.labels.view import LabelsView
-from services.runtime.commands import Outcome
+from services.runtime.commands import Noted, Outcome
+
+HEARD_LATELY = 3
+"""Heartbeat intervals within which a node's agent counts as still running when the node is removed."""
 
 
 class LabelsHandlers:
     """Validate a command against the view and return the events it writes."""
 
-    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...]) -> None:
+    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...], heartbeat_interval: float) -> None:
         self.view = view
         self.rare_resources = rare_resources
+        self.lately = HEARD_LATELY * heartbeat_interval
+        """A node heard from this many seconds ago or less has an agent that may still run."""
 
     def register(self, command: RegisterNode) -> Outcome:
         """A new node, or the same live node again (a reconnecting agent): then it resumes with its actors."""
@@ -48,6 +55,7 @@ class LabelsHandlers:
             rare_resources=self.rare_resources,
             address=command.address,
             defaults=defaults,
+            now=time.time(),
         )
         return [event]
 
@@ -58,6 +66,17 @@ class LabelsHandlers:
         return [labels_changed(cluster, node_id, command.labels, merge=merge, remove=remove, overwrite=overwrite)]
 
     def remove(self, command: RemoveNode) -> Outcome:
-        """Take a live node out now (its actors fail and restart elsewhere when they may)."""
-        live_node(self.view.cluster, command.node_id)
-        return [NodeDied(node_id=command.node_id)]
+        """Take a live node out now (its actors fail and restart elsewhere when they may) and forget the operator's
+        edits of its labels and taints; warn when its agent was heard from lately: it may register the node again."""
+        node_id = command.node_id
+        live_node(self.view.cluster, node_id)
+        removal = [NodeDied(node_id=node_id, removed=True)]
+        silent = self.view.silent_for(node_id)
+        if silent is None or silent > self.lately:
+            return removal
+        return Noted(
+            removal,
+            f"node {node_id} removed, but its agent was heard from {silent:.1f}s ago: if it still runs, it will "
+            f"register the node again. To take the node out for good, cordon it (corral cordon {node_id}), drain "
+            f"it (corral drain {node_id}) and stop its agent; then remove it, or let its heartbeats lapse.",
+        )

@@ -68,6 +68,11 @@ class LabelsView(FoldedView):
         self.last_seen[node_id] = self.clock()
         return True
 
+    def silent_for(self, node_id: str) -> float | None:
+        """Seconds since a live node was last heard from (None for a node not live)."""
+        seen = self.last_seen.get(node_id)
+        return None if seen is None else self.clock() - seen
+
     def silence(self, node_id: str) -> Silence:
         """The node's silences as of now."""
         now = self.clock()

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
@@ -20,8 +21,17 @@ from services.runtime.follower import LogFollower, LogReplaced
 
 log = logging.getLogger("corral.commands")
 
-Outcome = Sequence[AnyEvent] | str
-"""What a command handler returns: the events to append, or a message when nothing has to change."""
+
+@dataclass(frozen=True)
+class Noted:
+    """Events to append, and what the sender should know about them."""
+
+    events: Sequence[AnyEvent]
+    message: str
+
+
+Outcome = Sequence[AnyEvent] | str | Noted
+"""What a command handler returns: the events to append (noted or not), or a message when nothing has to change."""
 
 Responder = Callable[[Msg], Awaitable[bytes]]
 """A NATS request handler: the request in, the reply's bytes out."""
@@ -89,7 +99,8 @@ class CommandDesk:
                 return rejection(error)
             if isinstance(outcome, str):
                 return Accepted(0, outcome)
-            stamped = [msgspec.structs.replace(e, event_id=f"{self.service}-{uuid.uuid4().hex}") for e in outcome]
+            events, message = (outcome.events, outcome.message) if isinstance(outcome, Noted) else (outcome, "")
+            stamped = [msgspec.structs.replace(e, event_id=f"{self.service}-{uuid.uuid4().hex}") for e in events]
             sequences = await self.bus.append(stamped)
             await self.follower.wait_for(sequences[-1])
-            return Accepted(sequences[-1])
+            return Accepted(sequences[-1], message)

@@ -7,6 +7,7 @@ from schemas.queries import ActorInfo, NodeInfo
 from schemas.snapshots import SNAPSHOT_VERSION
 from services.core import Cluster
 from services.core.state import ActorState, ClusterView, NodeState
+from services.core.state.layers import layers_of
 from services.core.state.snapshot import decode, digest, dump, encode, restore
 
 
@@ -47,6 +48,7 @@ def node_info(node: NodeState, parent_node: str = "") -> NodeInfo:
         taints=list(node.taints),
         actors=len(node.actors),
         parent_node=parent_node,
+        layers=layers_of(node),
     )
 
 

@@ -156,8 +156,8 @@ def test_describe_shows_everything_known_and_the_explanation_of_pending_work(
 
     node = run(["describe", "node", "cpu-1"], mesh, capsys).splitlines()
     assert node[0].split() == ["Name:", "cpu-1"]
-    assert "tier=web" in " ".join(node) and "corral.io/availability-zone=z1" in " ".join(node)
-    assert any(line.split() == ["Taints:", "maint=soon:PreferNoSchedule"] for line in node)
+    assert "tier=web (agent)" in " ".join(node) and "corral.io/availability-zone=z1 (agent)" in " ".join(node)
+    assert any(line.split() == ["Taints:", "maint=soon:PreferNoSchedule", "(operator)"] for line in node)
     assert "Allocated resources:" in node
     assert ["CPU", "1.5", "(38%)", "4"] in [line.split() for line in node]
     assert ["web", "default", "0"] in [line.split() for line in node]

@@ -125,6 +125,9 @@ def test_nodes_labels_actors_groups_pending_and_why(http: httpx.Client, corral: 
     assert [(node["node_id"], node["labels"]["disk"], node["resources"]) for node in nodes] == [
         ("l2", "nvme", {"CPU": 2.0})
     ]
+    layers = nodes[0]["layers"]  # a replacement names every user label: the agent's disk=hdd is overridden
+    assert layers["agent_labels"]["disk"] == "hdd"
+    assert layers["operator_labels"] == {"labels": {"disk": "nvme", "rack": "r2"}, "removed": []}
 
     request = {"actor_id": "l-a", "resources": {"CPU": 2}, "labels": {"app": "web"}, "label_selector": {"disk": "ssd"}}
     placed = http.post("/api/v1/actors", json=request, headers=AUTH)

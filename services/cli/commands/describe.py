@@ -35,10 +35,42 @@ def field(name: str, value: object) -> str:
     return f"{name + ':':<22}{value}"
 
 
+def aligned(name: str, entries: list[str]) -> list[str]:
+    """`Labels:  first` then one entry per line under it (`<none>` when there is none)."""
+    entries = entries or [NONE]
+    return [field(name, entries[0]), *(" " * 22 + entry for entry in entries[1:])]
+
+
 def mapping_lines(name: str, values: dict[str, str]) -> list[str]:
     """`Labels:  k=v` then one `k2=v2` per line under it (`<none>` when empty)."""
-    pairs = [f"{key}={value}" for key, value in sorted(values.items())] or [NONE]
-    return [field(name, pairs[0]), *(" " * 22 + pair for pair in pairs[1:])]
+    return aligned(name, [f"{key}={value}" for key, value in sorted(values.items())])
+
+
+def label_sources(node: NodeInfo) -> list[str]:
+    """Each label and where it comes from (the agent, or an operator), then the agent's labels an operator removed."""
+    if node.layers is None:
+        return [f"{key}={value}" for key, value in sorted(node.labels.items())]
+    agent, edits = node.layers.agent_labels, node.layers.operator_labels
+    shown = [
+        f"{key}={value} ({'operator' if key in edits.labels else 'agent'})"
+        for key, value in sorted(node.labels.items())
+    ]
+    return shown + [
+        f"{key}- (operator removed the agent's {key}={agent[key]})" for key in edits.removed if key in agent
+    ]
+
+
+def taint_sources(node: NodeInfo) -> list[str]:
+    """Each taint and where it comes from (the agent, or an operator), then the agent's taints an operator removed."""
+    if node.layers is None:
+        return [taints_text([taint]) for taint in node.taints]
+    edits = node.layers.operator_taints
+    shown = [f"{taints_text([taint])} ({'operator' if taint in edits.taints else 'agent'})" for taint in node.taints]
+    return shown + [
+        f"{taint.key}:{taint.effect}- (operator removed the agent's {taints_text([taint])})"
+        for taint in edits.removed
+        if taint in node.layers.agent_taints
+    ]
 
 
 def created(record: Record | None, now: datetime) -> str:
@@ -55,9 +87,7 @@ def describe_node(node: NodeInfo, snapshot: Snapshot, record: Record | None, now
     if silent:
         dead = "; declared dead: work not tolerating it failed" if silent[0].effect == "NoExecute" else ""
         lines.append(field("Last heard", f"{silent[0].value} (missed heartbeats{dead})"))
-    lines += mapping_lines("Labels", node.labels)
-    taints = [taints_text([taint]) for taint in node.taints] or [NONE]
-    lines += [field("Taints", taints[0]), *(" " * 22 + taint for taint in taints[1:])]
+    lines += aligned("Labels", label_sources(node)) + aligned("Taints", taint_sources(node))
     lines += [field("Unschedulable", str(node_status(node) != "Ready").lower()), field("Created", created(record, now))]
     if node.parent_node:
         lines.append(field("Carved from", node.parent_node))

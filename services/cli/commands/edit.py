@@ -38,7 +38,9 @@ def add_parsers(commands: Subcommands) -> None:
         help="add, change or remove a node's labels: label node ID k=v k2-",
         description="Edit a node's user labels: KEY=VALUE adds one (changing an existing value needs --overwrite), "
         "KEY- removes one; --replace makes the given labels the node's only user labels. System labels (under "
-        "corral.io/) stay.",
+        "corral.io/) stay. Your edits lie over the labels the node's agent declared: they hold when the agent "
+        "registers the node again (a KEY- of an agent's label included), until you change them or `corral node "
+        "remove` the node. `describe node` shows which labels are the agent's and which yours.",
     )
     label.add_argument("words", nargs="*", metavar="node ID KEY=VALUE|KEY-", help="`node`, the node's id, the edits")
     label.add_argument("--overwrite", action="store_true", help="allow changing the value of an existing label")
@@ -53,7 +55,9 @@ def add_parsers(commands: Subcommands) -> None:
         description="Edit a node's taints: KEY=VALUE:EFFECT (or KEY:EFFECT, KEY=VALUE, KEY; EFFECT one of "
         f"{', '.join(types.TAINT_EFFECTS)}, default NoSchedule) adds one, replacing a taint with the same key and "
         "effect; KEY:EFFECT- removes the taint with that key and effect; KEY- removes every taint with that key. "
-        "Name the node by id (`taint node ID ...`) or by address (`taint node ADDR ... --by-address`).",
+        "Name the node by id (`taint node ID ...`) or by address (`taint node ADDR ... --by-address`). Your edits "
+        "lie over the taints the node's agent declared: they hold when the agent registers the node again (the "
+        "removal of an agent's taint included), until you change them or `corral node remove` the node.",
     )
     taint.add_argument(
         "words", nargs="*", metavar="node ID TAINT|KEY:EFFECT-|KEY-", help="`node`, the node's id, the edits"

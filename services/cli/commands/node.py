@@ -86,7 +86,12 @@ def add_parsers(commands: Subcommands) -> None:
     remove = verbs.add_parser(
         "remove",
         help="take a node out now (its actors fail and restart elsewhere when they may)",
-        description="Take a node out of the cluster now, as if it died.",
+        description=(
+            "Take a node out of the cluster now, as if it died, and forget the labels and taints operators set or "
+            "removed on it (a node that only missed its heartbeats keeps them). A node whose agent still runs "
+            "registers again: the answer says so when the agent was heard from lately. To take a node out for good, "
+            "cordon and drain it and stop its agent."
+        ),
     )
     remove.add_argument("node_id", metavar="NODE_ID", help="the node's id")
     add_connection_arguments(remove, service="labels service")
@@ -215,10 +220,9 @@ def run_list(args: argparse.Namespace) -> int:
 def run_remove(args: argparse.Namespace) -> int:
     """`corral node remove`."""
 
-    async def main() -> None:
+    async def main() -> str:
         async with connected(args) as client:
-            await client.remove_node(args.node_id)
+            return (await client.remove_node(args.node_id)).message
 
-    asyncio.run(main())
-    say(f"node {args.node_id} removed")
+    say(asyncio.run(main()) or f"node {args.node_id} removed")
     return 0

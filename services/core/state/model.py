@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from schemas import Explanation, PlacementGroupRequest, ScheduleRequest, Taint
+from schemas import Explanation, OperatorLabels, OperatorTaints, PlacementGroupRequest, ScheduleRequest, Taint
 from services.core.labels import HOSTNAME, REGION, ZONE
 
 Resources = dict[str, float]
@@ -35,6 +35,25 @@ def fits(free: Resources, amount: Resources) -> bool:
     return True
 
 
+class Layers:
+    """Where a registered node's labels and taints come from: its agent's declaration (replaced when it registers
+    again) and an operator's edits on top (kept until an operator changes them, or removes the node)."""
+
+    __slots__ = ("agent_labels", "agent_taints", "operator_labels", "operator_taints")
+
+    def __init__(
+        self,
+        agent_labels: dict[str, str],
+        agent_taints: list[Taint],
+        operator_labels: OperatorLabels | None = None,
+        operator_taints: OperatorTaints | None = None,
+    ) -> None:
+        self.agent_labels = dict(agent_labels)
+        self.agent_taints = list(agent_taints)
+        self.operator_labels = operator_labels or OperatorLabels()
+        self.operator_taints = operator_taints or OperatorTaints()
+
+
 class NodeState:
     """One live node: capacity, what is free, labels, taints, and what runs on it."""
 
@@ -49,8 +68,10 @@ class NodeState:
         "free",
         "hash_key",
         "labels",
+        "layers",
         "node_id",
         "prefer_taints",
+        "removed_at",
         "taints",
         "total",
         "unreachable",
@@ -80,6 +101,10 @@ class NodeState:
         self.bundles: set[tuple[str, int]] = set()
         self.footprint: dict[str, str] = {}
         """The topology labels a DataFlow operation placed here passes on to the operations that run after it."""
+        self.layers: Layers | None = None
+        """Where `labels` and `taints` come from (None: a virtual or imagined node, whose are given whole)."""
+        self.removed_at: float | None = None
+        """The log time an operator removed this (dead) node."""
 
     def set_taints(self, taints: list[Taint]) -> None:
         """Replace the declared taints; the liveness taint stays."""

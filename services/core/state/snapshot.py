@@ -19,12 +19,14 @@ from schemas.snapshots import (
     VNodeRecord,
 )
 from services.core.prng import stable_hash
+from services.core.state.layers import layers_of
 from services.core.state.model import (
     ENDED_LAUNCH_STATES,
     ActorState,
     GroupState,
     Launch,
     LaunchState,
+    Layers,
     NodeState,
     WorkStatus,
     node_footprint,
@@ -38,17 +40,19 @@ _CANONICAL = msgspec.msgpack.Encoder(order="sorted")
 
 
 def _node_record(node: NodeState, *, dead: bool) -> NodeRecord:
-    taints = list(node.declared_taints)
+    layers = layers_of(node)
     return NodeRecord(
         node.node_id,
         node.address,
         node.total,
         node.free,
         node.labels,
-        taints,
+        list(node.declared_taints),
         dead,
-        node.unreachable_since,
-        node.dead_for,
+        unreachable_since=node.unreachable_since,
+        dead_for=node.dead_for,
+        layers=layers,
+        removed_at=node.removed_at,
     )
 
 
@@ -195,7 +199,10 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
     view.version, view.epoch, view.arrivals = snapshot.version, snapshot.epoch, snapshot.arrivals
     for saved in snapshot.nodes:
         node = NodeState(saved.node_id, stable_hash(view.seed, saved.node_id), saved.total, saved.labels)
-        node.address, node.free = saved.address, dict(saved.free)
+        node.address, node.free, node.removed_at = saved.address, dict(saved.free), saved.removed_at
+        if saved.layers is not None:
+            kept = saved.layers
+            node.layers = Layers(kept.agent_labels, kept.agent_taints, kept.operator_labels, kept.operator_taints)
         node.footprint = node_footprint(node)
         view.set_taints(node, saved.taints)
         restore_liveness(view, node, saved.unreachable_since, saved.dead_for)
