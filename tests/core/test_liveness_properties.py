@@ -1,6 +1,6 @@
-"""Liveness under any interleaving: registrations, taint edits, heartbeats lapsing and returning, deaths, work that
-tolerates dead nodes for a while, virtual nodes carved from silent nodes; the live view equals a replay of its log
-and a snapshot taken anywhere plus the tail, taints and liveness included."""
+"""Liveness under any interleaving: registrations, the operator's label and taint edits, heartbeats lapsing and
+returning, deaths, work that tolerates dead nodes for a while, virtual nodes carved from silent nodes. The live view
+equals a replay of its log and a snapshot taken anywhere plus the tail: labels, taints, layers and liveness."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from services.core import Cluster
 from services.core.errors import RejectedError
 from services.core.labels import UNREACHABLE_TAINT
 from services.core.liveness import Silence, liveness_event
+from services.core.node_events import labels_changed
 from services.core.state import replay
+from services.core.state.layers import layers_of
 from services.core.state.snapshot import decode, digest, dump, encode, restore
 from tests.core.builders import make_actor
 from tests.core.vc_builders import fixed, spec
@@ -55,6 +57,12 @@ def happen(cluster: Cluster, step: Step, index: int, clocks: dict[str, float]) -
             clocks[node_id] = 0.0
         elif step.kind == "remove" and live:
             cluster.remove_node(node_id)
+        elif step.kind in ("label", "unlabel") and live:
+            edit = {"owner": f"o{index}"} if step.kind == "label" else {}
+            removed = ["pool"] if step.kind == "unlabel" else []
+            relabelled = labels_changed(cluster.view, node_id, edit, merge=True, remove=removed, overwrite=True)
+            cluster.fold(relabelled)
+            return [relabelled]
         elif step.kind == "taint" and live:
             cluster.add_taints(node_id, [Taint("ops", str(index), "NoSchedule")])
         elif step.kind == "untaint" and live:
@@ -116,8 +124,10 @@ def test_liveness_folds_the_same_live_replayed_and_resumed_from_any_snapshot(scr
     for node_id, node in cluster.view.nodes.items():
         for view in (replayed, resumed):
             twin = view.nodes[node_id]
-            assert (twin.taints, twin.unreachable_since, twin.dead_for) == (
+            assert (twin.labels, twin.taints, layers_of(twin), twin.unreachable_since, twin.dead_for) == (
+                node.labels,
                 node.taints,
+                layers_of(node),
                 node.unreachable_since,
                 node.dead_for,
             )
