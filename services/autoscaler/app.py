@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import anyio
 import nats.errors
@@ -38,6 +38,7 @@ from services.autoscaler.split import message_budget
 from services.autoscaler.view import AutoscalerView
 from services.client import Client
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, parse_config
+from services.core.documents import MAX_DOCUMENT_BYTES, check_size
 from services.core.errors import CorralError, NotFoundError, RejectedError, UnavailableError
 from services.core.labels import SCALE_DOWN_TAINT
 from services.core.state.model import Launch
@@ -64,12 +65,15 @@ def load_config(settings: Settings) -> ScalingConfig:
     if not path:
         raise ServiceExit(EXIT_BAD_CONFIG, "CORRAL_AUTOSCALER_CONFIG is not set: name the YAML file of node types")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        why = getattr(error, "strerror", None) or str(error)
+        with open(path, "rb") as file:
+            data = file.read(MAX_DOCUMENT_BYTES + 1)  # a huge file (or /dev/zero) is refused without reading it all
+            size = max(len(data), os.fstat(file.fileno()).st_size)
+    except OSError as error:
+        why = error.strerror or str(error)
         raise ServiceExit(EXIT_BAD_CONFIG, f"CORRAL_AUTOSCALER_CONFIG {path!r}: cannot read it ({why})") from None
     try:
-        return parse_config(text, source=path)
+        check_size(size, path)
+        return parse_config(data, source=path)
     except RejectedError as error:
         raise ServiceExit(EXIT_BAD_CONFIG, str(error)) from None
 

@@ -74,7 +74,7 @@ def test_corral_up_refuses_a_bad_autoscaler_file_before_starting_anything(tmp_pa
         "up", "--nats-port", str(free_port()), "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config)
     )
     _, err = up.communicate(timeout=30)
-    assert up.returncode == 1 and "min_workers" in err and "two" in err, err
+    assert up.returncode == 2 and "min_workers" in err and "two" in err, err
     assert not (tmp_path / "corral" / "nats").exists()
 
 
