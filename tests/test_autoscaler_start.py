@@ -4,9 +4,9 @@ before it connects to anything."""
 from __future__ import annotations
 
 import os
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest

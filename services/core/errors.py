@@ -76,7 +76,7 @@ class UnfoldableEventError(CorralError):
         self.rule = rule
 
 
-SHOWN_CHARS = 120
+SHOWN_CHARS = 80
 """The most characters of a value an error quotes."""
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, SHOWN_CHARS, SHOWN_CHARS
@@ -97,6 +97,6 @@ def shown(value: object) -> str:
 
 
 def rule_error(field: str, value: object, rule: str) -> RejectedError:
-    """The rejection of one field: its name, its value (`shown`: at most about 120 characters) and the rule it
+    """The rejection of one field: its name, its value (`shown`: at most about 80 characters) and the rule it
     breaks."""
     return RejectedError(f"{field} {shown(value)}: {rule}")
