@@ -44,8 +44,9 @@ class Output(asyncio.Protocol):
 
 
 def escaped(data: bytes) -> str:
-    """`data` as printable text: UTF-8 read as such, every other byte and every non-printable character (line
-    breaks, controls, bidirectional overrides) as `\\xNN` (`\\uNNNN` past 0xff), and `\\` as `\\\\`."""
+    """`data` as printable text: UTF-8 read as such, every byte that is not UTF-8 and every non-printable ASCII
+    character (line breaks, controls) as `\\xNN`, other non-printable characters (bidirectional overrides...) as
+    `\\uNNNN`, and `\\` as `\\\\`: a note reads back to the bytes unambiguously."""
     return "".join(
         char if char.isprintable() and char != "\\" else _escape(char)
         for char in data.decode("utf-8", errors="surrogateescape")
@@ -58,6 +59,6 @@ def _escape(char: str) -> str:
         return "\\\\"
     if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape)
         return f"\\x{code - 0xDC00:02x}"
-    if code <= 0xFF:
+    if code < 0x80:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
