@@ -52,7 +52,9 @@ def add_parsers(commands: Subcommands) -> None:
     )
     start.add_argument("--labels", type=types.labels, default={}, metavar="K=V,...", help="user labels")
     start.add_argument(
-        "--labels-file", metavar="FILE", help="a YAML map of user labels (--labels wins where both set a key)"
+        "--labels-file",
+        metavar="FILE",
+        help="a YAML map of user labels, at most 1 MiB, no anchors (--labels wins where both set a key)",
     )
     start.add_argument(
         "--taints", type=types.taints, default=[], metavar="K=V:EFFECT,...", help="taints the node starts with"

@@ -95,7 +95,10 @@ def add_parsers(commands: Subcommands) -> None:
     up.add_argument(
         "--autoscaler",
         metavar="CONFIG.yaml",
-        help="also run the autoscaler with the node types of this YAML file (checked before anything starts)",
+        help=(
+            "also run the autoscaler with the node types of this YAML file (at most 1 MiB, no anchors, 1,000 types;"
+            " checked before anything starts: exit 2 if bad)"
+        ),
     )
     up.add_argument(
         "--timeout",
