@@ -53,7 +53,7 @@ FUZZ_SNAPSHOTS ?= 300
 fuzz: venv redis nats
 	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CORRAL_FUZZ_SNAPSHOTS=$(FUZZ_SNAPSHOTS) $(BIN)/pytest -m fuzz -s \
 	  -p no:cacheprovider --timeout 3600 tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py \
-	  tests/integration/test_fuzz_snapshots.py
+	  tests/integration/test_fuzz_snapshots.py tests/integration/test_fuzz_provider_output.py
 
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo.mesh

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+import os
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
 import anyio
 import nats.errors
@@ -38,6 +38,7 @@ from services.autoscaler.split import message_budget
 from services.autoscaler.view import AutoscalerView
 from services.client import Client
 from services.core.autoscale import Fleet, ScalePlan, ScalingConfig, parse_config
+from services.core.documents import MAX_DOCUMENT_BYTES, check_size
 from services.core.errors import CorralError, NotFoundError, RejectedError, UnavailableError
 from services.core.labels import SCALE_DOWN_TAINT
 from services.core.state.model import Launch
@@ -64,12 +65,15 @@ def load_config(settings: Settings) -> ScalingConfig:
     if not path:
         raise ServiceExit(EXIT_BAD_CONFIG, "CORRAL_AUTOSCALER_CONFIG is not set: name the YAML file of node types")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        why = getattr(error, "strerror", None) or str(error)
+        with open(path, "rb") as file:
+            data = file.read(MAX_DOCUMENT_BYTES + 1)  # a huge file (or /dev/zero) is refused without reading it all
+            size = max(len(data), os.fstat(file.fileno()).st_size)
+    except OSError as error:
+        why = error.strerror or str(error)
         raise ServiceExit(EXIT_BAD_CONFIG, f"CORRAL_AUTOSCALER_CONFIG {path!r}: cannot read it ({why})") from None
     try:
-        return parse_config(text, source=path)
+        check_size(size, path)
+        return parse_config(data, source=path)
     except RejectedError as error:
         raise ServiceExit(EXIT_BAD_CONFIG, str(error)) from None
 
@@ -110,6 +114,14 @@ async def main(settings: Settings) -> None:
                 with anyio.CancelScope(shield=True):
                     await autoscaler.close()
                     await lease.release()
+
+
+async def _logged(work: Awaitable[None]) -> None:
+    """Await `work`; an exception (a bug) is logged, not raised."""
+    try:
+        await work
+    except Exception:
+        log.exception("autoscaler termination failed")
 
 
 async def _hold(lease: Lease, rewon: Callable[[int], None]) -> None:
@@ -185,6 +197,8 @@ class Autoscaler:
             config.provider, settings.nats_url, self.failures.__setitem__, config.launch_timeout_s
         )
         self.commands = Client(settings.nats_url, name="autoscaler")
+        self.stopping: set[asyncio.Task[None]] = set()
+        """Terminations under way: each runs on its own, so a slow provider never holds up a round."""
         self.wake = asyncio.Event()
         view.on_demand = self.wake.set
         self.epochs: asyncio.Queue[int] = asyncio.Queue()
@@ -253,7 +267,7 @@ class Autoscaler:
             if launch.state == "draining" and launch.node_id in nodes:
                 await self._command(self.commands.add_taints(launch.node_id, [SCALE_DOWN]))
             if launch.state == "terminated" and launch.node_id in nodes:
-                await self._terminate(launch)
+                self._in_background(self._terminate(launch))
 
     async def run(self) -> None:
         """Decide rounds until cancelled: every interval, and as soon as an event may have changed demand."""
@@ -310,7 +324,9 @@ class Autoscaler:
         self.forged = newest
 
     async def act(self, event: AnyEvent) -> None:
-        """Do what one stored decision asks for."""
+        """Do what one stored decision asks for: launches and terminations are started, not waited for (the
+        provider runs them on their own), so one slow or hanging command holds up neither the round nor the
+        others."""
         launches, types = self.view.cluster.launches, self.config.node_types
         if isinstance(event, NodesLaunchRequested) and event.node_type in types:
             log.info("launching %d %s: %s", len(event.launch_ids), event.node_type, event.reason)
@@ -321,7 +337,7 @@ class Autoscaler:
             launch = launches[event.launch_id]
             log.warning("launch %s (%s) failed: %s", launch.launch_id, launch.node_type, event.reason)
             if launch.node_type in types:
-                await self.provider.terminate(launch.launch_id, types[launch.node_type], "")
+                self._in_background(self.provider.terminate(launch.launch_id, types[launch.node_type], ""))
         elif isinstance(event, NodeDrainStarted):
             log.info("draining node %s: %s", event.node_id, event.reason)
             await self._command(self.commands.add_taints(event.node_id, [SCALE_DOWN]))
@@ -330,7 +346,13 @@ class Autoscaler:
             await self._command(self.commands.remove_taints(event.node_id, [SCALE_DOWN_TAINT]))
         elif isinstance(event, NodeTerminationRequested) and event.launch_id in launches:
             log.info("terminating node %s: %s", event.node_id, event.reason)
-            await self._terminate(launches[event.launch_id])
+            self._in_background(self._terminate(launches[event.launch_id]))
+
+    def _in_background(self, work: Coroutine[object, object, None]) -> None:
+        """Run a termination on its own; a bug met there is logged."""
+        task = asyncio.create_task(_logged(work))
+        self.stopping.add(task)
+        task.add_done_callback(self.stopping.discard)
 
     async def _terminate(self, launch: Launch) -> None:
         """Stop a launched node through its provider and remove it from the cluster."""
@@ -350,7 +372,11 @@ class Autoscaler:
             log.warning("autoscaler command refused: %s", error)
 
     async def close(self) -> None:
-        """Stop the local agents and the command client."""
+        """Stop the terminations under way, the local agents and the command client."""
+        for task in list(self.stopping):
+            task.cancel()
+        if self.stopping:
+            await asyncio.wait(list(self.stopping))
         with contextlib.suppress(Exception):
             await self.provider.close()
         with contextlib.suppress(Exception):

@@ -8,10 +8,12 @@ import contextlib
 import json
 import logging
 import os
+import signal
 from collections.abc import Callable
 from typing import Protocol
 
 from services.autoscaler.handlers import node_id_of
+from services.autoscaler.output import Output
 from services.client import Client
 from services.core.autoscale import NodeType, ProviderConfig
 from services.core.errors import CorralError
@@ -19,8 +21,8 @@ from services.core.errors import CorralError
 log = logging.getLogger("corral.autoscaler")
 
 REGISTER_RETRY_S = 0.25
-OUTPUT_KEPT = 500
-"""Characters of a failed command's output kept in the failure's reason."""
+KILL_WAIT_S = 5.0
+"""How long a command is waited for once its process group is killed (after that it is left to the system)."""
 
 Failed = Callable[[str, str], None]
 """Told (launch id, reason) when a provider fails a launch."""
@@ -97,12 +99,18 @@ class LocalProvider:
 class CommandProvider:
     """Runs the configured command lines (through `sh -c`) with the launch's facts in the environment:
     CORRAL_NODE_TYPE, CORRAL_LAUNCH_ID, CORRAL_NATS_URL, CORRAL_NODE_RESOURCES, CORRAL_NODE_LABELS and
-    CORRAL_NODE_TAINTS (JSON), and CORRAL_NODE_ID for terminate. A launch command that exits non-zero fails the
-    launch. A launch is run again with the same id after a restart: the command must be idempotent per launch id."""
+    CORRAL_NODE_TAINTS (JSON), and CORRAL_NODE_ID for terminate. A launch command that exits non-zero, or does not
+    finish within the timeout, fails the launch. A launch is run again with the same id after a restart: the
+    command must be idempotent per launch id.
+
+    Each command runs in a process group of its own: one that does not finish (exit, and every process holding its
+    output close it) within the timeout is killed with the whole group, as is one still running when its launch is
+    terminated or the autoscaler stops. Its output is read as it comes and kept bounded (see `output`)."""
 
     def __init__(self, config: ProviderConfig, nats_url: str, failed: Failed, timeout: float) -> None:
         self.config, self.nats_url, self.failed, self.timeout = config, nats_url, failed, timeout
-        self.running: set[asyncio.Task[None]] = set()
+        self.running: dict[str, asyncio.Task[None]] = {}
+        """Launch id -> its launch command, while it runs."""
 
     def environment(self, launch_id: str, node_type: NodeType, node_id: str = "") -> dict[str, str]:
         """The process environment plus the launch's facts."""
@@ -120,9 +128,15 @@ class CommandProvider:
 
     async def launch(self, launch_id: str, node_type: NodeType) -> None:
         """Run the launch command in the background; its failure fails the launch."""
+        if launch_id in self.running:
+            return
         task = asyncio.create_task(self._launch(launch_id, node_type))
-        self.running.add(task)
-        task.add_done_callback(self.running.discard)
+        self.running[launch_id] = task
+        task.add_done_callback(lambda done: self._forget(launch_id, done))
+
+    def _forget(self, launch_id: str, done: asyncio.Task[None]) -> None:
+        if self.running.get(launch_id) is done:
+            del self.running[launch_id]
 
     async def _launch(self, launch_id: str, node_type: NodeType) -> None:
         why = await self._run(self.config.launch, self.environment(launch_id, node_type))
@@ -131,32 +145,72 @@ class CommandProvider:
             self.failed(launch_id, f"the launch command {why}")
 
     async def terminate(self, launch_id: str, node_type: NodeType, node_id: str) -> None:
-        """Run the terminate command (when one is configured) and wait for it."""
+        """Stop the launch command if it still runs (killing its process group), then run the terminate command
+        (when one is configured) and wait for it."""
+        launching = self.running.pop(launch_id, None)
+        if launching is not None:
+            launching.cancel()
+            await asyncio.wait({launching})
         if self.config.terminate:
             why = await self._run(self.config.terminate, self.environment(launch_id, node_type, node_id))
             if why:
                 log.warning("terminate %s (node %s): the command %s", launch_id, node_id or "-", why)
 
     async def _run(self, command: str, env: dict[str, str]) -> str:
-        """Run one command line; "" when it succeeded, else what went wrong (exit code and output tail)."""
-        process = await asyncio.create_subprocess_shell(
-            command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
+        """Run one command line; "" when it succeeded, else what went wrong (exit code or timeout, and its output
+        as `output.Output.note` tells it)."""
+        reading, writing = os.pipe()  # not asyncio's pipes: waiting for the process never waits for its output
         try:
-            output, _ = await asyncio.wait_for(process.communicate(), timeout=self.timeout)
+            process = await asyncio.create_subprocess_shell(
+                command,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=writing,
+                stderr=writing,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(reading)
+            raise
+        finally:
+            os.close(writing)
+        pipe, output = await asyncio.get_running_loop().connect_read_pipe(Output, os.fdopen(reading, "rb", 0))
+        finished = False
+        try:
+            async with asyncio.timeout(self.timeout):
+                await output.closed
+                code = await process.wait()
+            finished = True
         except TimeoutError:
-            process.kill()
-            await process.wait()
-            return f"did not finish within {self.timeout:g}s"
-        if process.returncode:
-            tail = output.decode(errors="replace").strip()[-OUTPUT_KEPT:]
-            return f"exited with code {process.returncode}" + (f": {tail}" if tail else "")
-        return ""
+            why = f"did not finish within {self.timeout:g}s (killed, with every process it started)"
+        finally:
+            pipe.close()
+            if not finished:
+                await _kill_group(process)
+        if finished:
+            if not code:
+                return ""
+            why = f"exited with code {code}"
+        said = output.note()
+        return f"{why}: {said}" if said else why
 
     async def close(self) -> None:
-        """Stop waiting for running launch commands (they go on; their launches resume or time out)."""
-        for task in list(self.running):
+        """Stop the running launch commands (their process groups are killed; the launches resume after a restart,
+        or time out)."""
+        running = list(self.running.values())
+        for task in running:
             task.cancel()
+        if running:
+            await asyncio.wait(running)
+
+
+async def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """Kill the command's process group (whatever it started and left running too) and wait, at most
+    `KILL_WAIT_S`, for the command itself to end."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), KILL_WAIT_S)
 
 
 def provider_for(config: ProviderConfig, nats_url: str, failed: Failed, timeout: float) -> Provider:

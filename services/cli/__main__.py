@@ -32,7 +32,7 @@ from services.cli.commands import (
     work,
 )
 from services.cli.commands.meta import corral_version
-from services.cli.common import CliError, UsageError, not_answering
+from services.cli.common import CliError, ConfigFileError, UsageError, not_answering
 from services.cli.registry import Registers, Subcommands, register
 from services.client import CorralError, RejectedError, ServiceFailedError, TooLargeError, UnavailableError
 from services.runtime.settings import SettingsError
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
     except UsageError as error:
         args.parser.error(str(error))  # exits with status 2
-    except SettingsError as error:  # a bad CORRAL_* variable: bad usage, one line
+    except (SettingsError, ConfigFileError) as error:  # a bad CORRAL_* variable or configuration file: one line
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     except ServiceFailedError as error:  # it answered: the fault is the service's, not the request's

@@ -58,6 +58,11 @@ class CliError(Exception):
     """A refused or failed command: printed as `corral <command>: error: <message>`, exit status 1."""
 
 
+class ConfigFileError(CliError):
+    """A configuration file that cannot be used (`corral up --autoscaler FILE`): one line, exit status 2, as for a
+    bad `CORRAL_*` variable."""
+
+
 class UsageError(CliError):
     """A command line that parses but does not make sense: reported like argparse's errors, exit status 2."""
 

@@ -7,11 +7,11 @@ import sys
 from typing import Any, TypeVar
 
 import msgspec
-import yaml
 
 from services.cli.common import CliError, read_input
 from services.cli.output import deprecated
-from services.core.errors import CodecError
+from services.core.documents import load_document
+from services.core.errors import CodecError, RejectedError, TooLargeError
 from services.runtime.codec import decode
 
 T = TypeVar("T")
@@ -51,8 +51,10 @@ def read_file(source: str, kind: type[T], option: str = "-f") -> T:
             raise CliError(f"{option} {source}: not a {kind.__name__}: {error.reason}") from None
         json_error = error.reason
     try:
-        loaded: Any = yaml.safe_load(data)
-    except (yaml.YAMLError, RecursionError):
+        loaded: Any = load_document(data, f"{option} {source}")
+    except TooLargeError as error:  # an alias, too deep: that is what is wrong
+        raise CliError(str(error)) from None
+    except RejectedError:
         loaded = None
     if not isinstance(loaded, dict):
         raise CliError(f"{option} {source}: not a {kind.__name__} in JSON or YAML: {json_error}")

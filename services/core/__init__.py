@@ -1,13 +1,12 @@
 """The pure scheduling core: labels, selectors, the folded view, placement rules and the decision pipeline.
 
-It does no I/O (except `parse_labels_file`, which reads the file it is given), and uses no clock, asyncio,
-logging or unseeded randomness: time and seeds are passed in.
+It does no I/O, and uses no clock, asyncio, logging or unseeded randomness: time and seeds are passed in.
 """
 
 from schemas.decisions import Pending, Placed
 from services.core.cluster import Cluster
 from services.core.errors import LabelError, RejectedError, UnfoldableEventError
-from services.core.labels import parse_labels, parse_labels_file, validate_labels
+from services.core.labels import parse_labels, parse_labels_document, validate_labels
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, replay
 
@@ -21,7 +20,7 @@ __all__ = [
     "RejectedError",
     "UnfoldableEventError",
     "parse_labels",
-    "parse_labels_file",
+    "parse_labels_document",
     "replay",
     "validate_labels",
 ]

@@ -8,6 +8,7 @@ class carries the `kind` a service's `Rejected` reply gives it on the wire.
 
 from __future__ import annotations
 
+import reprlib
 from typing import ClassVar
 
 from schemas import AnyEvent
@@ -39,7 +40,8 @@ class ConflictError(RejectedError):
 
 
 class TooLargeError(RejectedError):
-    """A request over the bus's payload limit: it was not sent; the message names its size and the limit."""
+    """Over a limit: a request over the bus's payload limit (it was not sent), a file over its size, nesting or
+    alias limits; the message names the size and the limit."""
 
 
 class LabelError(RejectedError):
@@ -74,9 +76,27 @@ class UnfoldableEventError(CorralError):
         self.rule = rule
 
 
+SHOWN_CHARS = 80
+"""The most characters of a value an error quotes."""
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, SHOWN_CHARS, SHOWN_CHARS
+_SHORT.maxdict = _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = _SHORT.maxfrozenset = 8
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for an error message, at most about `SHOWN_CHARS` characters: a longer string is cut and its
+    length said (`'aaa...'... (10000000 chars)`), a large or deep container shows its first items and levels only
+    (looking at no more of it than that)."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return f"{repr(value[:SHOWN_CHARS])[:SHOWN_CHARS]}... ({len(value)} chars)"
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an int past Python's digit limit
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
+
+
 def rule_error(field: str, value: object, rule: str) -> RejectedError:
-    """The rejection of one field: its name, its value (shortened past 80 characters) and the rule it breaks."""
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = f"{shown[:60]}... ({len(shown)} characters)"
-    return RejectedError(f"{field} {shown}: {rule}")
+    """The rejection of one field: its name, its value (`shown`: at most about 80 characters) and the rule it
+    breaks."""
+    return RejectedError(f"{field} {shown(value)}: {rule}")

@@ -1,4 +1,4 @@
-"""Labels: Kubernetes syntax, `--labels` and `--labels-file` parsing, default labels (pure but for the file read)."""
+"""Labels: Kubernetes syntax, `--labels` and `--labels-file` parsing, default labels (pure)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-import yaml
-
 from schemas import Taint
-from services.core.errors import LabelError
+from services.core.documents import load_document
+from services.core.errors import LabelError, RejectedError, shown
 
 SYSTEM_PREFIX = "corral.io/"
 NODE_ID = "corral.io/node-id"
@@ -76,31 +75,33 @@ _NAME_RULE = "at most 63 characters, alphanumeric at both ends, with '-', '_' or
 
 def validate_label_key(key: str, *, allow_system: bool = False, value: str | None = None) -> None:
     """Raise `LabelError` unless `key` is `[prefix/]name` in Kubernetes syntax (and not reserved, by default)."""
-    where = f"label key {key!r}" + (f" (value {value!r})" if value is not None else "")
+    where = f"label key {shown(key)}" + (f" (value {shown(value)})" if value is not None else "")
     if not isinstance(key, str) or not key:
         raise LabelError(f"{where}: must be a non-empty string")
     prefix, slash, name = key.rpartition("/")
     if slash:
         if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
-            raise LabelError(f"{where}: prefix {prefix!r} must be a lowercase DNS subdomain of at most 253 characters")
+            raise LabelError(
+                f"{where}: prefix {shown(prefix)} must be a lowercase DNS subdomain of at most 253 characters"
+            )
         if not allow_system and key.startswith(SYSTEM_PREFIX):
             raise LabelError(f"{where}: the prefix {SYSTEM_PREFIX!r} is reserved for system labels")
     if len(name) > 63 or not _NAME.fullmatch(name):
-        raise LabelError(f"{where}: name {name!r} must be {_NAME_RULE}")
+        raise LabelError(f"{where}: name {shown(name)} must be {_NAME_RULE}")
 
 
 def validate_label_value(key: str, value: str) -> None:
     """Raise `LabelError` unless `value` is empty or a valid label name."""
     if not isinstance(value, str):
-        raise LabelError(f"label {key!r}: value {value!r} must be a string")
+        raise LabelError(f"label {shown(key)}: value {shown(value)} must be a string")
     if value and (len(value) > 63 or not _NAME.fullmatch(value)):
-        raise LabelError(f"label {key!r}: value {value!r} must be empty or {_NAME_RULE}")
+        raise LabelError(f"label {shown(key)}: value {shown(value)} must be empty or {_NAME_RULE}")
 
 
 def validate_labels(labels: dict[str, str], *, allow_system: bool = False) -> dict[str, str]:
     """Check every key and value; return a copy. User labels may not use the reserved `corral.io/` prefix."""
     if not isinstance(labels, dict):
-        raise LabelError(f"labels {labels!r}: must be a mapping of strings to strings")
+        raise LabelError(f"labels {shown(labels)}: must be a mapping of strings to strings")
     for key, value in labels.items():
         validate_label_key(key, allow_system=allow_system, value=value)
         validate_label_value(key, value)
@@ -115,33 +116,36 @@ def parse_labels(text: str) -> dict[str, str]:
     for raw in text.split(","):
         entry = raw.strip()
         if entry.count("=") != 1:
-            raise LabelError(f"label entry {entry!r} in {text!r}: expected exactly one '=' (key=value)")
+            raise LabelError(f"label entry {shown(entry)} in {shown(text)}: expected exactly one '=' (key=value)")
         key, value = (part.strip() for part in entry.split("="))
         validate_label_key(key, value=value)
         validate_label_value(key, value)
         if key in labels:
-            raise LabelError(f"label key {key!r} in {text!r}: given twice")
+            raise LabelError(f"label key {shown(key)} in {shown(text)}: given twice")
         labels[key] = value
     return labels
 
 
-def parse_labels_file(path: str) -> dict[str, str]:
-    """Read a YAML map of string keys to string values (a missing file raises `FileNotFoundError`)."""
-    with open(path, encoding="utf-8") as handle:
-        try:
-            data = yaml.safe_load(handle)
-        except yaml.YAMLError as error:
-            raise LabelError(f"labels file {path!r}: not valid YAML ({error})") from error
-    if data is None:
-        raise LabelError(f"labels file {path!r}: is empty; expected a YAML map of strings")
-    if not isinstance(data, dict):
-        raise LabelError(f"labels file {path!r}: expected a YAML map of strings, got {type(data).__name__}")
-    for key, value in data.items():
+def parse_labels_document(data: str | bytes, source: str) -> dict[str, str]:
+    """A `--labels-file`'s contents: a YAML map of string keys to string values (within `documents`' limits); a
+    `LabelError` starts with `source`."""
+    try:
+        loaded = load_document(data, source)
+    except RejectedError as error:
+        raise LabelError(str(error)) from None
+    if loaded is None:
+        raise LabelError(f"{source}: is empty; expected a YAML map of strings")
+    if not isinstance(loaded, dict):
+        raise LabelError(f"{source}: expected a YAML map of strings, got {type(loaded).__name__}")
+    for key, value in loaded.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise LabelError(
-                f"labels file {path!r}: entry {key!r}: {value!r} must map a string to a string (quote numbers)"
+                f"{source}: entry {shown(key)}: {shown(value)} must map a string to a string (quote numbers)"
             )
-    return validate_labels(data)
+    try:
+        return validate_labels(loaded)
+    except LabelError as error:
+        raise LabelError(f"{source}: {error}") from None
 
 
 def merge_labels(from_file: dict[str, str], from_flag: dict[str, str]) -> dict[str, str]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.autoscale import ScalingConfig, parse_config
-from services.core.errors import RejectedError
+from services.core.documents import MAX_DOCUMENT_BYTES
+from services.core.errors import RejectedError, TooLargeError
 from tests.core.test_autoscale_config import ISSUE_EXAMPLE
 
 SCALARS = st.one_of(
@@ -73,3 +75,27 @@ def test_the_issue_example_with_any_field_replaced_parses_or_is_refused_clearly(
 @given(DOCUMENTS | st.text(max_size=200) | st.binary(max_size=200).map(lambda raw: raw.decode("latin-1")))
 def test_any_document_or_text_parses_or_is_refused_clearly(document: object) -> None:
     parses_or_refuses(document if isinstance(document, str) else yaml.safe_dump(document))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 4096), st.sampled_from(["#", " ", "x"]))
+def test_a_file_past_the_size_limit_is_refused_naming_its_size_and_the_limit(over: int, padding: str) -> None:
+    text = ISSUE_EXAMPLE + padding * (MAX_DOCUMENT_BYTES + over - len(ISSUE_EXAMPLE.encode()))
+    with pytest.raises(TooLargeError) as refused:
+        parse_config(text, "fuzz.yaml")
+    assert (
+        str(refused.value)
+        == f"fuzz.yaml: {MAX_DOCUMENT_BYTES + over} bytes, over the {MAX_DOCUMENT_BYTES}-byte limit for this file"
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(PATHS), DOCUMENTS)
+def test_any_anchor_or_alias_in_a_file_is_refused(path: tuple[str, ...], value: object) -> None:
+    document = with_value(yaml.safe_load(ISSUE_EXAMPLE), path, [value, value, value])
+    text = yaml.safe_dump(document)  # a list or mapping met three times: an anchor and two aliases
+    if "&" in text:
+        with pytest.raises(TooLargeError, match="anchors and aliases"):
+            parse_config(text, "fuzz.yaml")
+    else:
+        parses_or_refuses(text)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from schemas import ScheduleRequest
-from services.core import Cluster, LabelError, parse_labels, parse_labels_file, validate_labels
+from services.core import Cluster, LabelError, parse_labels, parse_labels_document, validate_labels
+from services.core.errors import shown
 from services.core.labels import merge_labels
 from tests.core.builders import make_actor
 
@@ -91,7 +91,7 @@ def test_a_well_formed_key_is_accepted(key: str) -> None:
 def test_a_malformed_key_is_rejected_naming_the_key_and_the_rule(key: str, rule: str) -> None:
     with pytest.raises(LabelError) as raised:
         validate_labels({key: "v"})
-    assert repr(key) in str(raised.value)
+    assert shown(key) in str(raised.value)
     assert rule in str(raised.value)
 
 
@@ -306,10 +306,14 @@ def test_parse_labels_rejects_bad_text_naming_the_culprit(text: str, named: str)
 # --labels-file
 
 
-def test_parse_labels_file_reads_a_yaml_map_of_strings(tmp_path: Path) -> None:
-    path = tmp_path / "labels.yaml"
-    path.write_text("zone: z1\ndisk: ssd\ntier: '1'\nexample.com/team: ml\n", encoding="utf-8")
-    assert parse_labels_file(str(path)) == {"zone": "z1", "disk": "ssd", "tier": "1", "example.com/team": "ml"}
+def test_parse_labels_document_reads_a_yaml_map_of_strings() -> None:
+    text = "zone: z1\ndisk: ssd\ntier: '1'\nexample.com/team: ml\n"
+    assert parse_labels_document(text, "labels.yaml") == {
+        "zone": "z1",
+        "disk": "ssd",
+        "tier": "1",
+        "example.com/team": "ml",
+    }
 
 
 @pytest.mark.parametrize(
@@ -341,23 +345,15 @@ def test_parse_labels_file_reads_a_yaml_map_of_strings(tmp_path: Path) -> None:
         "invalid YAML is refused",
     ],
 )
-def test_parse_labels_file_refuses_anything_but_a_map_of_strings(tmp_path: Path, content: str) -> None:
-    path = tmp_path / "labels.yaml"
-    path.write_text(content, encoding="utf-8")
+def test_parse_labels_document_refuses_anything_but_a_map_of_strings(content: str) -> None:
     with pytest.raises(LabelError):
-        parse_labels_file(str(path))
+        parse_labels_document(content, "labels.yaml")
 
 
-def test_parse_labels_file_names_the_entry_with_a_non_string_value(tmp_path: Path) -> None:
-    path = tmp_path / "labels.yaml"
-    path.write_text("tier: 1\n", encoding="utf-8")
+def test_parse_labels_document_names_the_entry_with_a_non_string_value() -> None:
+    text = "tier: 1\n"
     with pytest.raises(LabelError, match="'tier'"):
-        parse_labels_file(str(path))
-
-
-def test_a_missing_labels_file_raises_file_not_found(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        parse_labels_file(str(tmp_path / "absent.yaml"))
+        parse_labels_document(text, "labels.yaml")
 
 
 @pytest.mark.parametrize(
@@ -383,10 +379,9 @@ def test_merge_labels_lets_the_flag_win(
     assert merge_labels(from_file, from_flag) == expected
 
 
-def test_merging_a_parsed_file_with_parsed_flags(tmp_path: Path) -> None:
-    path = tmp_path / "labels.yaml"
-    path.write_text("zone: z1\ndisk: hdd\n", encoding="utf-8")
-    merged = merge_labels(parse_labels_file(str(path)), parse_labels("zone=z2, rack=r7"))
+def test_merging_a_parsed_file_with_parsed_flags() -> None:
+    text = "zone: z1\ndisk: hdd\n"
+    merged = merge_labels(parse_labels_document(text, "labels.yaml"), parse_labels("zone=z2, rack=r7"))
     assert merged == {"zone": "z2", "disk": "hdd", "rack": "r7"}
 
 

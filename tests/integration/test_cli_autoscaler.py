@@ -17,6 +17,7 @@ from schemas import ScheduleRequest
 from services.cli.servers import free_port
 from services.client import SyncClient
 from tests.integration.autoscaling import write_config
+from tests.test_autoscaler_start import alias_bomb
 from tests.test_cli_commands import Lines, corral, stop
 
 pytestmark = pytest.mark.integration
@@ -74,7 +75,30 @@ def test_corral_up_refuses_a_bad_autoscaler_file_before_starting_anything(tmp_pa
         "up", "--nats-port", str(free_port()), "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config)
     )
     _, err = up.communicate(timeout=30)
-    assert up.returncode == 1 and "min_workers" in err and "two" in err, err
+    assert up.returncode == 2 and "min_workers" in err and "two" in err, err
+    assert not (tmp_path / "corral" / "nats").exists()
+
+
+@pytest.mark.parametrize(
+    ("contents", "said"),
+    [
+        (alias_bomb(), "anchors and aliases (&name, *name) are not allowed in this file (line 1, column 4)"),
+        ("node_types: {" + "x" * 2_000_000 + ": {}}\n", "2000019 bytes, over the 1048576-byte limit"),
+    ],
+    ids=["an alias bomb", "a file of 2 MB"],
+)
+def test_corral_up_refuses_a_file_past_the_limits_at_once_with_exit_2_in_one_line(
+    tmp_path: Path, contents: str, said: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(contents)
+    started = time.monotonic()
+    up = corral(
+        "up", "--nats-port", str(free_port()), "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config)
+    )
+    _, err = up.communicate(timeout=60)
+    print(f"refused in {time.monotonic() - started:.1f} s (the process's start included)")
+    assert up.returncode == 2 and err.count("\n") == 1 and said in err and len(err) < 300, err
     assert not (tmp_path / "corral" / "nats").exists()
 
 

@@ -30,6 +30,7 @@ from schemas import ScheduleRequest, VirtualCluster
 from services.cli.__main__ import main
 from services.cli.mesh import Mesh
 from services.client import SyncClient
+from services.core.documents import MAX_NESTING
 from services.runtime.codec import MAX_BYTES, MAX_DEPTH
 from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
@@ -94,6 +95,13 @@ BAD_AMOUNTS = st.sampled_from([b"-1", b"-0.5", b"1e999", b"-1e999", b'"NaN"', b"
 BAD_UTF8 = st.sampled_from([b"\xed\xb3\xbf", b"\xff", b"\xc3", b"\x80abc", b"\xf4\x90\x80\x80"])
 
 
+def alias_bomb(depth: int) -> bytes:
+    """YAML whose nested aliases expand to 9**depth strings (refused for its first anchor)."""
+    lines = [b'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [b"a%d: &a%d [%s]" % (n, n, b", ".join([b"*a%d" % (n - 1)] * 9)) for n in range(1, depth + 1)]
+    return b"\n".join(lines) + b"\n"
+
+
 def valid_body(command: str) -> st.SearchStrategy[dict[str, Any]]:
     """Valid contents for `command`'s file, as a dict."""
     return VALID_SUBMIT if command == "submit" else VALID_VC
@@ -123,6 +131,8 @@ def cases(command: str) -> dict[str, st.SearchStrategy[Case]]:
         .filter(lambda t: t[1] not in KNOWN[command])
         .map(lambda t: Case(_json({**t[0], t[1]: t[2]}))),
         "bad amount": BAD_AMOUNTS.map(lambda amount: Case(prefix + amounts_field + b': {"CPU": ' + amount + b"}}")),
+        "yaml anchors": st.integers(1, 9).map(lambda depth: Case(alias_bomb(depth))),
+        "yaml deep": st.integers(MAX_NESTING, 2_000).map(lambda n: Case(b"labels: " + b"[" * n + b"]" * n)),
         "empty": st.just(Case(b"")),
         "a directory": st.just(Case(None, path=".")),
         "missing": st.just(Case(None, path="no/such/file.json")),
@@ -244,6 +254,11 @@ def corral(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]
     [
         (["submit", "-f", "/dev/zero"], b"", b"-f /dev/zero: over the 1048576-byte limit"),
         (["submit", "-f", "-"], b"\xed\xb3\xbf" * 10, b"-f -: not a ScheduleRequest in JSON or YAML: not valid JSON"),
+        (
+            ["submit", "-f", "-"],
+            alias_bomb(9),
+            b"-f -: anchors and aliases (&name, *name) are not allowed in this file",
+        ),
         (["vc", "create", "v", "--spec", os.fsdecode(b'{"\xff": 1}')], b"", b"--spec: not a VirtualCluster spec: "),
         (["vc", "create", "v", "--spec", "@-"], b'{"x\\n\\u2028y": 1}', b"unknown field `x\\n\\u2028y`"),
     ],

@@ -14,12 +14,20 @@ from schemas import subjects as s
 from schemas.queries import NodeInfo
 from services.cli import args as types
 from services.cli.commands.status import cpu_usage, label_list, other_resources, taint_list
-from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say, stop_signals
+from services.cli.common import (
+    CliError,
+    UsageError,
+    add_connection_arguments,
+    connected,
+    read_input,
+    say,
+    stop_signals,
+)
 from services.cli.output import add_output_argument, structured
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.core.errors import CodecError, LabelError
-from services.core.labels import ZONE, merge_labels, parse_labels_file
+from services.core.labels import ZONE, merge_labels, parse_labels_document
 from services.runtime.codec import decode
 
 ACTOR_EVENTS = f"{s.PREFIX}.evt.{s.ACTOR}.>"
@@ -44,7 +52,9 @@ def add_parsers(commands: Subcommands) -> None:
     )
     start.add_argument("--labels", type=types.labels, default={}, metavar="K=V,...", help="user labels")
     start.add_argument(
-        "--labels-file", metavar="FILE", help="a YAML map of user labels (--labels wins where both set a key)"
+        "--labels-file",
+        metavar="FILE",
+        help="a YAML map of user labels, at most 1 MiB, no anchors (--labels wins where both set a key)",
     )
     start.add_argument(
         "--taints", type=types.taints, default=[], metavar="K=V:EFFECT,...", help="taints the node starts with"
@@ -102,12 +112,11 @@ def node_labels(args: argparse.Namespace) -> dict[str, str]:
     """`--labels-file` merged with `--labels` (the flag wins)."""
     from_file: dict[str, str] = {}
     if args.labels_file:
+        source = f"--labels-file {args.labels_file}"
         try:
-            from_file = parse_labels_file(args.labels_file)
-        except OSError as error:
-            raise CliError(f"--labels-file {args.labels_file}: cannot read it ({error.strerror or error})") from None
+            from_file = parse_labels_document(read_input(args.labels_file, source), source)
         except LabelError as error:
-            raise CliError(f"--labels-file {args.labels_file}: {error}") from None
+            raise CliError(str(error)) from None
     return merge_labels(from_file, args.labels)
 
 

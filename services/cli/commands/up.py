@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from services.cli import args as types
-from services.cli.common import CliError, progress, say, stop_signals
+from services.cli.common import CliError, ConfigFileError, progress, read_input, say, stop_signals
 from services.cli.datadir import data_dir_lock
 from services.cli.endpoints import Endpoints, remove_endpoints, write_endpoints
 from services.cli.mesh import (
@@ -95,7 +95,10 @@ def add_parsers(commands: Subcommands) -> None:
     up.add_argument(
         "--autoscaler",
         metavar="CONFIG.yaml",
-        help="also run the autoscaler with the node types of this YAML file (checked before anything starts)",
+        help=(
+            "also run the autoscaler with the node types of this YAML file (at most 1 MiB, no anchors, 1,000 types;"
+            " checked before anything starts: exit 2 if bad)"
+        ),
     )
     up.add_argument(
         "--timeout",
@@ -190,11 +193,11 @@ def autoscaler_settings(config: str | None) -> dict[str, str]:
         return {}
     path = Path(config).resolve()
     try:
-        parse_config(path.read_text(encoding="utf-8"), source=config)
-    except OSError as error:
-        raise CliError(f"--autoscaler {config}: cannot read it ({error.strerror or error})") from None
+        parse_config(read_input(config, f"--autoscaler {config}"), source=config)
     except RejectedError as error:
-        raise CliError(f"--autoscaler {error}") from None
+        raise ConfigFileError(f"--autoscaler {error}") from None
+    except CliError as error:  # unreadable, or over the size limit
+        raise ConfigFileError(str(error)) from None
     return {"CORRAL_AUTOSCALER_CONFIG": str(path)}
 
 

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-import yaml
-
 from schemas import Taint
+from services.core.documents import load_document
 from services.core.errors import LabelError, RejectedError, rule_error
 from services.core.labels import NODE_TYPE, SYSTEM_PREFIX, validate_label_value, validate_labels
 from services.core.request import TAINT_EFFECTS, check_resources, check_taints
@@ -26,6 +25,8 @@ NODE_TYPE_KEYS = ("resources", "labels", "taints", "min_workers", "max_workers",
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 DEFAULT_UPSCALING_SPEED = 1.0
 DEFAULT_LAUNCH_TIMEOUT_S = 120.0
+MAX_NODE_TYPES = 1_000
+"""The most node types one configuration names (each is planned for in every round)."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,10 @@ class ScalingConfig:
     launch_timeout_s: float = DEFAULT_LAUNCH_TIMEOUT_S
 
 
-def parse_config(text: str, source: str = "autoscaler config") -> ScalingConfig:
-    """Parse and check a YAML configuration; a `RejectedError` names `source`, the field, the value and the rule."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise RejectedError(f"{source}: not valid YAML ({error})") from error
+def parse_config(text: str | bytes, source: str = "autoscaler config") -> ScalingConfig:
+    """Parse and check a YAML configuration (within `documents`' limits: size, nesting, no aliases); a
+    `RejectedError` names `source`, the field, the value and the rule."""
+    data = load_document(text, source)
     try:
         return config_from(data)
     except RejectedError as error:
@@ -84,6 +83,8 @@ def config_from(data: object) -> ScalingConfig:
     types = _mapping("node_types", top["node_types"], None)
     if not types:
         raise rule_error("node_types", types, "must name at least one node type")
+    if len(types) > MAX_NODE_TYPES:
+        raise RejectedError(f"node_types: {len(types)} node types, over the limit of {MAX_NODE_TYPES}")
     return ScalingConfig(
         provider=_provider(top.get("provider", {"type": "local"})),
         node_types={name: _node_type(name, spec) for name, spec in types.items()},
