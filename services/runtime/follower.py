@@ -332,6 +332,7 @@ class LogFollower:
         first): whether Redis took it (it keeps a newer one). Never once the log it was folded from is gone."""
         if self.replaced:
             return False
+        await self.saver.settle()  # before encoding: the save in flight logs its own build time
         return await self.saver.save_now(self.sequence, self._encode(self.sequence), self.log_id)
 
     def _encode(self, sequence: int) -> bytes:

@@ -48,8 +48,7 @@ class SnapshotSaver:
         self._task = asyncio.create_task(self._save(sequence, blob, log_id), name=f"{self.view}: snapshot save")
 
     async def save_now(self, sequence: int, blob: bytes, log_id: str) -> bool:
-        """Save and wait for the outcome (at stop), once a save in flight is done; whether Redis took it."""
-        await self.settle()
+        """Save and wait for the outcome (at stop, once `settle` has returned); whether Redis took it."""
         return await self._save(sequence, blob, log_id)
 
     async def settle(self) -> None:

@@ -138,6 +138,7 @@ async def _quietly(step: Awaitable[object], what: str) -> None:
 
 
 def _health(follower: LogFollower) -> HealthReply:
+    """The answer to a health query: the view's sequence, why snapshots fail (if they do), the last one's age."""
     at = follower.snapshot_at
     age = None if at is None else round(time.monotonic() - at, 3)
     return HealthReply(follower.sequence, follower.saver.failing, age)
