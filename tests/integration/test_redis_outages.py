@@ -185,4 +185,4 @@ async def test_a_service_starts_while_redis_hangs_and_stops_soon(mesh: Mesh) -> 
             print(f"labels stopped and started again in {seconds:.1f}s with Redis stopped")
             assert "snapshot store unreachable" in log_of(mesh, "labels")
             assert [node.node_id for node in await client.nodes()] == ["n0"]
-            assert seconds < 12.0
+            assert seconds < 20.0  # a stop and a start, each giving up on Redis after 2 s, on a busy machine
