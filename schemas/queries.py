@@ -128,6 +128,20 @@ class DecisionQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     kind: str = "actor"
 
 
+class HealthQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How a service process stands: the log sequence its view reflects and whether its snapshots are saved."""
+
+
+class HealthReply(msgspec.Struct, frozen=True, tag_field="type", tag="health", forbid_unknown_fields=True):
+    """`snapshots_failing`: why the process's snapshots are not being saved ("" while they are; Redis is optional,
+    so this is a warning: the view is whole, only a restart would replay more of the log);
+    `snapshot_age_seconds`: since its view was last saved or loaded as a snapshot (None: never)."""
+
+    sequence: int
+    snapshots_failing: str = ""
+    snapshot_age_seconds: float | None = None
+
+
 class DigestQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A service's view digest and the log sequence it reflects (to check that replays converge)."""
 

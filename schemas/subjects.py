@@ -228,6 +228,11 @@ AUTOSCALER_STATUS_QUERY = query_subject(AUTOSCALER, "status")
 AUTOSCALER_WHY_QUERY = query_subject(AUTOSCALER, "why")
 
 
+def health_subject(service: str) -> str:
+    """`corral.q.<service>.health`: how a service process stands (its snapshots saved or failing)."""
+    return query_subject(service, "health")
+
+
 def digest_subject(service: str) -> str:
     """`corral.q.<service>.digest`: the digest of a service's view."""
     return query_subject(service, "digest")

@@ -37,6 +37,8 @@ from schemas.queries import (
     AutoscalerWhyReply,
     DeadLetter,
     DecisionQuery,
+    HealthQuery,
+    HealthReply,
     NodeInfo,
     NodesQuery,
     NodesReply,
@@ -256,6 +258,11 @@ class Client(VirtualClusterCalls, HistoryCalls):
             await events.unsubscribe()
 
     # introspection
+
+    async def health(self, service: str) -> HealthReply:
+        """How a process of `service` stands: its view's sequence, whether its snapshots are saved."""
+        answer: HealthReply = await self._ask(s.health_subject(service), HealthQuery(), HealthReply)
+        return answer
 
     async def ready(self) -> None:
         """Return when the scheduler, labels, taints and vclusters services answer; `UnavailableError` if not."""

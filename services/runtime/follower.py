@@ -18,6 +18,7 @@ from services.core.errors import UnfoldableEventError
 from services.runtime import collector, metrics
 from services.runtime.bus import Bus, LogEntry
 from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit
+from services.runtime.saver import SnapshotSaver
 from services.runtime.snapshots import SnapshotStore, StoredSnapshot
 
 log = logging.getLogger("corral.follower")
@@ -74,8 +75,11 @@ class LogFollower:
         self.snapshot_bytes = 0
         self.snapshot_at: float | None = None
         """When (time.monotonic) the view was last saved or loaded as a snapshot."""
+        self.saver = SnapshotSaver(store, name, self._saved)
         self._dead_lettered_to = 0
         self._snapshot_sequence = 0
+        self._built = 0.0
+        """Seconds the last snapshot took to encode."""
         self.log_id = ""
         """The identity of the log folded (see `Bus.log_identity`), recorded with every snapshot."""
         self.replaced = False
@@ -134,8 +138,8 @@ class LogFollower:
             except StopAsyncIteration:
                 return
             await self._fold(entry)
-            if self.snapshot_due() and self._ready():
-                await self.snapshot()
+            if self.snapshot_due() and self._ready() and self.saver.may_save() and not self.replaced:
+                self.saver.save_soon(self.sequence, self._encode(self.sequence), self.log_id)
 
     def snapshot_due(self) -> bool:
         """The log has crossed one of this view's snapshot points since its last snapshot.
@@ -248,6 +252,7 @@ class LogFollower:
 
     async def close(self) -> None:
         """Stop reading the log (before the bus closes, so the subscription ends cleanly)."""
+        await self.saver.close()
         reader, self._reader = self._reader, None
         if isinstance(reader, AsyncGenerator):
             await reader.aclose()
@@ -323,29 +328,33 @@ class LogFollower:
             log.info("%s: %s: the log reached sequence %d", self.name, why, sequence)
 
     async def snapshot(self) -> bool:
-        """Save the view as of the current sequence (only if newer than the stored one; never once the log it was
-        folded from is gone)."""
+        """Save the view as of the current sequence and wait for the outcome (at stop; a save in flight finishes
+        first): whether Redis took it (it keeps a newer one). Never once the log it was folded from is gone."""
         if self.replaced:
             return False
-        sequence = self.sequence
+        await self.saver.settle()  # before encoding: the save in flight logs its own build time
+        return await self.saver.save_now(self.sequence, self._encode(self.sequence), self.log_id)
+
+    def _encode(self, sequence: int) -> bytes:
+        """The view's snapshot blob (encoded in the loop: the view must not change meanwhile)."""
         began = time.perf_counter()
         with collector.paused():
             blob = self._dump(sequence)
-        built = time.perf_counter() - began
-        metrics.SNAPSHOT_BUILD_SECONDS.record(built)
-        saved = await self.store.save(self.name, sequence, blob, self.log_id)
-        if not saved:
-            log.info(
-                "%s: snapshot at sequence %d not saved (Redis down, or a later one is stored)", self.name, sequence
-            )
-        else:
-            self._snapshot_sequence = sequence
-            self.snapshot_bytes, self.snapshot_at = len(blob), time.monotonic()
-            log.info(
-                "%s: snapshot saved at sequence %d (%.1f MB, built in %.0f ms)",
-                self.name,
-                sequence,
-                len(blob) / 1e6,
-                built * 1000,
-            )
-        return saved
+        self._built = time.perf_counter() - began
+        metrics.SNAPSHOT_BUILD_SECONDS.record(self._built)
+        return blob
+
+    def _saved(self, sequence: int, size: int, stored: bool) -> None:
+        """A save Redis took: the snapshot point moves on (a later snapshot stored by another process covers it)."""
+        self._snapshot_sequence = max(self._snapshot_sequence, sequence)
+        if not stored:
+            log.info("%s: snapshot at sequence %d skipped: a later one is stored", self.name, sequence)
+            return
+        self.snapshot_bytes, self.snapshot_at = size, time.monotonic()
+        log.info(
+            "%s: snapshot saved at sequence %d (%.1f MB, built in %.0f ms)",
+            self.name,
+            sequence,
+            size / 1e6,
+            self._built * 1000,
+        )

@@ -14,8 +14,8 @@ import anyio
 import nats.errors
 
 from schemas import AnyEvent
-from schemas.queries import DigestQuery, DigestReply
-from schemas.subjects import digest_subject
+from schemas.queries import DigestQuery, DigestReply, HealthQuery, HealthReply
+from schemas.subjects import digest_subject, health_subject
 from services.runtime import metrics
 from services.runtime.bus import Bus
 from services.runtime.commands import Responder
@@ -101,6 +101,8 @@ async def service_shell(
         await follower.start()
         digest = query_handler(DigestQuery, lambda _q: DigestReply(view.digest(), follower.sequence, follower.skipped))
         shell.subscriptions.append(await bus.serve(digest_subject(name), digest))
+        health = query_handler(HealthQuery, lambda _q: _health(follower))
+        shell.subscriptions.append(await bus.serve(health_subject(name), health))
         log.info("%s: serving", name)
         yield shell
     except Exception:
@@ -133,6 +135,13 @@ async def _quietly(step: Awaitable[object], what: str) -> None:
         await step
     except Exception as error:
         log.warning("%s failed: %s", what, error or type(error).__name__)
+
+
+def _health(follower: LogFollower) -> HealthReply:
+    """The answer to a health query: the view's sequence, why snapshots fail (if they do), the last one's age."""
+    at = follower.snapshot_at
+    age = None if at is None else round(time.monotonic() - at, 3)
+    return HealthReply(follower.sequence, follower.saver.failing, age)
 
 
 def _observe(follower: LogFollower) -> None:
@@ -172,6 +181,12 @@ def _observe(follower: LogFollower) -> None:
         "s",
         "Seconds since the view was last saved or loaded as a snapshot",
         _snapshot_age(follower),
+    )
+    metrics.gauge(
+        "corral.snapshot.failing",
+        "1",
+        "1 while the view's snapshots are not being saved (Redis down, read-only or not answering), else 0",
+        metrics.one(lambda: 1 if follower.saver.failing else 0),
     )
 
 

@@ -10,11 +10,14 @@ else, one a service refused, or a key of another Redis type is replaced by the n
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
 
 import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 
 from schemas.snapshots import SNAPSHOT_VERSION
@@ -83,15 +86,30 @@ def seal(sequence: str, blob: bytes, log_id: str, service: str, version: str) ->
     return sealed.hexdigest()
 
 
+def _reason(error: BaseException) -> str:
+    """What went wrong, in words (a timeout of `asyncio.timeout` has none of its own)."""
+    if isinstance(error, TimeoutError) and not str(error):
+        return "Redis did not answer in time"
+    return str(error) or type(error).__name__
+
+
 def _text(value: bytes | str | None) -> str:
     return "" if value is None else value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
+class SnapshotStoreError(Exception):
+    """Redis did not take a save: down, refusing writes (read-only, out of memory) or not answering in time."""
+
+
 class SnapshotStore:
-    """Load and save view snapshots; an unreachable Redis is logged and treated as having none."""
+    """Load and save view snapshots, each call bounded by `timeout` seconds and tried once (a hung Redis costs
+    that long, never more); an unreachable Redis is logged and treated as having none."""
 
     def __init__(self, url: str, timeout: float = 2.0) -> None:
-        self._redis = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._timeout = timeout
+        self._redis = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
+        )
         self._save = self._redis.register_script(_SAVE_IF_NEWER)
         self._refuse = self._redis.register_script(_REFUSE)
 
@@ -103,12 +121,13 @@ class SnapshotStore:
     async def load(self, view: str) -> StoredSnapshot | None:
         """The stored record, or None when there is none or Redis cannot be reached."""
         try:
-            found = await self._redis.hmget(self.key(view), _FIELDS)
+            async with asyncio.timeout(self._timeout):
+                found = await self._redis.hmget(self.key(view), _FIELDS)
         except ResponseError as error:  # the key holds another Redis type: the next save replaces it
             log.warning("snapshot of %s unreadable (%s): replaying the whole log", view, error)
             return None
-        except (RedisError, OSError) as error:
-            log.warning("snapshot store unreachable (%s): replaying the whole log", error)
+        except (RedisError, OSError, TimeoutError) as error:
+            log.warning("snapshot store unreachable (%s): replaying the whole log", _reason(error))
             return None
         sequence, blob, log_id, service, version, sealed = found
         if sequence is None or blob is None:
@@ -120,20 +139,21 @@ class SnapshotStore:
     async def refuse(self, view: str, stored: StoredSnapshot, reason: str) -> None:
         """Mark a record as refused (unless replaced meanwhile), so that the next save replaces it."""
         try:
-            await self._refuse(keys=[self.key(view)], args=[stored.sequence, reason])
-        except (RedisError, OSError) as error:
-            log.warning("snapshot of %s not marked refused: %s", view, error)
+            async with asyncio.timeout(self._timeout):
+                await self._refuse(keys=[self.key(view)], args=[stored.sequence, reason])
+        except (RedisError, OSError, TimeoutError) as error:
+            log.warning("snapshot of %s not marked refused: %s", view, _reason(error))
 
     async def save(self, view: str, sequence: int, blob: bytes, log_id: str) -> bool:
-        """Store the blob unless a snapshot of the same log, view and version at `sequence` or later is stored;
-        False when it is, or Redis is down."""
+        """Store the blob unless a snapshot of the same log, view and version at `sequence` or later is stored
+        (then False); `SnapshotStoreError` saying why when Redis does not take it."""
+        sealed = seal(str(sequence), blob, log_id, view, str(SNAPSHOT_VERSION))
+        args: list[bytes | str | int] = [sequence, blob, log_id, view, SNAPSHOT_VERSION, sealed]
         try:
-            sealed = seal(str(sequence), blob, log_id, view, str(SNAPSHOT_VERSION))
-            args: list[bytes | str | int] = [sequence, blob, log_id, view, SNAPSHOT_VERSION, sealed]
-            return bool(await self._save(keys=[self.key(view)], args=args))
-        except (RedisError, OSError) as error:
-            log.warning("snapshot of %s at %d not saved: %s", view, sequence, error)
-            return False
+            async with asyncio.timeout(self._timeout):
+                return bool(await self._save(keys=[self.key(view)], args=args))
+        except (RedisError, OSError, TimeoutError) as error:
+            raise SnapshotStoreError(_reason(error)) from error
 
     async def close(self) -> None:
         """Close the connection pool."""

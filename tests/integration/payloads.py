@@ -198,7 +198,8 @@ READ_PREFIXES = (f"{s.PREFIX}.req.", f"{s.PREFIX}.cmd.", f"{s.PREFIX}.q.")
 
 def targets() -> list[Target]:
     """Every subject a service reads: each aggregate's events, each request, command and query subject (every
-    `corral.req.`, `corral.cmd.` and `corral.q.` constant of `schemas.subjects`), the digest queries, heartbeats."""
+    `corral.req.`, `corral.cmd.` and `corral.q.` constant of `schemas.subjects`), the digest and health queries,
+    heartbeats."""
     found = [Target(s.event_subject(aggregate, name), "log", aggregate) for aggregate in EVENTS for name in ("x", "n0")]
     found.append(Target(s.ELECTIONS, "log", s.SCHEDULER))
     found.append(Target(s.AUTOSCALER_DECISIONS, "log", s.AUTOSCALER))
@@ -207,13 +208,14 @@ def targets() -> list[Target]:
             via: Via = "request" if value.startswith(f"{s.PREFIX}.req.") else "ask"
             found.append(Target(value, via, value))
     found += [Target(s.digest_subject(service), "ask", "digest") for service in SERVICES]
+    found += [Target(s.health_subject(service), "ask", "health") for service in SERVICES]
     found += [Target(s.heartbeat_subject(node), "heartbeat", HEARTBEAT) for node in ("n0", "ghost")]
     return found
 
 
 def well_formed(kind: str) -> st.SearchStrategy[dict[str, Any]]:
     """A well-formed message of `kind` (an aggregate's event, a subject's message, a heartbeat); an empty object
-    for a subject without a template here (a digest query, or a subject added since)."""
+    for a subject without a template here (a digest or health query, or a subject added since)."""
     if kind in EVENTS:
         return EVENTS[kind]
     if kind == HEARTBEAT:

@@ -222,6 +222,7 @@ def test_health_readiness_index_and_openapi(http: httpx.Client) -> None:
     assert http.get("/healthz").json() == {"status": "ok"}
     ready = http.get("/readyz").json()
     assert ready["ready"] is True and set(ready["services"]) == {"scheduler", "labels", "taints", "vclusters"}
+    assert ready["snapshots"] == dict.fromkeys(ready["services"], "ok") and ready["warning"] == ""
     assert "POST /nodes/taints/{node_id:str}" in http.get("/api/v1").json()["routes"]
     assert http.get("/", headers={"Accept": "application/json"}).json()["page"] == "/"
     paths = http.get("/openapi.json").json()["paths"]

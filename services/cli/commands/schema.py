@@ -81,6 +81,8 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
             ("AutoscalerStatusReply", q.AutoscalerStatusReply),
             ("AutoscalerWhyQuery", q.AutoscalerWhyQuery),
             ("AutoscalerWhyReply", q.AutoscalerWhyReply),
+            ("HealthQuery", q.HealthQuery),
+            ("HealthReply", q.HealthReply),
         ],
     ),
 }
@@ -287,6 +289,14 @@ ROUTES = [
     ),
     Route("HEARTBEATS", s.HEARTBEATS, "heartbeat", ["Heartbeat"], note="plain publish, no reply"),
     Route("heartbeat_subject(node_id)", pattern(s.heartbeat_subject, token="node_id"), "heartbeat", ["Heartbeat"]),
+    Route(
+        "health_subject(service)",
+        pattern(s.health_subject, token="service"),
+        "query",
+        ["HealthQuery"],
+        ["HealthReply"],
+        note="answered by every service: its view's sequence and whether its snapshots are saved",
+    ),
     Route(
         "DEAD_LETTERS_SUBJECTS",
         s.DEAD_LETTERS_SUBJECTS,
