@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import msgspec
+import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import AnyEvent
 from schemas.replies import Accepted, Rejected
 from services.core.errors import CodecError, RejectedError
-from services.runtime.bus import Bus
+from services.runtime.bus import Bus, answerable
 from services.runtime.codec import decode, encode
 from services.runtime.follower import LogFollower, LogReplaced
+from services.runtime.room import log_full
 
 log = logging.getLogger("corral.commands")
 
@@ -27,6 +30,17 @@ Responder = Callable[[Msg], Awaitable[bytes]]
 """A NATS request handler: the request in, the reply's bytes out."""
 
 C = TypeVar("C")
+
+
+def answering(msg: Msg) -> Callable[[bytes], Awaitable[None]]:
+    """What answers a command's sender ahead of its reply (a second answer to its request is dropped)."""
+
+    async def answer(data: bytes) -> None:
+        if answerable(msg.reply):
+            with contextlib.suppress(nats.errors.Error):  # the connection may be down: the sender times out
+                await msg.respond(data)
+
+    return answer
 
 
 def rejection(error: Exception) -> Rejected:
@@ -73,12 +87,20 @@ class CommandDesk:
                 command: C = decode(msg.data, kind, max_bytes=self.bus.settings.max_message_bytes)
             except CodecError as error:
                 return encode(rejection(error))
-            return encode(await self.execute(lambda: handle(command)))
+            return encode(await self.execute(lambda: handle(command), told=answering(msg)))
 
         return serve
 
-    async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
-        """Run a handler under the lock and append what it decided."""
+    async def execute(
+        self, handle: Callable[[], Outcome], told: Callable[[bytes], Awaitable[None]] | None = None
+    ) -> Accepted | Rejected:
+        """Run a handler under the lock and append what it decided.
+
+        While the event log has no room, a command is refused at once (nothing changed); one whose append the log
+        refuses for lack of room has its sender `told` so while the append is retried (it is applied once there is
+        room: its later answer goes to an inbox nobody may read)."""
+        if self.bus.no_room:
+            return Rejected(log_full(self.bus.no_room, "nothing changed"), "storage_full")
         async with self._lock:
             unready = await not_ready(self._before)
             if unready is not None:
@@ -90,6 +112,15 @@ class CommandDesk:
             if isinstance(outcome, str):
                 return Accepted(0, outcome)
             stamped = [msgspec.structs.replace(e, event_id=f"{self.service}-{uuid.uuid4().hex}") for e in outcome]
-            sequences = await self.bus.append(stamped)
+            appended = self.bus.append(stamped)
+            if told is None:
+                sequences = await appended
+            else:
+
+                async def tell(reason: str) -> None:
+                    outcome = "the command is applied once the log has room"
+                    await told(encode(Rejected(log_full(reason, outcome), "storage_full")))
+
+                sequences = await self.bus.told_when_full(appended, tell)
             await self.follower.wait_for(sequences[-1])
             return Accepted(sequences[-1])
