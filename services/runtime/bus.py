@@ -344,24 +344,20 @@ class Bus:
         self._confirmed()
         return sequences
 
-    async def told_when_full(self, appended: Awaitable[T], tell: Callable[[str], Awaitable[None]]) -> T:
-        """`appended` (this bus's appends) awaited; should JetStream refuse them for lack of room meanwhile, `tell`
-        runs once with the server's words while they go on being retried: whoever waits on them need not time out.
-        """
-        task = asyncio.ensure_future(appended)
+    async def done_or_full(self, appending: asyncio.Future[Any]) -> str:
+        """Wait until `appending` (a task making this bus's appends) is done, or JetStream refuses them for lack of
+        room: "", or the server's words (the task goes on retrying; it is cancelled if this wait is)."""
         try:
-            while not task.done() and not self.no_room:
+            while not appending.done() and not self.no_room:
                 refused = asyncio.ensure_future(self._room_refused.wait())
                 try:
-                    await asyncio.wait((task, refused), return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait((appending, refused), return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     refused.cancel()
-            if not task.done():
-                await tell(self.no_room)
-            return await task
         except BaseException:
-            task.cancel()
+            appending.cancel()
             raise
+        return "" if appending.done() else self.no_room
 
     def _not_confirmed(self, events: Sequence[AnyEvent], error: Exception) -> None:
         """Log why an append is not confirmed when the reason changed (not at every retry); note a lack of room."""

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import msgspec
-import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import AnyEvent
 from schemas.replies import Accepted, Rejected
 from services.core.errors import CodecError, RejectedError
-from services.runtime.bus import Bus, answerable
+from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.follower import LogFollower, LogReplaced
 from services.runtime.room import log_full
@@ -30,17 +28,6 @@ Responder = Callable[[Msg], Awaitable[bytes]]
 """A NATS request handler: the request in, the reply's bytes out."""
 
 C = TypeVar("C")
-
-
-def answering(msg: Msg) -> Callable[[bytes], Awaitable[None]]:
-    """What answers a command's sender ahead of its reply (a second answer to its request is dropped)."""
-
-    async def answer(data: bytes) -> None:
-        if answerable(msg.reply):
-            with contextlib.suppress(nats.errors.Error):  # the connection may be down: the sender times out
-                await msg.respond(data)
-
-    return answer
 
 
 def rejection(error: Exception) -> Rejected:
@@ -78,6 +65,8 @@ class CommandDesk:
         self._before = before
         """Runs under the lock before each handler (for example: fold the log up to its end, to see other writers)."""
         self._lock = asyncio.Lock()
+        self._pending: set[asyncio.Future[int]] = set()
+        """The append of a command answered while the log had no room, still retried (kept from the collector)."""
 
     def handler(self, kind: type[C], handle: Callable[[C], Outcome]) -> Responder:
         """A NATS request handler that reads `kind` and runs `handle` on it."""
@@ -87,21 +76,21 @@ class CommandDesk:
                 command: C = decode(msg.data, kind, max_bytes=self.bus.settings.max_message_bytes)
             except CodecError as error:
                 return encode(rejection(error))
-            return encode(await self.execute(lambda: handle(command), told=answering(msg)))
+            return encode(await self.execute(lambda: handle(command)))
 
         return serve
 
-    async def execute(
-        self, handle: Callable[[], Outcome], told: Callable[[bytes], Awaitable[None]] | None = None
-    ) -> Accepted | Rejected:
+    async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
         """Run a handler under the lock and append what it decided.
 
-        While the event log has no room, a command is refused at once (nothing changed); one whose append the log
-        refuses for lack of room has its sender `told` so while the append is retried (it is applied once there is
-        room: its later answer goes to an inbox nobody may read)."""
+        While the event log has no room, a command is refused at once (nothing changed). One whose append the log
+        refuses for lack of room is answered so at once too, and applied once there is room: its append goes on
+        being retried, holding the lock (the next command waits for it, or is refused while there is no room)."""
         if self.bus.no_room:
             return Rejected(log_full(self.bus.no_room, "nothing changed"), "storage_full")
-        async with self._lock:
+        await self._lock.acquire()
+        held = True
+        try:
             unready = await not_ready(self._before)
             if unready is not None:
                 return unready
@@ -112,15 +101,27 @@ class CommandDesk:
             if isinstance(outcome, str):
                 return Accepted(0, outcome)
             stamped = [msgspec.structs.replace(e, event_id=f"{self.service}-{uuid.uuid4().hex}") for e in outcome]
-            appended = self.bus.append(stamped)
-            if told is None:
-                sequences = await appended
-            else:
+            applied = asyncio.ensure_future(self._applied(stamped))
+            full = await self.bus.done_or_full(applied)
+            if not full:
+                return Accepted(await applied)
+            held = False
+            self._pending.add(applied)
+            applied.add_done_callback(self._applied_later)
+            return Rejected(log_full(full, "the command is applied once the log has room"), "storage_full")
+        finally:
+            if held:
+                self._lock.release()
 
-                async def tell(reason: str) -> None:
-                    outcome = "the command is applied once the log has room"
-                    await told(encode(Rejected(log_full(reason, outcome), "storage_full")))
+    async def _applied(self, events: Sequence[AnyEvent]) -> int:
+        """Append `events` and wait until the view folded them; the last one's sequence."""
+        sequences = await self.bus.append(events)
+        await self.follower.wait_for(sequences[-1])
+        return sequences[-1]
 
-                sequences = await self.bus.told_when_full(appended, tell)
-            await self.follower.wait_for(sequences[-1])
-            return Accepted(sequences[-1])
+    def _applied_later(self, applied: asyncio.Future[int]) -> None:
+        """A command's append that waited for room is over: the lock is free (a failure is logged)."""
+        self._pending.discard(applied)
+        self._lock.release()
+        if not applied.cancelled() and applied.exception() is not None:
+            log.error("a command waiting for room in the log failed", exc_info=applied.exception())

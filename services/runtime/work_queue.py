@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -73,17 +73,13 @@ async def settle(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, po
     await (msg.term() if poison else msg.ack())
 
 
-def teller_of_no_room(bus: Bus, msgs: Sequence[Msg]) -> Callable[[str], Awaitable[None]]:
-    """What tells the client of each request of `msgs` that the event log has no room for its decision (given the
+async def tell_no_room(bus: Bus, msgs: Sequence[Msg], reason: str) -> None:
+    """Tell the client of each request of `msgs` that the event log has no room for its decision (`reason`: the
     server's words): the request stays queued, and is decided and answered (to an inbox nobody may read) later."""
-
-    async def tell(reason: str) -> None:
-        outcome = "the request stays queued and is decided once the log has room"
-        data = encode(Rejected(log_full(reason, outcome), "storage_full"))
-        for msg in msgs:
-            inbox = inbox_of(msg)
-            if inbox:
-                with contextlib.suppress(nats.errors.Error):  # the connection may be down: the client times out
-                    await send_reply(bus, msg.subject, inbox, data)
-
-    return tell
+    outcome = "the request stays queued and is decided once the log has room"
+    data = encode(Rejected(log_full(reason, outcome), "storage_full"))
+    for msg in msgs:
+        inbox = inbox_of(msg)
+        if inbox:
+            with contextlib.suppress(nats.errors.Error):  # the connection may be down: the client times out
+                await send_reply(bus, msg.subject, inbox, data)
