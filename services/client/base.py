@@ -35,6 +35,9 @@ RESENT_POLL_SECONDS = 0.05
 STORE_RETRY_SECONDS = 0.1
 """How often a durable request is published again while no stream answers for it (a stream electing its leader)."""
 
+ELECTING = "the event log is electing a leader (NATS JetStream cluster); try again"
+"""Why a request found no stream to store it for a while, most likely."""
+
 LIST_ATTEMPTS = 3
 """How many times a paged listing starts again when the service no longer holds it (the log moved on)."""
 
@@ -179,6 +182,10 @@ class Connection:
                     raise
             except nats.js.errors.NoStreamResponseError:
                 pass
+            except (TimeoutError, nats.errors.TimeoutError):
+                raise UnavailableError(
+                    f"JetStream did not confirm {subject} within {timeout:g}s: a NATS server is down, or {ELECTING}"
+                ) from None
             if loop.time() + STORE_RETRY_SECONDS > deadline:
                 raise UnavailableError(await self._not_stored(subject, timeout))
             await asyncio.sleep(STORE_RETRY_SECONDS)
@@ -195,10 +202,7 @@ class Connection:
             )
         except (TimeoutError, nats.errors.Error):
             pass
-        return (
-            f"no stream stored {subject} within {timeout:g}s: the event log is electing a leader (NATS JetStream "
-            "cluster); try again"
-        )
+        return f"no stream stored {subject} within {timeout:g}s: {ELECTING}"
 
     async def _resent_answer(self, request: Any, sequence: int, timeout: float) -> RequestReply:
         """The answer to a request whose id the log already holds (its first sending's reply may have been lost in
