@@ -8,7 +8,7 @@ import msgspec
 
 from schemas.decisions import Pending, Placed
 
-RejectionKind = Literal["invalid", "not_found", "conflict", "unavailable"]
+RejectionKind = Literal["invalid", "not_found", "conflict", "unavailable", "storage_full"]
 
 
 class Accepted(msgspec.Struct, frozen=True, tag_field="type", tag="accepted", forbid_unknown_fields=True):

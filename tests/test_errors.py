@@ -88,7 +88,7 @@ def test_the_client_raises_the_class_of_each_kind() -> None:
 
 def desk() -> CommandDesk:
     """A desk whose handlers never get as far as appending (no bus or log is needed to refuse)."""
-    bus = SimpleNamespace(settings=SimpleNamespace(max_message_bytes=1 << 20))
+    bus = SimpleNamespace(settings=SimpleNamespace(max_message_bytes=1 << 20), no_room="")
     return CommandDesk(cast(Any, bus), cast(Any, None), "labels")
 
 

@@ -34,7 +34,14 @@ from services.cli.commands import (
 from services.cli.commands.meta import corral_version
 from services.cli.common import CliError, ConfigFileError, UsageError, not_answering
 from services.cli.registry import Registers, Subcommands, register
-from services.client import CorralError, RejectedError, ServiceFailedError, TooLargeError, UnavailableError
+from services.client import (
+    CorralError,
+    RejectedError,
+    ServiceFailedError,
+    StorageFullError,
+    TooLargeError,
+    UnavailableError,
+)
 from services.runtime.settings import SettingsError
 
 COMMANDS: tuple[Registers, ...] = (
@@ -122,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, ConfigFileError) as error:  # a bad CORRAL_* variable or configuration file: one line
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+    except StorageFullError as error:  # the mesh runs: JetStream has no room (the message says what to do)
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1
     except ServiceFailedError as error:  # it answered: the fault is the service's, not the request's
         print(f"{prog}: error: the {getattr(args, 'service', 'mesh')} could not serve it: {error}", file=sys.stderr)
         return 1

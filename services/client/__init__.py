@@ -8,6 +8,7 @@ from services.core.errors import (
     NotFoundError,
     RejectedError,
     ServiceFailedError,
+    StorageFullError,
     TooLargeError,
     UnavailableError,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "NotFoundError",
     "RejectedError",
     "ServiceFailedError",
+    "StorageFullError",
     "SyncClient",
     "TooLargeError",
     "UnavailableError",

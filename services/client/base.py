@@ -13,6 +13,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
+from nats.js import api
 
 from schemas import subjects as s
 from schemas.commands import CreatePlacementGroup, SubmitActor
@@ -21,14 +22,21 @@ from schemas.queries import DecisionQuery
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
 from services.client.errors import raise_for
 from services.core.amounts import check_amounts
-from services.core.errors import ConflictError, NotFoundError, TooLargeError, UnavailableError
+from services.core.errors import ConflictError, NotFoundError, StorageFullError, TooLargeError, UnavailableError
 from services.runtime import refusals
 from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
+from services.runtime.room import WHAT_TO_DO, no_room
 from services.runtime.settings import Settings
 
 RESENT_POLL_SECONDS = 0.05
 """How often a resent request asks for the decision its first sending led to."""
+
+STORE_RETRY_SECONDS = 0.1
+"""How often a durable request is published again while no stream answers for it (a stream electing its leader)."""
+
+ELECTING = "the event log is electing a leader (NATS JetStream cluster); try again"
+"""Why a request found no stream to store it for a while, most likely."""
 
 LIST_ATTEMPTS = 3
 """How many times a paged listing starts again when the service no longer holds it (the log moved on)."""
@@ -141,14 +149,11 @@ class Connection:
         msg_id = request.command_id or uuid.uuid4().hex
         headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
         try:
-            payload = self._payload(subject, request)
-            stored = await self.bus.js.publish(subject, payload, headers=headers, timeout=timeout or self.timeout)
+            stored = await self._stored(subject, self._payload(subject, request), headers, timeout or self.timeout)
             if stored.duplicate:
                 return await self._resent_answer(request, stored.seq, timeout or self.timeout)
             async with asyncio.timeout(timeout or self.timeout):
                 data = await answer
-        except nats.js.errors.NoStreamResponseError:
-            raise UnavailableError(f"no stream stores {subject} (the requests stream is missing): retry") from None
         except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
         finally:
@@ -157,6 +162,47 @@ class Connection:
         if isinstance(reply, Rejected):
             raise_for(reply)
         return reply
+
+    async def _stored(self, subject: str, payload: bytes, headers: dict[str, str], timeout: float) -> api.PubAck:
+        """The request stored in the requests stream: published again (its `Nats-Msg-Id` has it stored once) while
+        no stream answers for it (a NATS cluster electing the stream's leader), for `timeout` seconds at most;
+        `StorageFullError` at once when JetStream has no room for it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                left = max(deadline - loop.time(), STORE_RETRY_SECONDS)
+                return await self.bus.js.publish(subject, payload, headers=headers, timeout=left)
+            except nats.js.errors.APIError as error:
+                full = no_room(error)
+                if full:
+                    text = f"the request queue is full: {full}; {subject} was not stored; {WHAT_TO_DO}"
+                    raise StorageFullError(text) from None
+                if not isinstance(error, nats.js.errors.ServiceUnavailableError):  # not a leader missing: a bug
+                    raise
+            except nats.js.errors.NoStreamResponseError:
+                pass
+            except (TimeoutError, nats.errors.TimeoutError):
+                raise UnavailableError(
+                    f"JetStream did not confirm {subject} within {timeout:g}s: a NATS server is down, or {ELECTING}"
+                ) from None
+            if loop.time() + STORE_RETRY_SECONDS > deadline:
+                raise UnavailableError(await self._not_stored(subject, timeout))
+            await asyncio.sleep(STORE_RETRY_SECONDS)
+
+    async def _not_stored(self, subject: str, timeout: float) -> str:
+        """Why no stream stored a request on `subject` within `timeout` seconds: the requests stream is missing, or
+        (it exists, or does not say) its NATS cluster is electing its leader."""
+        try:
+            await self.bus.nc.jetstream(timeout=1.0).stream_info(s.REQUESTS_STREAM)
+        except nats.js.errors.NotFoundError:
+            return (
+                f"no stream stores {subject} (the requests stream {s.REQUESTS_STREAM} is missing; the scheduler "
+                "declares it as it starts): retry"
+            )
+        except (TimeoutError, nats.errors.Error):
+            pass
+        return f"no stream stored {subject} within {timeout:g}s: {ELECTING}"
 
     async def _resent_answer(self, request: Any, sequence: int, timeout: float) -> RequestReply:
         """The answer to a request whose id the log already holds (its first sending's reply may have been lost in

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from schemas.replies import Rejected, RejectionKind
-from services.core.errors import ConflictError, CorralError, NotFoundError, RejectedError, ServiceFailedError
+from services.core.errors import (
+    ConflictError,
+    CorralError,
+    NotFoundError,
+    RejectedError,
+    ServiceFailedError,
+    StorageFullError,
+)
 
 RAISED: dict[RejectionKind, type[CorralError]] = {
     "invalid": RejectedError,
     "not_found": NotFoundError,
     "conflict": ConflictError,
     "unavailable": ServiceFailedError,
+    "storage_full": StorageFullError,
 }
 """The error for each kind of rejection: only the first three are the sender's fault."""
 

@@ -66,6 +66,14 @@ class ServiceFailedError(UnavailableError):
     (the message says which). Not the sender's fault."""
 
 
+class StorageFullError(UnavailableError):
+    """JetStream refused to store the request or its events for lack of room (its store, or a stream, reached its
+    limit): nothing was lost, and the mesh serves again by itself once the store has room. The message holds the
+    server's own words."""
+
+    kind: ClassVar[RejectionKind] = "storage_full"
+
+
 class UnfoldableEventError(CorralError):
     """An event of the log that no view can fold (a fault of the log, not a refusal); raised before the fold
     changes anything."""

@@ -13,7 +13,15 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import HTTPException, NotAuthorizedException
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 
-from services.core.errors import CodecError, ConflictError, CorralError, NotFoundError, RejectedError, TooLargeError
+from services.core.errors import (
+    CodecError,
+    ConflictError,
+    CorralError,
+    NotFoundError,
+    RejectedError,
+    StorageFullError,
+    TooLargeError,
+)
 from services.runtime.codec import decode
 
 log = logging.getLogger("corral.gateway")
@@ -47,15 +55,17 @@ def service_in(message: str) -> str:
 
 
 def status_of(error: CorralError) -> int:
-    """A Corral error's status code: 404 unknown id, 409 conflict, 413 too large, 400 refused, 503 unavailable."""
-    for kind, status in ((NotFoundError, 404), (ConflictError, 409), (TooLargeError, 413), (RejectedError, 400)):
+    """A Corral error's status code: 404 unknown id, 409 conflict, 413 too large, 400 refused, 507 no room in the
+    event log or the request queue, 503 unavailable."""
+    refusals = ((NotFoundError, 404), (ConflictError, 409), (TooLargeError, 413), (RejectedError, 400))
+    for kind, status in (*refusals, (StorageFullError, 507)):
         if isinstance(error, kind):
             return status
     return 503
 
 
 def corral_error(_request: Request[Any, Any, Any], error: CorralError) -> Response[ApiError]:
-    """A refusal (4xx) or a service that did not answer (503), with the service's message."""
+    """A refusal (4xx), a store without room (507) or a service that did not answer (503), with the message."""
     status = status_of(error)
     service = service_in(str(error)) if status == 503 else ""
     return Response(ApiError(str(error), error.kind, status, service=service), status_code=status)

@@ -27,6 +27,7 @@ from services.runtime import replicas, telemetry
 from services.runtime.codec import decode, encode
 from services.runtime.elections import ElectionCheck
 from services.runtime.nats_private import drop_unwritten, pending_queue
+from services.runtime.room import no_room
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
@@ -102,7 +103,8 @@ _RETRIED = (
     nats.js.errors.NoStreamResponseError,
     nats.js.errors.ServiceUnavailableError,
 )
-"""Append failures after which the same batch is published again (the ids make a repeat a no-op)."""
+"""Append failures after which the same batch is published again (the ids make a repeat a no-op); so is a refusal
+for lack of room (`room.no_room`), whatever its status code."""
 
 _UNANSWERED = (
     TimeoutError,
@@ -183,6 +185,12 @@ class Bus:
         (kept once per batch, so the hot path stays as it was)."""
         self.duplicate_window = DUPLICATE_WINDOW
         """The event stream's duplicate window that `append` counts on (a test that shortens the stream's sets it)."""
+        self.no_room = ""
+        """The server's words while JetStream refuses this bus's appends for lack of room ("" otherwise)."""
+        self._room_refused = asyncio.Event()
+        self._unconfirmed_since = 0.0
+        self._unconfirmed_reason = ""
+        """Why appends are not confirmed now ("" while they are): logged when it changes, not at every retry."""
 
     def skip_own_events(self, msg_id_prefix: str, stand_in: AnyEvent) -> None:
         """From now on `read_log` hands back `stand_in` for the writer's own events, without decoding them.
@@ -305,7 +313,7 @@ class Bus:
                 if self.nc.is_closed:
                     raise
                 if not warned:
-                    log.warning("%s: no answer (%s); asking again", what, error or type(error).__name__)
+                    log.warning("%s: no answer (%s); asking again", what, str(error) or type(error).__name__)
                     warned = True
                 await asyncio.sleep(0.25)
                 continue
@@ -323,12 +331,57 @@ class Bus:
         """
         expected, after, published_at = expected_last or {}, self._acked, asyncio.get_running_loop().time()
         try:
-            return await self._append_once(events, expected)
-        except _RETRIED as error:
-            if self.nc.is_closed:
+            sequences = await self._append_once(events, expected)
+        except (*_RETRIED, nats.js.errors.APIError) as error:
+            if self.nc.is_closed or not _retried(error):
                 raise
-            _not_confirmed(events, error)
-        return await self._append_again(events, expected, after, published_at)
+            self._not_confirmed(events, error)
+        else:
+            if self._unconfirmed_reason:
+                self._confirmed()
+            return sequences
+        sequences = await self._append_again(events, expected, after, published_at)
+        self._confirmed()
+        return sequences
+
+    async def done_or_full(self, appending: asyncio.Future[Any]) -> str:
+        """Wait until `appending` (a task making this bus's appends) is done, or JetStream refuses them for lack of
+        room: "", or the server's words (the task goes on retrying; it is cancelled if this wait is)."""
+        try:
+            while not appending.done() and not self.no_room:
+                refused = asyncio.ensure_future(self._room_refused.wait())
+                try:
+                    await asyncio.wait((appending, refused), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    refused.cancel()
+        except BaseException:
+            appending.cancel()
+            raise
+        return "" if appending.done() else self.no_room
+
+    def _not_confirmed(self, events: Sequence[AnyEvent], error: Exception) -> None:
+        """Log why an append is not confirmed when the reason changed (not at every retry); note a lack of room."""
+        room = no_room(error)
+        reason = room or str(error) or f"no ack within {APPEND_ACK_SECONDS:g}s"
+        if reason != self._unconfirmed_reason:
+            if not self._unconfirmed_reason:
+                self._unconfirmed_since = asyncio.get_running_loop().time()
+            log.warning("append of %d events not confirmed (%s); retrying until it is", len(events), reason)
+            self._unconfirmed_reason = reason
+        if room != self.no_room:
+            self.no_room = room
+            if room:
+                self._room_refused.set()
+            else:
+                self._room_refused.clear()
+
+    def _confirmed(self) -> None:
+        """An append is confirmed: the end of a state of unconfirmed appends, logged once."""
+        if self._unconfirmed_reason:
+            took = asyncio.get_running_loop().time() - self._unconfirmed_since
+            log.info("appends confirmed again, after %.1fs of: %s", took, self._unconfirmed_reason)
+        self._unconfirmed_reason, self.no_room = "", ""
+        self._room_refused.clear()
 
     async def _append_again(
         self, events: Sequence[AnyEvent], expected: dict[str, int], after: int, published_at: float
@@ -360,10 +413,10 @@ class Bus:
                     sequences = await self._append_once(left, expected, only_connected=True)
                     stored.update((event.event_id, sequence) for event, sequence in zip(left, sequences, strict=True))
                 return [stored[event.event_id] for event in events]
-            except _RETRIED as error:
-                if self.nc.is_closed:
+            except (*_RETRIED, nats.js.errors.APIError) as error:
+                if self.nc.is_closed or not _retried(error):
                     raise
-                _not_confirmed(left, error)
+                self._not_confirmed(left, error)
 
     async def _until_connected(self) -> None:
         """Return once the connection is up (raises `ConnectionClosedError` once it is closed for good)."""
@@ -671,8 +724,9 @@ class Bus:
             await self.nc.close()
 
 
-def _not_confirmed(events: Sequence[AnyEvent], error: Exception) -> None:
-    log.warning("append of %d events not confirmed (%s); retrying", len(events), error or type(error).__name__)
+def _retried(error: Exception) -> bool:
+    """Whether an append that met `error` is published again (see `_RETRIED`)."""
+    return isinstance(error, _RETRIED) or bool(no_room(error))
 
 
 def answerable(reply: str) -> bool:

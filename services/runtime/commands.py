@@ -18,6 +18,7 @@ from services.core.errors import CodecError, RejectedError
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.follower import LogFollower, LogReplaced
+from services.runtime.room import log_full
 
 log = logging.getLogger("corral.commands")
 
@@ -74,6 +75,8 @@ class CommandDesk:
         self._before = before
         """Runs under the lock before each handler (for example: fold the log up to its end, to see other writers)."""
         self._lock = asyncio.Lock()
+        self._pending: set[asyncio.Future[int]] = set()
+        """The append of a command answered while the log had no room, still retried (kept from the collector)."""
 
     def handler(self, kind: type[C], handle: Callable[[C], Outcome]) -> Responder:
         """A NATS request handler that reads `kind` and runs `handle` on it."""
@@ -88,8 +91,16 @@ class CommandDesk:
         return serve
 
     async def execute(self, handle: Callable[[], Outcome]) -> Accepted | Rejected:
-        """Run a handler under the lock and append what it decided."""
-        async with self._lock:
+        """Run a handler under the lock and append what it decided.
+
+        While the event log has no room, a command is refused at once (nothing changed). One whose append the log
+        refuses for lack of room is answered so at once too, and applied once there is room: its append goes on
+        being retried, holding the lock (the next command waits for it, or is refused while there is no room)."""
+        if self.bus.no_room:
+            return Rejected(log_full(self.bus.no_room, "nothing changed"), "storage_full")
+        await self._lock.acquire()
+        held = True
+        try:
             unready = await not_ready(self._before)
             if unready is not None:
                 return unready
@@ -101,6 +112,27 @@ class CommandDesk:
                 return Accepted(0, outcome)
             events, message = (outcome.events, outcome.message) if isinstance(outcome, Noted) else (outcome, "")
             stamped = [msgspec.structs.replace(e, event_id=f"{self.service}-{uuid.uuid4().hex}") for e in events]
-            sequences = await self.bus.append(stamped)
-            await self.follower.wait_for(sequences[-1])
-            return Accepted(sequences[-1], message)
+            applied = asyncio.ensure_future(self._applied(stamped))
+            full = await self.bus.done_or_full(applied)
+            if not full:
+                return Accepted(await applied, message)
+            held = False
+            self._pending.add(applied)
+            applied.add_done_callback(self._applied_later)
+            return Rejected(log_full(full, "the command is applied once the log has room"), "storage_full")
+        finally:
+            if held:
+                self._lock.release()
+
+    async def _applied(self, events: Sequence[AnyEvent]) -> int:
+        """Append `events` and wait until the view folded them; the last one's sequence."""
+        sequences = await self.bus.append(events)
+        await self.follower.wait_for(sequences[-1])
+        return sequences[-1]
+
+    def _applied_later(self, applied: asyncio.Future[int]) -> None:
+        """A command's append that waited for room is over: the lock is free (a failure is logged)."""
+        self._pending.discard(applied)
+        self._lock.release()
+        if not applied.cancelled() and applied.exception() is not None:
+            log.error("a command waiting for room in the log failed", exc_info=applied.exception())

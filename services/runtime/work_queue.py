@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -13,6 +14,8 @@ from schemas import subjects as s
 from schemas.replies import Rejected, RequestReply
 from services.runtime import refusals
 from services.runtime.bus import Bus, answerable
+from services.runtime.codec import encode
+from services.runtime.room import log_full
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.requests")
@@ -68,3 +71,15 @@ async def settle(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, po
     if inbox and reply is not None:
         await send_reply(bus, msg.subject, inbox, data)
     await (msg.term() if poison else msg.ack())
+
+
+async def tell_no_room(bus: Bus, msgs: Sequence[Msg], reason: str) -> None:
+    """Tell the client of each request of `msgs` that the event log has no room for its decision (`reason`: the
+    server's words): the request stays queued, and is decided and answered (to an inbox nobody may read) later."""
+    outcome = "the request stays queued and is decided once the log has room"
+    data = encode(Rejected(log_full(reason, outcome), "storage_full"))
+    for msg in msgs:
+        inbox = inbox_of(msg)
+        if inbox:
+            with contextlib.suppress(nats.errors.Error):  # the connection may be down: the client times out
+                await send_reply(bus, msg.subject, inbox, data)

@@ -28,7 +28,7 @@ from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
-from services.runtime.work_queue import request_consumer, settle
+from services.runtime.work_queue import request_consumer, settle, tell_no_room
 from services.scheduler import measure
 from services.scheduler.applier import DEPOSED, Applier
 from services.scheduler.handlers import handle
@@ -220,7 +220,11 @@ async def _consume_requests(
             if view.deposed():
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             decided = [await _decide(shell, view, msg) for msg in batch]
-            appended_from = await writer.flush()
+            flushed = asyncio.ensure_future(writer.flush())
+            full = await shell.bus.done_or_full(flushed)
+            if full:  # the clients need not wait their whole timeout: the requests stay queued
+                await tell_no_room(shell.bus, batch, full)
+            appended_from = await flushed
         await _check_still_elected(shell, view, leader.elected_at, appended_from)
         await _answer(shell, batch, decided)
 

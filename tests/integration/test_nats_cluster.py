@@ -90,10 +90,10 @@ async def replicas_of(client: Client) -> dict[str, int]:
     return {config.name or "": config.num_replicas or 1 for config in streams}
 
 
-async def stream_leader(client: Client, unless: str = "") -> str:
-    """The name of the server leading the event log ("" while it has none, or only the server `unless`)."""
+async def stream_leader(client: Client, unless: str = "", stream: str = s.EVENTS_STREAM) -> str:
+    """The name of the server leading `stream` ("" while it has none, or only the server `unless`)."""
     try:
-        info = await client.bus.nc.jetstream(timeout=0.25).stream_info(s.EVENTS_STREAM)
+        info = await client.bus.nc.jetstream(timeout=0.25).stream_info(stream)
     except (TimeoutError, nats.errors.Error):  # no leader to answer
         return ""
     leader = info.cluster.leader if info.cluster is not None else ""
@@ -186,6 +186,43 @@ async def test_killing_the_event_logs_leader_loses_no_request_and_decides_none_t
 
         cluster.named(leader).start()
         assert await caught_up(client, leader), f"{leader} did not catch up with the event log"
+
+
+async def test_a_request_sent_while_its_stream_elects_a_leader_is_stored_once_one_is_elected(
+    mesh_r3: Mesh, cluster: NatsCluster
+) -> None:
+    """The leader of the requests stream is killed and a request sent at once: the client, connected to another
+    server, sends it again until the stream has a leader (it was told "the requests stream is missing")."""
+    async with Client(cluster.url, timeout=5.0) as client:
+        await client.wait_ready(timeout=30.0)
+        await client.register_node("n0", {"CPU": 4})
+        leader = await stream_leader(client, stream=s.REQUESTS_STREAM)
+        assert leader
+    others = ",".join(
+        f"nats://127.0.0.1:{server.port}" for server in cluster.servers if server != cluster.named(leader)
+    )
+    async with Client(others, timeout=5.0) as client:
+        await client.status()
+        cluster.kill(leader)
+        began = time.monotonic()
+        decision = await client.submit(ScheduleRequest("during", {"CPU": 1}), timeout=30.0)
+        print(f"\nkilled {leader}, the leader of {s.REQUESTS_STREAM}: decided {time.monotonic() - began:.2f}s later")
+        assert isinstance(decision, Placed)
+
+
+async def test_a_request_whose_stream_has_no_leader_for_its_whole_timeout_is_said_to_wait_for_an_election(
+    mesh_r3: Mesh, cluster: NatsCluster
+) -> None:
+    """Two servers of three killed: the streams cannot elect a leader, and the client says so after its timeout."""
+    async with Client(cluster.url, timeout=5.0) as client:
+        await client.wait_ready(timeout=30.0)
+    cluster.kill("s1")
+    cluster.kill("s2")
+    async with Client(f"nats://127.0.0.1:{cluster.named('s0').port}", timeout=5.0) as client:
+        began = time.monotonic()
+        with pytest.raises(UnavailableError, match=r"the event log is electing a leader \(NATS JetStream cluster\)"):
+            await client.submit(ScheduleRequest("orphan", {"CPU": 1}), timeout=2.0)
+        assert time.monotonic() - began >= 2.0  # sent again until its timeout
 
 
 async def test_a_stream_kept_on_one_server_is_moved_to_the_replicas_asked_for(cluster: NatsCluster) -> None:

@@ -78,11 +78,26 @@ async def test_a_client_connected_again_is_answered_on_its_new_connection(client
     assert set(await client.placements()) == {"a2"}
 
 
-async def test_a_request_no_stream_stores_is_refused_at_once_as_unavailable(client: Client, mesh: Mesh) -> None:
-    """With the requests stream gone (and no scheduler to declare it again) a durable request fails at once with a
-    clear `UnavailableError` saying so (not "no decision within" the timeout); the stream's acks are read on the
-    client's own subscription."""
+async def test_a_request_no_stream_stores_is_sent_again_until_its_timeout_then_said_unavailable(
+    client: Client, mesh: Mesh
+) -> None:
+    """With the requests stream gone (and no scheduler to declare it again) a durable request is sent again until its
+    timeout (a stream between two leaders answers no more than a missing one), then fails with a clear
+    `UnavailableError` naming the missing stream (not "no decision within" the timeout); the stream's acks are read
+    on the client's own subscription."""
     mesh.stop_service("scheduler")
     await client.bus.js.delete_stream(s.REQUESTS_STREAM)
-    with pytest.raises(UnavailableError, match=r"no stream stores corral\.req\.schedule"):
-        await client.submit(ScheduleRequest("a1", {"CPU": 1}), timeout=5.0)
+    missing = rf"no stream stores corral\.req\.schedule \(the requests stream {s.REQUESTS_STREAM} is missing"
+    with pytest.raises(UnavailableError, match=missing):
+        await client.submit(ScheduleRequest("a1", {"CPU": 1}), timeout=1.0)
+
+
+async def test_a_request_sent_while_its_stream_is_gone_is_stored_once_the_stream_is_back(
+    client: Client, mesh: Mesh
+) -> None:
+    """The requests stream deleted under a running scheduler: a request sent meanwhile is sent again until the
+    scheduler has declared the stream again, then decided (it was told at once that the stream is missing)."""
+    await client.register_node("n1", {"CPU": 2})
+    await client.bus.js.delete_stream(s.REQUESTS_STREAM)
+    decision = await client.submit(ScheduleRequest("a1", {"CPU": 1}), timeout=20.0)
+    assert isinstance(decision, Placed) and decision.node_id == "n1"
