@@ -68,14 +68,19 @@ may write it)."""
 AUTOSCALER_LEASE_KEY = "autoscaler"
 
 REFUSALS_BUCKET = "corral_refusals"
-"""NATS KV bucket keeping the refusal of each durable request sent with an idempotency key (key: the request's
-sequence in `CORRAL_REQUESTS`) for the duplicate window: a resend is answered with it, whoever sent it."""
+"""NATS KV bucket keeping, for the duplicate window, what a resend of a durable request sent with an idempotency key
+is answered from: the request each keyed sending stored (key: `request.<its sequence in CORRAL_REQUESTS>`), kept
+before it is acked, and its refusal, if refused (key: the sequence), whoever resends it."""
 
 ELECTIONS_BUCKET = "corral_elections"
 """NATS KV bucket without a TTL: one record per real election (key: the epoch), written before its event."""
 
 REPLY_HEADER = "Corral-Reply-To"
 """Header on a durable request naming the inbox the decision is sent to."""
+
+KEY_HEADER = "Corral-Idempotency-Key"
+"""Header on a durable request sent with an idempotency key (its `command_id`, also its `Nats-Msg-Id`): the
+request is kept in `REFUSALS_BUCKET` before it is acked, for the resends to compare theirs with."""
 
 # aggregates: the token after `corral.evt.`
 NODE = "node"

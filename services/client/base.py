@@ -16,13 +16,21 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from schemas import subjects as s
-from schemas.commands import CreatePlacementGroup, SubmitActor
+from schemas.commands import CreatePlacementGroup, SchedulerRequest, SubmitActor
 from schemas.decisions import Pending, Placed
 from schemas.queries import DecisionQuery
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
 from services.client.errors import raise_for
 from services.core.amounts import check_amounts
-from services.core.errors import ConflictError, NotFoundError, StorageFullError, TooLargeError, UnavailableError
+from services.core.errors import (
+    ConflictError,
+    CorralError,
+    NotFoundError,
+    StorageFullError,
+    TooLargeError,
+    UnavailableError,
+)
+from services.core.request import check_same_keyed
 from services.runtime import refusals
 from services.runtime.bus import Bus, BusUnreachable
 from services.runtime.codec import decode, encode
@@ -146,12 +154,14 @@ class Connection:
     async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
         """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
         inbox, answer = await self._replies.expect()
-        msg_id = request.command_id or uuid.uuid4().hex
-        headers = {"Nats-Msg-Id": msg_id, s.REPLY_HEADER: inbox}
+        headers = {"Nats-Msg-Id": request.command_id or uuid.uuid4().hex, s.REPLY_HEADER: inbox}
+        if request.command_id:
+            headers[s.KEY_HEADER] = request.command_id
         try:
-            stored = await self._stored(subject, self._payload(subject, request), headers, timeout or self.timeout)
+            payload = self._payload(subject, request)
+            stored = await self._stored(subject, payload, headers, timeout or self.timeout)
             if stored.duplicate:
-                return await self._resent_answer(request, stored.seq, timeout or self.timeout)
+                return await self._duplicate_answer(request, payload, stored.seq, timeout or self.timeout)
             async with asyncio.timeout(timeout or self.timeout):
                 data = await answer
         except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
@@ -203,6 +213,38 @@ class Connection:
         except (TimeoutError, nats.errors.Error):
             pass
         return f"no stream stored {subject} within {timeout:g}s: {ELECTING}"
+
+    async def _duplicate_answer(self, request: Any, payload: bytes, sequence: int, timeout: float) -> RequestReply:
+        """The answer to a sending the stream dropped as a duplicate of the request stored at `sequence` (its key was
+        used within the duplicate window): a `ConflictError` naming the key when that request is another one, else
+        the answer to a resend (`_resent_answer`)."""
+        stored = await self._stored_request(request.command_id, sequence)
+        limit = self.bus.nc.max_payload
+        try:
+            first: object = decode(stored, SchedulerRequest, max_bytes=limit)
+        except CorralError:
+            first = None
+        check_same_keyed(request.command_id, first, decode(payload, SchedulerRequest, max_bytes=limit))
+        return await self._resent_answer(request, sequence, timeout)
+
+    async def _stored_request(self, key: str, sequence: int) -> bytes:
+        """The request stored at `sequence` as the stream holds it: from the work queue while it waits there, else as
+        its decider kept it before the ack (`refusals`); `UnavailableError` when neither holds it."""
+        try:
+            return (await self.bus.js.get_msg(s.REQUESTS_STREAM, sequence)).data or b""
+        except nats.js.errors.NotFoundError:
+            pass  # decided and acked
+        except (TimeoutError, nats.errors.Error) as error:
+            text = f"command_id {key!r}: the request it was first used for could not be read ({error!r}): retry"
+            raise UnavailableError(text) from None
+        kept = await refusals.kept_request(self.bus.js, sequence)
+        if kept is None:
+            raise UnavailableError(
+                f"command_id {key!r} was used within the duplicate window for a request that is no longer kept "
+                "(its record was deleted, or it was sent without the key's header): cannot tell whether it is this "
+                "one; use a new key"
+            )
+        return kept
 
     async def _resent_answer(self, request: Any, sequence: int, timeout: float) -> RequestReply:
         """The answer to a request whose id the log already holds (its first sending's reply may have been lost in

@@ -196,7 +196,8 @@ class Client(VirtualClusterCalls, HistoryCalls):
         """Schedule an actor or task: `Placed`, or `Pending` with the reasons (a live id returns its decision).
 
         `command_id` is an idempotency key: sent again with the same key (say, after a timeout in an outage), the
-        request is stored once and the answer is the decision its first sending led to.
+        request is stored once and the answer is the decision its first sending led to; another request under a key
+        used within the duplicate window is a `ConflictError` naming the key and the fields that differ.
         """
         reply = await self._durable(s.SCHEDULE, SubmitActor(request=request, command_id=command_id), timeout)
         assert isinstance(reply, Placed | Pending), reply

@@ -6,6 +6,8 @@ import math
 import re
 from typing import Literal
 
+import msgspec
+
 from schemas import (
     ActorAffinityOperator,
     ActorAffinitySchedulingStrategy,
@@ -64,16 +66,47 @@ def check_new_work(request: Work) -> None:
 
 def check_same_request(field: str, work_id: str, existing: Work, new: Work) -> None:
     """A `ConflictError` naming every field in which `new` differs from the live `existing` request."""
-    differences = [
-        f"{name} {getattr(existing, name)!r} -> {getattr(new, name)!r}"
-        for name in existing.__struct_fields__
-        if _comparable(name, getattr(existing, name)) != _comparable(name, getattr(new, name))
-    ]
-    if differences:
+    changed = [f"{name} {old!r} -> {value!r}" for name, old, value in differences(existing, new)]
+    if changed:
         raise ConflictError(
-            f"{field} {work_id!r}: already live with another request ({'; '.join(differences)}); "
+            f"{field} {work_id!r}: already live with another request ({'; '.join(changed)}); "
             "the same request returns its decision, another needs it removed first or a new id"
         )
+
+
+ENVELOPE = ("command_id", "correlation_id")
+"""A command's fields that are not its content: its idempotency key and its tracing id."""
+
+
+def check_same_keyed(key: str, stored: object, sent: msgspec.Struct) -> None:
+    """A `ConflictError` naming the idempotency key `key` and how the command `sent` differs from `stored`, the one
+    its key was first used for (anything else than a command when that one does not decode)."""
+    if type(stored) is not type(sent):
+        first = f"a {type(stored).__name__}" if isinstance(stored, msgspec.Struct) else "an unreadable request"
+        detail = f"{first}, not a {type(sent).__name__}"
+    else:
+        assert isinstance(stored, msgspec.Struct)
+        changed = []
+        for name, old, new in differences(stored, sent):
+            if isinstance(old, msgspec.Struct) and isinstance(new, msgspec.Struct) and type(old) is type(new):
+                changed.extend(differences(old, new))  # a command's request, field by field
+            else:
+                changed.append((name, old, new))
+        if not changed:
+            return
+        detail = "; ".join(f"{name}: {old!r} then {new!r}" for name, old, new in changed)
+    raise ConflictError(f"command_id {key!r}: already used for a different request ({detail}); use a new key")
+
+
+def differences(existing: msgspec.Struct, new: msgspec.Struct) -> list[tuple[str, object, object]]:
+    """(field, value in `existing`, value in `new`) for each field of two Structs of one type that differs, but the
+    envelope's."""
+    pairs = ((name, getattr(existing, name), getattr(new, name)) for name in existing.__struct_fields__)
+    return [
+        (name, old, value)
+        for name, old, value in pairs
+        if name not in ENVELOPE and _comparable(name, old) != _comparable(name, value)
+    ]
 
 
 def _comparable(name: str, value: object) -> object:

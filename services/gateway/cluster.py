@@ -19,7 +19,11 @@ from services.gateway.parsing import selector_of
 Vcluster = Annotated[str, QueryParameter(name="vcluster", description="a virtual cluster's id: its own view")]
 IdempotencyKey = Annotated[
     str,
-    HeaderParameter(name="Idempotency-Key", description="sent again with the same key, the request is stored once"),
+    HeaderParameter(
+        name="Idempotency-Key",
+        description="the same body sent again with the same key is stored once and answered as the first; "
+        "another body with a key used within the last 120 s is 409",
+    ),
 ]
 
 

@@ -61,12 +61,16 @@ Fit = Callable[[RequestReply], bytes]
 
 
 async def settle(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, poison: bool) -> None:
-    """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one; a refusal is
-    kept first (`refusals`) for resends of its `Nats-Msg-Id` (the client's sends all carry one: the request's
+    """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one. Kept first
+    (`refusals`), for resends: a request sent with an idempotency key (`KEY_HEADER`), which leaves the work queue
+    with the ack, and a refusal of one with a `Nats-Msg-Id` (the client's sends all carry one: the request's
     `command_id`, else a fresh id no resend repeats)."""
     inbox = inbox_of(msg)
     data = b"" if reply is None else fit(reply)
-    if isinstance(reply, Rejected) and (msg.headers or {}).get("Nats-Msg-Id"):
+    headers = msg.headers or {}
+    if headers.get(s.KEY_HEADER):
+        await refusals.keep_request(bus, request_sequence(msg), msg.data)
+    if isinstance(reply, Rejected) and headers.get("Nats-Msg-Id"):
         await refusals.keep(bus, request_sequence(msg), data)
     if inbox and reply is not None:
         await send_reply(bus, msg.subject, inbox, data)

@@ -398,3 +398,25 @@ async def test_a_refusal_through_the_workers_is_kept_for_another_clients_resend(
     async with Client(mesh.nats_url) as other:
         with pytest.raises(NotFoundError, match="no such virtual cluster"):
             await other.submit(request, command_id="submit-a1")
+
+
+async def test_different_requests_under_one_key_through_the_workers_store_one_and_refuse_the_others(
+    client: Client, mesh: Mesh
+) -> None:
+    """20 different requests sent at once under one key, decided by the workers: one is stored and placed, the 19
+    others are conflicts naming the key; once it is acked, another client's resend of the stored one gets its
+    decision (the worker kept the request before its ack), and of another one, a conflict."""
+    await client.register_node("n1", {"CPU": 64})
+    requests = [ScheduleRequest(f"a{index}", {"CPU": 1 + index % 3}) for index in range(20)]
+    answers = await asyncio.gather(
+        *(client.submit(request, timeout=10.0, command_id="k1") for request in requests), return_exceptions=True
+    )
+    placed = [answer for answer in answers if isinstance(answer, Placed)]
+    conflicts = [answer for answer in answers if isinstance(answer, ConflictError)]
+    assert len(placed) == 1 and len(conflicts) == 19, answers
+    stored = next(r for r, answer in zip(requests, answers, strict=True) if isinstance(answer, Placed))
+    await placed_once(mesh, 1)
+    async with Client(mesh.nats_url) as other:
+        assert await other.submit(stored, command_id="k1") == placed[0]
+        with pytest.raises(ConflictError, match=r"command_id 'k1': already used .*actor_id: '"):
+            await other.submit(ScheduleRequest("b", {"CPU": 1}), command_id="k1")

@@ -306,6 +306,25 @@ def test_errors_are_4xx_with_the_services_message_and_change_nothing(http: httpx
     assert http.delete("/api/v1/actors/x-c", headers=AUTH).status_code == 200
 
 
+def test_an_idempotency_key_reused_for_another_request_is_409_naming_the_key(
+    http: httpx.Client, corral: SyncClient
+) -> None:
+    """The same `Idempotency-Key` with CPU 1 then CPU 3: the first's decision again for the same body, 409 naming
+    the key and the field for the other (before: 200 with the first's placement, for a request never stored)."""
+    corral.register_node("i1", {"CPU": 4}, heartbeat=False)
+    keyed = {**AUTH, "Idempotency-Key": "idem-k1"}
+    body = {"actor_id": "i-a", "resources": {"CPU": 1}}
+    first = http.post("/api/v1/actors", json=body, headers=keyed)
+    assert first.status_code == 200 and first.json()["type"] == "placed", first.text
+    assert http.post("/api/v1/actors", json=body, headers=keyed).json() == first.json()
+    other = http.post("/api/v1/actors", json={**body, "resources": {"CPU": 3}}, headers=keyed)
+    assert other.status_code == 409 and other.json()["kind"] == "conflict", other.text
+    assert "command_id 'idem-k1'" in other.json()["error"]
+    assert "resources: {'CPU': 1.0} then {'CPU': 3.0}" in other.json()["error"]
+    assert corral.placements()["i-a"] == "i1"
+    assert http.delete("/api/v1/actors/i-a", headers=AUTH).status_code == 200
+
+
 def test_a_service_that_does_not_answer_is_503_naming_it(tmp_path: Path, server_path: ServerPath) -> None:
     with (
         gateway_mesh(tmp_path / "mesh", server_path) as running,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import time
 
 import pytest
 
@@ -11,8 +13,9 @@ from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.cli.mesh import Mesh
 from services.client import Client
-from services.core.errors import NotFoundError, UnavailableError
+from services.core.errors import ConflictError, NotFoundError, UnavailableError
 from services.runtime.codec import encode
+from tests.integration.conftest import holds_within
 from tests.integration.log import read_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -109,5 +112,83 @@ async def test_a_refusal_is_kept_and_answered_after_the_refusals_bucket_was_dele
     with pytest.raises(NotFoundError, match="no such virtual cluster"):
         await client.submit(request, timeout=10.0, command_id="submit-a1")
     bucket = await client.bus.js.key_value(s.REFUSALS_BUCKET)
-    assert (await bucket.status()).values == 1
+    assert (await bucket.status()).values == 2  # the keyed request and its refusal
     assert isinstance(await client.submit(ScheduleRequest("a2", {"CPU": 1})), Placed)
+
+
+async def test_a_key_resent_with_other_resources_is_a_conflict_naming_the_key_and_the_field(
+    client: Client, mesh: Mesh
+) -> None:
+    """The same key with CPU 1 then CPU 3: the second is refused naming the key and how it differs (before, it was
+    answered Placed, as the stored request with CPU 1 was); the log holds the first request alone."""
+    await client.register_node("n1", {"CPU": 4})
+    assert isinstance(await client.submit(ScheduleRequest("a1", {"CPU": 1}), command_id="k1"), Placed)
+    with pytest.raises(ConflictError) as conflict:
+        await client.submit(ScheduleRequest("a1", {"CPU": 3}), command_id="k1")
+    assert str(conflict.value) == (
+        "command_id 'k1': already used for a different request (resources: {'CPU': 1.0} then {'CPU': 3.0}); "
+        "use a new key"
+    )
+    assert [n.available["CPU"] for n in (await client.status()).nodes] == [3.0]
+    submitted = [e.request for e in await read_events(mesh.nats_url) if isinstance(e, ActorSubmitted | ActorPlaced)]
+    assert submitted == [ScheduleRequest("a1", {"CPU": 1.0})]
+
+
+async def test_a_key_reused_for_another_actor_is_a_conflict_at_once(client: Client, mesh: Mesh) -> None:
+    """A key reused for another actor, while its first request still waits in the work queue (the scheduler is
+    paused, briefly) and once it is decided and acked: a `ConflictError` at once, not `UnavailableError` after the
+    client's timeout (10 s here) while it waited for a decision about an actor nobody stored."""
+    await client.register_node("n1", {"CPU": 4})
+    scheduler = mesh.processes["scheduler"]
+    scheduler.send_signal(signal.SIGSTOP)
+    try:
+        first = asyncio.create_task(client.submit(ScheduleRequest("a1", {"CPU": 1}), timeout=10.0, command_id="k1"))
+        assert await holds_within(lambda: _queued(client, 1))
+        await _conflicts_at_once(client, ScheduleRequest("a2", {"CPU": 1}))
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+    assert isinstance(await first, Placed)
+    assert await holds_within(lambda: _queued(client, 0))  # acked: the work queue no longer holds it
+    await _conflicts_at_once(client, ScheduleRequest("a2", {"CPU": 1}))
+    assert set(await client.placements()) == {"a1"}
+
+
+async def _queued(client: Client, count: int) -> bool:
+    return (await client.bus.js.stream_info(s.REQUESTS_STREAM)).state.messages == count
+
+
+async def _conflicts_at_once(client: Client, request: ScheduleRequest) -> None:
+    began = time.perf_counter()
+    with pytest.raises(ConflictError, match=r"command_id 'k1': already used .*actor_id: 'a1' then 'a2'"):
+        await client.submit(request, timeout=10.0, command_id="k1")
+    took = time.perf_counter() - began
+    print(f"conflict answered in {took * 1000:.1f} ms")
+    assert took < 2.0
+
+
+async def test_different_requests_sent_at_once_under_one_key_store_one_and_refuse_the_others(
+    client: Client, mesh: Mesh
+) -> None:
+    """20 different requests sent at once under one key: exactly one is stored and answered with its decision,
+    the 19 others get a `ConflictError` naming the key (before, they were answered as if stored, or timed out)."""
+    await client.register_node("n1", {"CPU": 64})
+    requests = [ScheduleRequest(f"a{index}", {"CPU": 1 + index % 3}) for index in range(20)]
+    answers = await asyncio.gather(
+        *(client.submit(request, timeout=10.0, command_id="k1") for request in requests), return_exceptions=True
+    )
+    placed = [answer for answer in answers if isinstance(answer, Placed)]
+    conflicts = [answer for answer in answers if isinstance(answer, ConflictError)]
+    assert len(placed) == 1 and len(conflicts) == 19, answers
+    assert all("command_id 'k1': already used for a different request" in str(c) for c in conflicts)
+    submitted = [e.request for e in await read_events(mesh.nats_url) if isinstance(e, ActorSubmitted | ActorPlaced)]
+    assert [r.actor_id for r in submitted if r is not None] == [placed[0].id]
+    assert set(await client.placements()) == {placed[0].id}
+
+
+async def test_a_key_used_for_a_removal_then_a_submission_is_a_conflict(client: Client) -> None:
+    """One key for two kinds of request: the second names the first's kind."""
+    await client.register_node("n1", {"CPU": 4})
+    await client.submit(ScheduleRequest("a1", {"CPU": 1}))
+    await client.remove_actor("a1", command_id="k1")
+    with pytest.raises(ConflictError, match="command_id 'k1': already used for a different request \\(a RemoveActor"):
+        await client.submit(ScheduleRequest("a1", {"CPU": 1}), command_id="k1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +20,7 @@ from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh, start_mesh
 from services.cli.servers import LocalServer, find_binary, free_port, redis_server
 from services.client import Client
-from services.core.errors import NotFoundError
+from services.core.errors import ConflictError, NotFoundError
 from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
 from tests.integration.conftest import FAST, holds_within, log_of
 
@@ -199,6 +200,40 @@ async def test_only_the_scheduler_and_the_workers_may_keep_refusals_and_clients_
             with pytest.raises(NotFoundError, match="no such virtual cluster"):
                 await other.submit(request, command_id="submit-a")
     assert "Permissions Violation" not in log_of(secured_mesh, "scheduler")
+
+
+async def test_a_client_and_an_agent_read_the_request_a_reused_key_stored_in_the_queue_and_once_kept(
+    secured_mesh: Mesh,
+) -> None:
+    """A key reused for another actor, by a client and by an agent: each reads the request its key first stored,
+    from the work queue while the scheduler is paused, and from the refusals bucket once it is acked, and gets the
+    conflict (a read its user may not make would leave it unavailable)."""
+    port = secured_mesh.nats.port
+    async with Client(url(port, "client")) as client, Client(url(port, "agent")) as agent:
+        await client.wait_ready()
+        await agent.register_node("n1", {"CPU": 2})
+        scheduler = secured_mesh.processes["scheduler"]
+        scheduler.send_signal(signal.SIGSTOP)  # briefly: well within its lease
+        try:
+            first = asyncio.create_task(client.submit(ScheduleRequest("a", {"CPU": 1}), timeout=10.0, command_id="k"))
+            assert await holds_within(lambda: _queued(client, 1))
+            await _both_conflict(client, agent)
+        finally:
+            scheduler.send_signal(signal.SIGCONT)
+        assert isinstance(await first, Placed)
+        assert await holds_within(lambda: _queued(client, 0))
+        await _both_conflict(client, agent)
+    assert "Permissions Violation" not in log_of(secured_mesh, "scheduler")
+
+
+async def _queued(client: Client, count: int) -> bool:
+    return (await client.bus.js.stream_info(s.REQUESTS_STREAM)).state.messages == count
+
+
+async def _both_conflict(*clients: Client) -> None:
+    for client in clients:
+        with pytest.raises(ConflictError, match="command_id 'k': already used for a different request"):
+            await client.submit(ScheduleRequest("b", {"CPU": 1}), timeout=10.0, command_id="k")
 
 
 STREAM_UPDATES = tuple(

@@ -330,9 +330,11 @@ OTHER_CONSTANTS = {
     "DEAD_LETTERS_STREAM": "stream holding DEAD_LETTERS_SUBJECTS",
     "LEASE_BUCKET": "NATS KV bucket holding the scheduler lease",
     "SCHEDULER_LEASE_KEY": "the lease's key in LEASE_BUCKET",
-    "REFUSALS_BUCKET": "NATS KV bucket keeping each keyed durable request's refusal (key: its request sequence)",
+    "REFUSALS_BUCKET": "NATS KV bucket keeping each keyed durable request (key: request.<its request sequence>) and "
+    "its refusal (key: its request sequence)",
     "ELECTIONS_BUCKET": "NATS KV bucket recording each real election (key: epoch), checked by every reader",
     "REPLY_HEADER": "header of a durable request naming the inbox its RequestReply goes to",
+    "KEY_HEADER": "header of a durable request sent with an idempotency key (its command_id): the request is kept",
     "DEAD_LETTER_REASON": "header of a dead letter: why it was set aside",
     "DEAD_LETTER_SUBJECT": "header of a dead letter: the subject it came on",
     "DEAD_LETTER_SEQUENCE": "header of an event's dead letter: its sequence in the event log",
