@@ -163,8 +163,8 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
 
 async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
     """Until stopped, every `WATCH_EVERY_S`: start again a server that exited (`ServerWatch`: `CliError` when it is
-    given up) and a service that exits asking for it (lease lost, event log replaced), and report (once) any other
-    service process that exits."""
+    given up) and a service that exits, whatever its exit code (backing off one that keeps exiting), and report
+    each service's first exit with the last line of its log."""
     reported: set[str] = set()
     servers = ServerWatch((mesh.nats, mesh.redis))
     while not stop.is_set():
