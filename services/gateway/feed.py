@@ -47,6 +47,18 @@ class Reader:
     dropped: asyncio.Event
 
 
+def drop(reader: Reader, window: int) -> None:
+    """Drop a stream that fell out of the window (said once in the gateway's log)."""
+    if not reader.dropped.is_set():
+        log.info(
+            "an event stream fell more than %d events behind the log: dropped after sequence %d (it resumes with "
+            "Last-Event-ID)",
+            window,
+            reader.position - 1,
+        )
+        reader.dropped.set()
+
+
 class Feed:
     """The log followed once, from its end when the first stream asks, for every stream of the gateway."""
 
@@ -99,7 +111,7 @@ class Feed:
             self.covered_from = self._sequences[0]
             for reader in self._readers:
                 if reader.position < self.covered_from:
-                    reader.dropped.set()
+                    drop(reader, self._window)
         self._arrived.set()
         self._arrived = asyncio.Event()
 
@@ -117,7 +129,7 @@ class Feed:
         """The reader's next entries in the window (at most `BATCH_EVENTS`, b"" when none yet), its position moved
         past them; None when it fell out of the window."""
         if reader.position < self.covered_from:
-            reader.dropped.set()
+            drop(reader, self._window)
             return None
         first = bisect_left(self._sequences, reader.position)
         taken = self._messages[first : first + BATCH_EVENTS]
