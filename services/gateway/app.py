@@ -26,6 +26,7 @@ from services.gateway.events import Watching, events
 from services.gateway.feed import Feed
 from services.gateway.health import healthz, readyz
 from services.gateway.measure import measured
+from services.gateway.shield import shielded
 from services.gateway.taints import taint_routers
 from services.gateway.ui import ui_routers
 from services.gateway.vclusters import vclusters_router
@@ -110,7 +111,7 @@ def main() -> int:
         return 2
     log.info("gateway listening on http://%s:%d/", settings.http_host, settings.http_port)
     uvicorn.run(
-        measured(watched(create_app(settings), settings.http_max_watchers)),
+        measured(shielded(watched(create_app(settings), settings.http_max_watchers), settings)),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

@@ -7,9 +7,7 @@ import asyncio
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-import msgspec
-
-from services.gateway.errors import ApiError
+from services.gateway.errors import ApiError, send_error
 from services.gateway.measure import ASGIApp, Message, Receive, Send
 
 EVENTS_PATH = "/api/v1/events"
@@ -74,17 +72,8 @@ def until_dropped(receive: Receive, dropped: asyncio.Event) -> Receive:
 
 async def refuse(send: Send, max_watchers: int) -> None:
     """503 with `Retry-After`: the gateway has its most open streams."""
-    error = ApiError(
+    message = (
         f"the gateway serves at most {max_watchers} event streams at once (CORRAL_HTTP_MAX_WATCHERS); "
-        f"try again in {RETRY_AFTER_S} s",
-        "unavailable",
-        503,
+        f"try again in {RETRY_AFTER_S} s"
     )
-    body = msgspec.json.encode(error)
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_AFTER_S).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_error(send, ApiError(message, "unavailable", 503), [(b"retry-after", str(RETRY_AFTER_S).encode())])
