@@ -94,7 +94,7 @@ def test_what_a_client_sends_cannot_forge_a_line_of_the_gateways_log(mesh: Mesh,
     for path in ("/static/page.js/x", "/static/page.css%00.js", "/api/v1/nodes/x", "/nope"):
         for breaking in ("%0a", "%0d", "%0d%0a", "%85", "%e2%80%a8"):
             http.get(f"{path}{breaking}{FORGED.replace(' ', '%20')}")
-    http.get("/api/v1/events", headers={"Last-Event-ID": ("x\u2028" + FORGED).encode()})
+    http.get("/api/v1/events", headers={b"Last-Event-ID": ("x\u2028" + FORGED).encode()})
     lines = log_of(mesh, "gateway").splitlines()
     assert not [line for line in lines if line.startswith("FORGED")], lines[-5:]
 
