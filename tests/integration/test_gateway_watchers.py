@@ -1,7 +1,8 @@
 """Many event-stream clients of the gateway leave the bus and the API alone: 300 streams of a 30,000-event log share
 one reader (the stream allows fewer consumers than there are clients), the API answers fast, every service can
 restart, the gateway's memory stays small, past the cap the gateway answers 503 with Retry-After, and a client
-that stops reading is dropped and resumes with Last-Event-ID, losing and repeating nothing."""
+that stops reading is dropped and resumes with Last-Event-ID, losing and repeating nothing; a service started while
+the log has no room for its consumer waits for room instead of exiting."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ from pathlib import Path
 
 import httpx
 import nats
+import nats.js.errors
 import pytest
+from nats.js import JetStreamContext, api
 
 from schemas import subjects as s
 from services.cli.mesh import SERVICES, Mesh
 from services.cli.servers import free_port
 from services.client import Client
+from services.runtime.bus import CONSUMER_LIMIT as CONSUMER_LIMIT_CODE
 from services.runtime.bus import STREAMS
 from services.testing.servers import ServerPath
-from tests.integration.conftest import log_of, start_test_mesh
+from tests.integration.conftest import holds_within, log_of, start_test_mesh
 from tests.integration.gateway import TOKEN, http_base, wait_ready
 from tests.integration.watchers import Watcher, open_watcher, registered, relabels, write_events
 
@@ -185,3 +189,39 @@ async def test_a_client_that_stops_reading_is_dropped_and_resumes_with_last_even
         resumed.close()
     print(f"\ndropped after {len(got)} events; resumed with Last-Event-ID {got[-1]} for {len(rest)} more")
     assert got + rest == list(range(start, last + 1))
+
+
+async def fill_the_consumer_limit(js: JetStreamContext) -> list[str]:
+    """Consumers of the event log added until the stream allows no more; their names."""
+    names: list[str] = []
+    while True:
+        try:
+            info = await js.add_consumer(s.EVENTS_STREAM, config=api.ConsumerConfig(inactive_threshold=120.0))
+        except nats.js.errors.APIError as error:
+            assert error.err_code == CONSUMER_LIMIT_CODE, error
+            return names
+        names.append(str(info.name))
+
+
+async def test_a_service_started_while_the_log_has_no_room_for_its_consumer_waits_for_room(
+    mesh: Mesh, client: Client
+) -> None:
+    nc = await nats.connect(mesh.nats_url)
+    try:
+        js = nc.jetstream()
+        fillers = await fill_the_consumer_limit(js)
+        said = log_of(mesh, "taints").count("maximum consumers limit reached")
+        mesh.stop_service("taints")
+        mesh.start_service("taints")
+
+        async def refused_once_more() -> bool:
+            return log_of(mesh, "taints").count("maximum consumers limit reached") > said
+
+        assert await holds_within(refused_once_more, 30)
+        assert mesh.processes["taints"].poll() is None  # waiting, not exited
+        for name in fillers:
+            await js.delete_consumer(s.EVENTS_STREAM, name)
+        await client.wait_ready(timeout=30)
+        assert await client.taints(limit=1) is not None and mesh.processes["taints"].poll() is None
+    finally:
+        await nc.close()
