@@ -139,7 +139,8 @@ def test_the_page_adds_a_taint_the_waiting_actors_reason_changes_and_removing_th
     screenshot(driver, "page-taint-removed")
     fills = driver.find_elements(By.CSS_SELECTOR, "#node-w2 .fill")  # CPU 6 / 8: its bar's width is a style attribute
     assert max(float(fill.value_of_css_property("width").removesuffix("px")) for fill in fills) > 0
-    refused = [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
+    console = driver.execute("getLog", {"type": "browser"})["value"]  # Chromium's console (ChromiumDriver.get_log)
+    refused = [entry["message"] for entry in console if "Content Security Policy" in entry["message"]]
     assert refused == [], refused  # the page's own script, stylesheet and bar widths all pass the policy
 
 
