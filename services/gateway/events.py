@@ -44,9 +44,10 @@ def start_of(since: int, last_event_id: str | None) -> int:
     """The first sequence to send: after `Last-Event-ID` when a reconnecting browser sends it, else `since`."""
     if last_event_id is None or not last_event_id.strip():
         return since
-    if not last_event_id.strip().isdigit():
+    given = last_event_id.strip()
+    if not (given.isascii() and given.isdigit()):
         raise rule_error("Last-Event-ID", last_event_id, "must be the sequence of an event (a whole number)")
-    return int(last_event_id) + 1
+    return int(given) + 1
 
 
 async def log_from(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import nats
 
 from schemas import AnyEvent, NodeLabelsChanged, NodeRegistered
+from schemas import subjects as s
 from schemas.subjects import subject_of
 from services.runtime.codec import encode
 
@@ -76,6 +77,15 @@ async def open_watcher(
         name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines if line)
     }
     return Watcher(reader, writer, int(status_line.split()[1]), answer_headers)
+
+
+async def last_sequence(nats_url: str) -> int:
+    """The sequence of the log's newest event."""
+    nc = await nats.connect(nats_url)
+    try:
+        return int((await nc.jetstream().stream_info(s.EVENTS_STREAM)).state.last_seq)
+    finally:
+        await nc.close()
 
 
 def relabels(node_id: str, count: int, first: int = 0) -> list[AnyEvent]:
