@@ -1,5 +1,5 @@
-"""`corral up` starts again a service that asks for it (lease lost, log replaced) at once the first time, and backs
-off when it keeps exiting soon after starting, as Kubernetes does a crash-looping container."""
+"""`corral up` starts again a service that exits (lease lost, log replaced, a crash) at once the first time, and
+backs off when it keeps exiting soon after starting, as Kubernetes does a crash-looping container."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ class ExitingMesh(Mesh):
     """A mesh whose service processes exit at once asking to be started again (no servers are started)."""
 
     starts: int = 0
+    exit_code = EXIT_LEASE_LOST
 
     def start_service(self, name: str, instance: str = "") -> subprocess.Popen[bytes]:
-        process = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({EXIT_LEASE_LOST})"])
+        process = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({self.exit_code})"])
         process.wait()
         self.processes[name] = process
         self.kinds[name] = name
@@ -61,3 +62,17 @@ def test_a_service_that_ran_a_while_is_started_again_at_once(tmp_path: Path) -> 
     assert mesh.revive()[0].endswith(f"after {FIRST_BACK_OFF_S:g}s (it exits soon after starting)")
     now[0] += STABLE_S
     assert mesh.revive() == [f"the scheduler service exited with code {EXIT_LEASE_LOST}; started again"]
+
+
+class CrashingMesh(ExitingMesh):
+    """A mesh whose service processes exit at once with code 1 (a crash)."""
+
+    exit_code = 1
+
+
+def test_a_service_that_crashes_is_started_again_whatever_its_exit_code(tmp_path: Path) -> None:
+    unused = LocalServer("unused", [], 0, tmp_path / "unused.log")
+    mesh = CrashingMesh(tmp_path, unused, unused, clock=lambda: 0.0)
+    mesh.start_service("taints")
+    assert mesh.revive() == ["the taints service exited with code 1; started again"]
+    assert mesh.starts == 2

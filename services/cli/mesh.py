@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.cli.servers import LocalServer, free_port, nats_server, redis_server
-from services.runtime.runner import RESTART_EXIT_CODES
 from services.runtime.settings import Settings
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")
@@ -99,8 +98,8 @@ class Mesh:
         return self.metrics_ports[key]
 
     def revive(self) -> list[str]:
-        """Start again every service that exited with a code asking for it (`RESTART_EXIT_CODES`: lease lost, event
-        log replaced); a line for each (also kept in `revived`). Other exits are left for the caller to report.
+        """Start again every service process that exited, whatever its exit code (lease lost, event log replaced, a
+        crash); a line for each (also kept in `revived`). A service stopped by `stop_service` is not started again.
 
         The first time at once; a service that exits again within `STABLE_S` of starting waits before it starts
         again, from `FIRST_BACK_OFF_S` and twice as long each time in a row, up to `LONGEST_BACK_OFF_S` (as
@@ -109,7 +108,7 @@ class Mesh:
         now = self.clock()
         for key, process in list(self.processes.items()):
             code = process.poll()
-            if code not in RESTART_EXIT_CODES:
+            if code is None:
                 continue
             if key not in self.restart_at:
                 quick = now - self.started_at.get(key, now) < STABLE_S

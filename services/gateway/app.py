@@ -19,14 +19,18 @@ from litestar.response import Redirect
 
 from services.client import Client
 from services.core.errors import CorralError
+from services.gateway.backlog import Backlog
 from services.gateway.cluster import cluster_router
 from services.gateway.errors import bug, corral_error, http_error
-from services.gateway.events import events
+from services.gateway.events import Watching, events
+from services.gateway.feed import Feed
 from services.gateway.health import healthz, readyz
 from services.gateway.measure import measured
+from services.gateway.shield import shielded
 from services.gateway.taints import taint_routers
 from services.gateway.ui import ui_routers
 from services.gateway.vclusters import vclusters_router
+from services.gateway.watchers import watched
 from services.runtime import telemetry
 from services.runtime.runner import setup_logging
 from services.runtime.settings import Settings, SettingsError
@@ -63,7 +67,11 @@ def create_app(settings: Settings) -> Litestar:
     async def connected(app: Litestar) -> AsyncIterator[None]:
         async with Client(settings.nats_url, name="corral-gateway") as client:
             app.state.client = client
-            yield
+            app.state.watching = Watching(Feed(client), Backlog(client))
+            try:
+                yield
+            finally:
+                await app.state.watching.feed.close()
 
     return Litestar(
         route_handlers=[
@@ -103,7 +111,7 @@ def main() -> int:
         return 2
     log.info("gateway listening on http://%s:%d/", settings.http_host, settings.http_port)
     uvicorn.run(
-        measured(create_app(settings)),
+        measured(shielded(watched(create_app(settings), settings.http_max_watchers), settings)),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -22,6 +23,7 @@ from services.core.errors import (
     StorageFullError,
     TooLargeError,
 )
+from services.gateway.measure import Send
 from services.runtime.codec import decode
 
 log = logging.getLogger("corral.gateway")
@@ -87,9 +89,25 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
 
 def bug(request: Request[Any, Any, Any], error: Exception) -> Response[ApiError]:
     """Any other exception is a bug of the gateway: logged with its trace, answered 500 (never a refusal)."""
-    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    log.error("%s %s failed", request.method, escaped(request.url.path), exc_info=error)
     message = f"the gateway failed on this call ({type(error).__name__}); its log has the trace"
     return Response(ApiError(message, "failed", 500), status_code=500)
+
+
+def escaped(sent: str, limit: int = 300) -> str:
+    """What a client sent, fit for one log line: control and non-ASCII characters escaped (a CR or LF in a path
+    would forge a line of the log), cut at `limit` characters."""
+    shown = ascii(sent[:limit])[1:-1]
+    return shown + "..." if len(sent) > limit else shown
+
+
+async def send_error(send: Send, error: ApiError, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer `error` as JSON on a plain ASGI `send` (for the guards in front of Litestar)."""
+    body = msgspec.json.encode(error)
+    length = str(len(body)).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", length), *headers]
+    await send({"type": "http.response.start", "status": error.status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
 
 
 def token_matches(token: str, given: str | None) -> bool:

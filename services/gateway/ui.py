@@ -15,7 +15,6 @@ from litestar.enums import RequestEncodingType
 from litestar.exceptions import NotFoundException, PermissionDeniedException
 from litestar.params import Body
 from litestar.response import Redirect
-from litestar.static_files import create_static_files_router
 
 from services.client import Client
 from services.core.errors import CorralError, UnavailableError
@@ -27,6 +26,9 @@ from services.gateway.taints import delete_taints_in
 from services.gateway.vclusters import tree_of
 
 STATIC = Path(__file__).parent / "static"
+STATIC_TYPES = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}
+"""The page's static files, the only ones served, and their media types."""
+STATIC_FILES = {name: (STATIC / name).read_bytes() for name in STATIC_TYPES}
 """The page's stylesheet and script."""
 
 
@@ -158,6 +160,14 @@ async def remove_taint(request: Request[Any, Any, Any], client: Client, data: Fo
     return await from_form(request, data, lambda: delete_taints_in(client, data.node_id, body))
 
 
+@get("/static/{name:str}", include_in_schema=False)
+async def static(name: str) -> Response[bytes]:
+    """The page's stylesheet and script; any other name is 404 (no file system path is looked up)."""
+    if name not in STATIC_FILES:
+        raise NotFoundException(f"no static file {name!r}: there are {', '.join(sorted(STATIC_FILES))}")
+    return Response(STATIC_FILES[name], media_type=STATIC_TYPES[name], headers={"Cache-Control": "no-cache"})
+
+
 def ui_routers() -> list[Any]:
     """The page, its fragments and forms, the route index, and the static files."""
     return [
@@ -166,5 +176,5 @@ def ui_routers() -> list[Any]:
         fragment,
         add_taint,
         remove_taint,
-        create_static_files_router("/static", directories=[STATIC]),
+        static,
     ]

@@ -92,6 +92,10 @@ class AcksLost(nats.errors.Error):
 ENTRIES_PER_TURN = 256
 """Log entries a reader takes from its backlog between two turns of the event loop (the fold of 200,000 waiting
 events takes seconds; the lease, the answers and the heartbeats go on meanwhile)."""
+BATCH_CONSUMER_IDLE_S = 30.0
+"""How long the server keeps a batch reader's consumer that its reader left without deleting (a crash)."""
+BATCH_FETCH_S = 5.0
+"""How long one fetch of a batch waits for its messages."""
 APPEND_ACK_SECONDS = 3.0
 """How long an append waits for its acks before publishing again (the stream's leader may have died with them)."""
 
@@ -105,6 +109,11 @@ _RETRIED = (
 )
 """Append failures after which the same batch is published again (the ids make a repeat a no-op); so is a refusal
 for lack of room (`room.no_room`), whatever its status code."""
+
+CONSUMER_LIMIT = 10026
+"""JetStream's error code for "maximum consumers limit reached": asked again with a back-off, never fatal."""
+LONGEST_CONSUMER_WAIT_S = 5.0
+"""The longest wait between two tries to make a consumer while the stream or account has no room for it."""
 
 _UNANSWERED = (
     TimeoutError,
@@ -304,8 +313,10 @@ class Bus:
 
     async def answered(self, ask: Callable[[], Awaitable[T]], what: str) -> T:
         """`ask()`, asked again while JetStream does not answer it (a stream of a cluster between two leaders, say:
-        its requests go unanswered until the others elect one); the outage is logged once, and its end."""
+        its requests go unanswered until the others elect one), or refuses a consumer at its limit (backing off up
+        to `LONGEST_CONSUMER_WAIT_S`); the outage is logged once, and its end."""
         warned = False
+        full = 0
         while True:
             try:
                 answer = await ask()
@@ -316,6 +327,15 @@ class Bus:
                     log.warning("%s: no answer (%s); asking again", what, str(error) or type(error).__name__)
                     warned = True
                 await asyncio.sleep(0.25)
+                continue
+            except nats.js.errors.APIError as error:
+                if error.err_code != CONSUMER_LIMIT or self.nc.is_closed:
+                    raise
+                if not warned:
+                    log.warning("%s: %s; asking again, less often each time", what, error.description)
+                    warned = True
+                await asyncio.sleep(min(LONGEST_CONSUMER_WAIT_S, 0.25 * 2**full))
+                full += 1
                 continue
             if warned:
                 log.info("%s: answered", what)
@@ -623,6 +643,36 @@ class Bus:
                     await self._check_election(entry)
                 yield entry
         finally:
+            await sub.unsubscribe()
+
+    async def read_batch(self, start: int, count: int, *, max_bytes: int = 1_048_576) -> list[LogEntry]:
+        """Up to `count` events from sequence `start` on, in order, as the log holds them now (fewer at its end):
+        read through one short-lived pull consumer, deleted before this returns."""
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=max(1, start),
+            ack_policy=api.AckPolicy.NONE,
+            inactive_threshold=BATCH_CONSUMER_IDLE_S,
+        )
+
+        def subscribe() -> Awaitable[JetStreamContext.PullSubscription]:
+            return self.js.pull_subscribe(s.EVENTS_SUBJECTS, stream=s.EVENTS_STREAM, config=config)
+
+        sub = await self.answered(subscribe, "a batch of the event log")
+        name = ""
+        try:
+            info = await sub.consumer_info()
+            name = info.name
+            wanted = min(count, int(info.num_pending or 0))
+            entries: list[LogEntry] = []
+            while len(entries) < wanted:
+                msgs = await sub.fetch(wanted - len(entries), timeout=BATCH_FETCH_S)
+                entries.extend(self._entry(msg, max_bytes) for msg in msgs)
+            return entries
+        finally:
+            if name:
+                with contextlib.suppress(nats.errors.Error, TimeoutError):
+                    await self.js.delete_consumer(s.EVENTS_STREAM, name)
             await sub.unsubscribe()
 
     def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:

@@ -22,9 +22,6 @@ EXIT_LOG_REPLACED = 4
 """Exit code of a service whose event log is gone or was made again (stream deleted, JetStream store lost): a
 fresh start declares the streams again and rebuilds its view from the new log."""
 
-RESTART_EXIT_CODES = (EXIT_LEASE_LOST, EXIT_LOG_REPLACED)
-"""Exit codes after which a supervisor starts the service again (`corral up` does)."""
-
 
 class ServiceExit(Exception):  # noqa: N818 - it is an exit, not an error
     """Stop the service with an exit code (raised by a service that must restart from the log)."""

@@ -34,13 +34,15 @@ COUNTS = {
     "metrics_port": (0, 65535),
     "http_port": (1, 65_535),
     "http_max_body_bytes": (1024, 64 * 1024 * 1024),
+    "http_max_watchers": (1, 100_000),
     "replicas": (1, 5),
     "decision_workers": (0, 64),
 }
 """Whole numbers and their bounds: a batch or snapshot period of 0 takes nothing or divides by zero, a message
 limit under 1 KiB refuses every message, NATS takes no payload above 64 MiB, a seed is 64 bits, a port is 16 bits
 (0: no metrics served; the gateway's HTTP port from 1), the gateway's body limit is bounded like a message, and
-JetStream keeps at most 5 replicas of a stream; decision workers from 0 (the scheduler decides alone) to 64."""
+JetStream keeps at most 5 replicas of a stream; the gateway serves from 1 to 100,000 event streams at once;
+decision workers from 0 (the scheduler decides alone) to 64."""
 URL_SCHEMES = {"nats_url": ("nats", "tls", "ws", "wss"), "redis_url": ("redis", "rediss", "unix")}
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 """The standard OpenTelemetry variable: where spans and metrics go over OTLP/HTTP (checked here, read by the SDK)."""
@@ -90,6 +92,12 @@ class Settings:
     """When set, the gateway's mutating endpoints require `Authorization: Bearer <token>`."""
     http_max_body_bytes: int = 1_048_576
     """The largest request body the gateway reads (413 above it)."""
+    http_max_watchers: int = 1000
+    """How many event streams (`/api/v1/events`) the gateway serves at once (503 with `Retry-After` past it); they
+    share one reader of the log, so this bounds the gateway's memory, never the bus's consumers."""
+    http_allowed_hosts: tuple[str, ...] = ()
+    """The names a gateway without a token answers to in the `Host` header, beyond the loopback names and
+    `http_host` (a browser page of another site that rebinds its name to this address is refused)."""
     replicas: int = 1
     """How many servers of a NATS cluster keep each stream and KV bucket (3 on a three-server cluster)."""
     decision_workers: int = 0

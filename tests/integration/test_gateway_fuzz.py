@@ -1,4 +1,5 @@
-"""Fuzz pass of the HTTP API: malformed bodies on every mutating route get a 4xx, never a 500, and change nothing.
+"""Fuzz pass of the HTTP API: malformed bodies on every mutating route get a 4xx, never a 500, and change nothing;
+the event stream's `since` and `Last-Event-ID` of any shape get a 4xx or the stream from the place asked for.
 
 Each example is one request that must be refused: bytes that are not a JSON object, JSON of the wrong type, an
 object with a field no route takes (a number where taints and labels want strings, an unknown field for the
@@ -8,6 +9,7 @@ sets how many; the nodes, taints, labels, actors, groups and clusters are the sa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from services.cli.mesh import Mesh
 from services.client import SyncClient
 from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, JSON, TOKEN, cluster_state, gateway_mesh, http_base
+from tests.integration.watchers import last_sequence
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -132,3 +135,63 @@ def test_hostile_forms_of_the_page_without_the_token_are_refused_and_change_noth
 
         refused()
         assert cluster_state(http) == before
+
+
+since_values = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(["", "1.5", "1e3", "0x10", " 1", "1 ", "²", "١٢", "NaN", "-0", "+3"]),
+    st.text(max_size=12),
+)
+last_event_ids = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(["", " ", "²", "١٢", "1.0", "0x1", "-1", " 7 "]),
+    st.text(alphabet=st.sampled_from([chr(c) for c in (*range(32, 127), *range(160, 256))]), max_size=16),
+)
+"""Header values as HTTP carries them (visible ASCII, spaces, Latin-1)."""
+
+
+def whole(text: str) -> int | None:
+    """The whole number a lenient parser reads in `text` (`1e3` is 1000), or None."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() else None
+
+
+def first_id(answer: httpx.Response) -> int:
+    """The `id` of a stream's first event."""
+    for line in answer.iter_lines():
+        if line.startswith("id: "):
+            return int(line[4:])
+    raise AssertionError("the stream ended before its first event")
+
+
+def test_hostile_event_stream_parameters_are_a_stream_from_the_right_place_or_a_4xx(mesh: Mesh) -> None:
+    """`since` and `Last-Event-ID` of any shape (and unknown parameters): a 4xx naming the problem, or a stream
+    whose first event is the one asked for (after `Last-Event-ID` when it is given, else `since`); never a 500."""
+    with httpx.Client(base_url=http_base(mesh), timeout=15.0) as http:
+        last = asyncio.run(last_sequence(mesh.nats_url))
+
+        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(since=st.none() | since_values, last_event_id=last_event_ids, extra=st.text(max_size=8))
+        def streamed(since: str | None, last_event_id: str | None, extra: str) -> None:
+            params = {} if since is None else {"since": since}
+            params[f"x{extra}"] = extra
+            if last_event_id is not None:  # as the gateway reads it: UTF-8 as Latin-1, the spaces around dropped
+                last_event_id = last_event_id.encode().decode("latin-1").strip(" ")
+            headers = {} if last_event_id is None else {b"Last-Event-ID": last_event_id.encode("latin-1")}
+            with http.stream("GET", "/api/v1/events", params=params, headers=headers) as answer:
+                if answer.status_code != 200:
+                    assert 400 <= answer.status_code < 500, (since, last_event_id, answer.status_code)
+                    answer.read()
+                    assert answer.json()["status"] == answer.status_code
+                    return
+                assert answer.headers["content-type"].startswith("text/event-stream")
+                given = (last_event_id or "").strip()
+                start = int(given) + 1 if given else whole(since or "1")
+                if start is not None and start <= last:
+                    assert first_id(answer) == start, (since, last_event_id)
+
+        streamed()

@@ -68,6 +68,7 @@ def browser() -> Iterator[WebDriver]:
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,860"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console: Content-Security-Policy reports
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(WAIT)
     try:
@@ -136,6 +137,11 @@ def test_the_page_adds_a_taint_the_waiting_actors_reason_changes_and_removing_th
     assert driver.find_elements(By.CSS_SELECTOR, "#node-w1 .chip.taint") == []
     assert "alive" in driver.find_element(By.CSS_SELECTOR, "#node-w1 .state").text
     screenshot(driver, "page-taint-removed")
+    fills = driver.find_elements(By.CSS_SELECTOR, "#node-w2 .fill")  # CPU 6 / 8: its bar's width is a style attribute
+    assert max(float(fill.value_of_css_property("width").removesuffix("px")) for fill in fills) > 0
+    console = driver.execute("getLog", {"type": "browser"})["value"]  # Chromium's console (ChromiumDriver.get_log)
+    refused = [entry["message"] for entry in console if "Content Security Policy" in entry["message"]]
+    assert refused == [], refused  # the page's own script, stylesheet and bar widths all pass the policy
 
 
 def test_without_the_script_the_page_lists_the_cluster_and_its_forms_change_it(

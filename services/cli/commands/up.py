@@ -59,8 +59,9 @@ def add_parsers(commands: Subcommands) -> None:
         "run until SIGINT or SIGTERM and stop everything. The event log, "
         "Redis's snapshots (append-only file) and "
         "the logs live in --data-dir, so a restart keeps the cluster's history and starts from the snapshots; one "
-        "`corral up` at a time may use a data directory. A service that exits with code 3 (a scheduler lost its "
-        "lease) or 4 (the event log was replaced) is started again: at once, then, while it keeps exiting within "
+        "`corral up` at a time may use a data directory. A service that exits, whatever its exit code (3: a "
+        "scheduler lost its lease, 4: the event log was replaced, 1: it failed), is said on stderr and started "
+        "again: at once, then, while it keeps exiting within "
         f"{STABLE_S:g} s of starting, after {FIRST_BACK_OFF_S:g} s, twice as long each time, up to "
         f"{LONGEST_BACK_OFF_S:g} s. A nats-server or redis-server that exits is noticed within {WATCH_EVERY_S:g} s, "
         "said on stderr (how it ended, the last line of its log) and started again on its port and data (JetStream's "
@@ -166,8 +167,8 @@ async def wait_until_ready(mesh: Mesh, timeout: float, stop: asyncio.Event) -> b
 
 async def watch(mesh: Mesh, stop: asyncio.Event) -> None:
     """Until stopped, every `WATCH_EVERY_S`: start again a server that exited (`ServerWatch`: `CliError` when it is
-    given up) and a service that exits asking for it (lease lost, event log replaced), and report (once) any other
-    service process that exits."""
+    given up) and a service that exits, whatever its exit code (backing off one that keeps exiting), and report
+    each service's first exit with the last line of its log."""
     reported: set[str] = set()
     servers = ServerWatch((mesh.nats, mesh.redis))
     while not stop.is_set():
