@@ -58,11 +58,18 @@ def test_without_an_engine_the_choice_is_the_local_binaries(monkeypatch: pytest.
 
 
 @pytest.mark.parametrize("value", ["", "auto", " AUTO "])
-def test_unforced_the_ping_decides(value: str) -> None:
-    """Unset, empty or auto: docker exactly when the engine answers."""
-    assert choose_servers({SERVERS_ENV: value}, ping=lambda: True)[0] == "docker"
+def test_unforced_the_ping_and_the_images_decide(value: str) -> None:
+    """Unset, empty or auto: docker exactly when the engine answers and holds (or pulls) the images."""
+    assert choose_servers({SERVERS_ENV: value}, ping=lambda: True, missing=list)[0] == "docker"
     assert choose_servers({SERVERS_ENV: value}, ping=lambda: False)[0] == "local"
-    assert choose_servers({}, ping=lambda: True)[0] == "docker"
+
+
+def test_an_engine_without_the_images_and_no_registry_means_the_local_binaries() -> None:
+    """An engine that answers but cannot get nats:2.11 (no registry in reach): the local path, saying why."""
+    assert choose_servers({}, ping=lambda: True, missing=lambda: ["nats:2.11"]) == (
+        "local",
+        "a Docker engine answered a ping, but it has no nats:2.11 and could not pull it",
+    )
 
 
 def test_local_forced_skips_the_ping() -> None:

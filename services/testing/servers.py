@@ -55,9 +55,12 @@ def docker_engine_answers(timeout: float = 2.0) -> bool:
 
 
 def choose_servers(
-    environ: Mapping[str, str] | None = None, ping: Callable[[], bool] = docker_engine_answers
+    environ: Mapping[str, str] | None = None,
+    ping: Callable[[], bool] = docker_engine_answers,
+    missing: Callable[[], list[str]] | None = None,
 ) -> tuple[ServerPath, str]:
-    """`docker` when the engine answers (or CORRAL_TEST_SERVERS=docker), else `local`; and why, for the log."""
+    """`docker` when the engine answers and holds (or can pull) the images (or CORRAL_TEST_SERVERS=docker), else
+    `local`; and why, for the log."""
     wanted = (os.environ if environ is None else environ).get(SERVERS_ENV, "").strip().lower()
     if wanted == "local":
         return "local", f"{SERVERS_ENV}=local"
@@ -67,9 +70,36 @@ def choose_servers(
         return "docker", f"{SERVERS_ENV}=docker"
     if wanted not in {"", "auto"}:
         raise ServerError(f"{SERVERS_ENV}={wanted!r}: use local, docker or auto")
-    if ping():
-        return "docker", "a Docker engine answered a ping"
-    return "local", "no Docker engine answered a ping"
+    if not ping():
+        return "local", "no Docker engine answered a ping"
+    absent = (missing or images_missing)()
+    if absent:
+        return "local", f"a Docker engine answered a ping, but it has no {' or '.join(absent)} and could not pull it"
+    return "docker", "a Docker engine answered a ping"
+
+
+def images_missing(images: tuple[str, ...] = (NATS_IMAGE, REDIS_IMAGE), pull_timeout: float = 30.0) -> list[str]:
+    """The images the engine neither holds nor could pull within `pull_timeout` seconds (an engine with no registry
+    in reach: the tests then use the local binaries instead of failing on every container); never raises."""
+    try:
+        import docker  # noqa: PLC0415 (slow import, only when asked)
+
+        client = docker.from_env(timeout=pull_timeout)
+    except Exception:  # the engine went away since the ping
+        return list(images)
+    missing = []
+    try:
+        for image in images:
+            try:
+                client.images.get(image)
+            except Exception:  # not held: pull it, within the timeout
+                try:
+                    client.images.pull(image)
+                except Exception:  # no registry, a timeout, a refused pull
+                    missing.append(image)
+    finally:
+        client.close()
+    return missing
 
 
 def wait_for_log(
