@@ -106,7 +106,7 @@ class Project:
         if state["Status"] in {"exited", "dead"}:
             return f"exited with status {state['ExitCode']}"
         if state["Status"] == "restarting" or restarts:
-            return f"keeps restarting (exit status {state['ExitCode']}, {restarts} restarts)"
+            return f"keeps restarting ({restarts} restarts)"
         if health == "unhealthy":
             return "is unhealthy (its healthcheck fails)"
         return None

@@ -175,7 +175,9 @@ def kill_nats_server(deployment: Deployment, servers: list[str]) -> None:
     server, started again, is healthy."""
     project = deployment.project
     with deployment.steps.step("docker kill the NATS server leading the event log (R3): the mesh serves on"):
-        victim = stream_leader(deployment, servers) or servers[1]
+        victim = stream_leader(deployment, servers)
+        say(f"{victim} leads CORRAL_EVENTS" if victim else f"no server names the leader of CORRAL_EVENTS: {servers[1]}")
+        victim = victim or servers[1]
         (container, *_) = project.containers(victim)
         killed_at = time.monotonic()
         project.engine.docker("kill", container)
