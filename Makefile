@@ -85,6 +85,26 @@ CHAOS_ARGS ?= --minutes 10
 chaos: venv redis nats
 	$(BIN)/python -m loadtest.chaos $(CHAOS_ARGS)
 
+# Docker for `make compose-test`: Debian's docker.io and docker-compose, and debootstrap for the stand-in images built
+# when no registry answers. The test starts its own dockerd (on a socket of its own) when none answers.
+.PHONY: docker
+docker:
+	@if command -v dockerd >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && \
+	  { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; }; then \
+	  echo "docker: $$(command -v dockerd), compose: $$(docker compose version 2>/dev/null || docker-compose --version)"; \
+	elif [ "$$(id -u)" = 0 ] && [ -r /etc/debian_version ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io docker-compose debootstrap; \
+	else \
+	  echo "Docker is not installed and cannot be here (not root on Debian): apt-get install docker.io docker-compose debootstrap" >&2; \
+	  exit 1; \
+	fi
+
+# deploy/compose.yaml and deploy/compose.cluster.yaml started on a Docker engine and checked as a user would (not part
+# of `make test`; about 10 minutes; deploy/README.md). Stand-in images are built from Debian when no registry answers.
+.PHONY: compose-test
+compose-test:  # after `make venv` (make test makes it)
+	PYTHONPATH=$(CURDIR) nice -n 10 $(BIN)/python -m tests.compose $(COMPOSE_TEST_FILES)
+
 clean:
 	rm -rf $(VENV) *.egg-info build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

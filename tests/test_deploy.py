@@ -282,3 +282,40 @@ def test_one_setting_runs_the_decision_workers_and_tells_the_scheduler_to_wait_f
     assert services["decider"]["deploy"]["replicas"] == setting
     assert services["scheduler"]["environment"]["CORRAL_DECISION_WORKERS"] == setting
     assert services["decider"]["command"] == ["python", "-m", "services.decider"]
+
+
+STORE_DIR_FLAGS = ("-sd", "--store_dir")
+
+
+@pytest.mark.parametrize("load", [load_compose, load_cluster_compose], ids=["compose", "cluster"])
+def test_each_nats_server_is_given_its_store_directory_in_one_place_only(load: Callable[[], dict[str, Any]]) -> None:
+    """nats.conf sets `store_dir` once, and no NATS command line adds `-sd`: nats-server 2.15 refuses a store
+    directory given both ways ("Duplicate 'store_dir' configuration"), so a newer image would not start."""
+    assert len(re.findall(r"^\s*store_dir:", NATS_CONF.read_text(), flags=re.MULTILINE)) == 1
+    servers = {name: spec for name, spec in load()["services"].items() if spec.get("image", "").startswith("nats:")}
+    assert servers
+    assert {name: [flag for flag in spec["command"] if flag in STORE_DIR_FLAGS] for name, spec in servers.items()} == {
+        name: [] for name in servers
+    }
+
+
+def test_nats_server_starts_with_the_compose_command_line_and_the_config(tmp_path: Path) -> None:
+    """The compose file's NATS command line with nats.conf passes `nats-server -t` (the store directory given once)."""
+    if not NATS_SERVER.exists():
+        pytest.skip(f"no nats-server next to {sys.executable}")
+    command = [arg.replace("/etc/nats/", f"{DEPLOY}/") for arg in load_compose()["services"]["nats"]["command"]]
+    result = subprocess.run(
+        [str(NATS_SERVER), "-t", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=password_environment(),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("load", [load_compose, load_cluster_compose], ids=["compose", "cluster"])
+def test_the_compose_files_use_only_keys_compose_v1_and_v2_both_read(load: Callable[[], dict[str, Any]]) -> None:
+    """No top-level `name:` (docker-compose v1 refuses it; the project is named with `-p`)."""
+    assert set(load()) - {"services", "volumes", "networks"} == {key for key in load() if key.startswith("x-")}
