@@ -13,7 +13,7 @@ from types import FrameType
 
 from tests.compose import images, scenarios
 from tests.compose.checks import ROOT, User, client_url
-from tests.compose.engine import Engine, engine
+from tests.compose.engine import Engine, NoEngineHereError, engine
 from tests.compose.project import Project, replicas
 from tests.compose.scenarios import Deployment
 from tests.compose.shell import ComposeTestError, Steps, say
@@ -73,8 +73,13 @@ def stop_on_signal(number: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {number}")
 
 
+NOT_RUN = 77
+"""The exit status when no Docker engine can run on this machine (`.ci/run` then says the test was skipped)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Check each file; print the steps with their times; 0 when all passed, 1 otherwise."""
+    """Check each file; print the steps with their times; 0 when all passed, `NOT_RUN` when no engine can run here,
+    1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m tests.compose", description=__doc__)
     parser.add_argument("files", nargs="*", type=Path, default=list(DEFAULT_FILES), help="compose files to run")
     arguments = parser.parse_args(argv)
@@ -86,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             running = engine()
         for file in arguments.files:
             check(running, file.resolve(), steps)
+    except NoEngineHereError as error:
+        print(f"\nNOT RUN: {error}", file=sys.stderr, flush=True)
+        return NOT_RUN
     except ComposeTestError as error:
         print(f"\nFAILED: {error}", file=sys.stderr, flush=True)
         return 1

@@ -17,6 +17,12 @@ from pathlib import Path
 
 from tests.compose.shell import ComposeTestError, run, say, wait_for
 
+
+class NoEngineHereError(ComposeTestError):
+    """No Docker engine answers and none can be started on this machine (not root, no dockerd, or a sandbox where
+    dockerd cannot run): the compose test cannot run here at all, which is not a failure of the deployment."""
+
+
 PRIVATE_ROOT = Path("/run/corral-compose-test")
 PRIVATE_DATA = Path("/var/lib/corral-compose-test/docker")
 ENGINE_START_S = 60.0
@@ -68,7 +74,7 @@ def compose_command(env: Mapping[str, str]) -> list[str]:
 def start_private_engine() -> tuple[dict[str, str], subprocess.Popen[bytes], Path]:
     """Start `dockerd` on a socket, exec root and data root of its own; wait until it answers."""
     if shutil.which("dockerd") is None or os.geteuid() != 0:
-        raise ComposeTestError(f"no Docker engine answers and none can be started here ({INSTALL_HINT})")
+        raise NoEngineHereError(f"no Docker engine answers and none can be started here ({INSTALL_HINT})")
     PRIVATE_ROOT.mkdir(parents=True, exist_ok=True)
     PRIVATE_DATA.mkdir(parents=True, exist_ok=True)
     socket = PRIVATE_ROOT / "docker.sock"
@@ -90,14 +96,14 @@ def start_private_engine() -> tuple[dict[str, str], subprocess.Popen[bytes], Pat
 
     def up() -> bool | None:
         if process.poll() is not None:
-            raise ComposeTestError(f"dockerd exited {process.returncode}; see {log}")
+            raise NoEngineHereError(f"dockerd exited {process.returncode} (it cannot run on this machine?); see {log}")
         return True if answers(env) else None
 
     try:
         wait_for("a private Docker engine answering", up, ENGINE_START_S)
-    except ComposeTestError:
+    except ComposeTestError as error:
         process.kill()
-        raise
+        raise NoEngineHereError(str(error)) from None
     return env, process, log
 
 
