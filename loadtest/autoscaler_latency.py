@@ -21,8 +21,8 @@ from pathlib import Path
 
 from schemas import ActorPending, ActorPlaced, AnyEvent, NodesLaunchRequested, ScheduleRequest
 from services.cli.args import positive_int
-from services.cli.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.client import Client
+from services.local.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 

@@ -49,8 +49,8 @@ from loadtest.tenants import (
 from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, Target
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS, Workload
-from services.cli.mesh import Mesh, start_mesh
 from services.client import Client, CorralError
+from services.local.mesh import Mesh, start_mesh
 from services.runtime import collector
 
 

@@ -62,6 +62,7 @@ IMPURE = (
     "services.runtime",
     "services.client",
     "services.cli",
+    "services.local",
     *(f"services.{svc}" for svc in SERVICES),
 )
 
@@ -98,6 +99,12 @@ RULES = [
             forbidden=tuple(f"services.{other}" for other in SERVICES if other != svc),
         )
         for svc in SERVICES
+    ),
+    Rule(
+        "services.local (the embedded mesh) imports no service, no client and no CLI: they import it",
+        "services/local",
+        allowed=None,
+        forbidden=("services.cli", "services.client", *(f"services.{svc}" for svc in SERVICES)),
     ),
 ]
 
@@ -340,7 +347,18 @@ def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -
 TEST_TOOLING = ("services.testing", "testcontainers")
 """Test tooling: the servers in Docker containers and the library that starts them."""
 
-PRODUCT_PACKAGES = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "runtime", "core", "client", "cli")
+PRODUCT_PACKAGES = (
+    "labels",
+    "taints",
+    "vclusters",
+    "scheduler",
+    "autoscaler",
+    "runtime",
+    "core",
+    "client",
+    "cli",
+    "local",
+)
 
 TOOLING_RULES = [
     Rule(f"services.{package} never imports test tooling", f"services/{package}", allowed=None, forbidden=TEST_TOOLING)

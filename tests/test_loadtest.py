@@ -18,7 +18,7 @@ from loadtest.harness import Config, mesh_pids, run_load
 from loadtest.report import Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
-from services.cli.mesh import Mesh, start_mesh
+from services.local.mesh import Mesh, start_mesh
 from tests.loadtest_reports import report_of
 
 TINY = Config(

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.cli import servers
-from services.cli.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
+from services.local import servers
+from services.local.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
 from services.testing.servers import (
     NATS_IMAGE,
     REDIS_IMAGE,

@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from schemas import AnyEvent, NodesLaunchRequested
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.testing.servers import ServerPath

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import free_port
 from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
 

@@ -26,9 +26,9 @@ from schemas import (
     TaintsChanged,
 )
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client, UnavailableError
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.testing.servers import ServerPath

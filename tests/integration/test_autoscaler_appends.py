@@ -23,8 +23,8 @@ from schemas import AnyEvent, NodesLaunchRequested
 from schemas import subjects as s
 from services.autoscaler.app import Decisions
 from services.autoscaler.view import AutoscalerView
-from services.cli.mesh import Mesh
 from services.client import Client
+from services.local.mesh import Mesh
 from services.runtime import bus as bus_module
 from services.runtime.codec import encode
 from services.runtime.service import Shell, service_shell

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from schemas import LaunchesNominated, NodesLaunchRequested, ScheduleRequest
-from services.cli.mesh import SERVICES
 from services.client import Client
 from services.core.labels import LAUNCH_ID
+from services.local.mesh import SERVICES
 from services.runtime.bus import Bus
 from services.runtime.codec import encode
 from services.runtime.settings import Settings

@@ -22,10 +22,10 @@ from schemas import subjects as s
 from schemas.commands import RemoveActor, SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
 from schemas.replies import Rejected
-from services.cli.mesh import Mesh
 from services.client import Client, ConflictError, RejectedError
 from services.core.errors import NotFoundError, UnavailableError
 from services.core.state import replay
+from services.local.mesh import Mesh
 from services.runtime import refusals
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode

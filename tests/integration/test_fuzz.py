@@ -25,8 +25,8 @@ from hypothesis import given
 
 from loadtest.digests import check_digests, live_digest
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS

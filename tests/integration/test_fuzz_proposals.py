@@ -29,10 +29,10 @@ from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
 from schemas.proposals import Proposals
 from schemas.vclusters import VirtualCluster
-from services.cli.mesh import Mesh
 from services.client import Client, CorralError, RejectedError
 from services.core.errors import CodecError
 from services.core.state import replay
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.codec import MAX_DEPTH, decode, encode
 from services.runtime.settings import Settings

@@ -23,9 +23,9 @@ from hypothesis import example, given
 from loadtest.digests import check_digest, live_digest
 from schemas import ScheduleRequest
 from schemas.vclusters import VirtualCluster
-from services.cli.mesh import AUTOSCALER, Mesh
-from services.cli.mesh import SERVICES as MESH_SERVICES
 from services.client import Client
+from services.local.mesh import AUTOSCALER, Mesh
+from services.local.mesh import SERVICES as MESH_SERVICES
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import Taint
-from services.cli.mesh import Mesh
 from services.client import SyncClient
+from services.local.mesh import Mesh
 from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, JSON, cluster_state, gateway_mesh, http_base
 

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.cli.mesh import Mesh
 from services.client import SyncClient
+from services.local.mesh import Mesh
 from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, JSON, TOKEN, cluster_state, gateway_mesh, http_base
 from tests.integration.watchers import last_sequence

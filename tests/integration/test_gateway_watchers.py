@@ -20,9 +20,9 @@ import pytest
 from nats.js import JetStreamContext, api
 
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import free_port
 from services.runtime.bus import CONSUMER_LIMIT as CONSUMER_LIMIT_CODE
 from services.runtime.bus import STREAMS
 from services.testing.servers import ServerPath

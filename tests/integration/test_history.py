@@ -21,9 +21,9 @@ import pytest
 from schemas import Pending, Placed, ScheduleRequest, Taint, VirtualCluster
 from services.cli.commands.status import render_why
 from services.cli.history import history_lines
-from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
 from services.client.history import LoggedEvent
+from services.local.mesh import Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
 from services.testing.servers import ServerPath

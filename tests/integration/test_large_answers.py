@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from schemas import ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client, RejectedError, TooLargeError
+from services.local.mesh import Mesh
 from services.testing.servers import ServerPath
 from tests.integration.conftest import corral, log_of, start_test_mesh
 

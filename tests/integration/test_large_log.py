@@ -24,9 +24,9 @@ from schemas import ActorPlaced, AnyEvent, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
 from schemas.commands import Heartbeat
 from schemas.queries import StatusQuery, StatusReply
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.core import Cluster
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings

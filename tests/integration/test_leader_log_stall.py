@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from schemas import Decision, NodeRegistered, ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client
+from services.local.mesh import Mesh
 from services.runtime.bus import LogEntry
 from services.runtime.follower import PATIENCE_SECONDS, LogFollower
 from services.scheduler.app import main as scheduler_main

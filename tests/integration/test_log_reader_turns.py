@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import pytest
 
 from schemas import NodeRegistered
-from services.cli.mesh import Mesh
+from services.local.mesh import Mesh
 from services.runtime.bus import ENTRIES_PER_TURN, Bus
 from tests.integration.conftest import bus_of
 

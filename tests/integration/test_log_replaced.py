@@ -16,8 +16,8 @@ import pytest
 
 from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client, CorralError
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.runner import EXIT_LOG_REPLACED
 from services.testing.servers import ContainerServer
 from tests.integration.conftest import log_of

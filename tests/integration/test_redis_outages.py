@@ -17,9 +17,9 @@ import pytest
 import redis.asyncio as redis
 
 from schemas import ScheduleRequest
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import free_port
 from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, log_of, start_test_mesh
 from tests.integration.gateway import http_base

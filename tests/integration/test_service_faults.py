@@ -16,8 +16,8 @@ import pytest
 
 from schemas import subjects as s
 from schemas.commands import RemoveNode, SetLabels
-from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, ServiceFailedError
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.settings import Settings

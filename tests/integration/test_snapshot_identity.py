@@ -19,8 +19,8 @@ from schemas import subjects as s
 from schemas.decisions import Placed
 from schemas.queries import DigestQuery, DigestReply
 from schemas.snapshots import SNAPSHOT_VERSION
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore, seal
 from services.testing.servers import ContainerServer

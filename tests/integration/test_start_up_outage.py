@@ -23,10 +23,10 @@ from nats.js import api
 from schemas import Pending, ScheduleRequest
 from schemas import subjects as s
 from services.autoscaler.app import main as autoscaler_main
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.client.base import Connection
 from services.decider.app import main as decider_main
+from services.local.mesh import Mesh
 from services.runtime import replicas
 from services.runtime.bus import Bus
 from services.runtime.lease import Lease

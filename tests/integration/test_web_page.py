@@ -20,8 +20,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from services.cli.mesh import Mesh
 from services.client import SyncClient
+from services.local.mesh import Mesh
 from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, TOKEN, gateway_mesh, http_base
 
