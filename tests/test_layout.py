@@ -82,7 +82,7 @@ RULES = [
     Rule(
         "schemas imports only the standard library and msgspec",
         "schemas",
-        allowed=("schemas", "msgspec", "__future__", "typing", "enum", "dataclasses", "re"),
+        allowed=("schemas", "msgspec", "__future__", "typing", "collections.abc", "enum", "dataclasses", "re"),
         forbidden=("services",),
     ),
     Rule(
