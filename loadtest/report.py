@@ -6,7 +6,7 @@ import json
 from typing import TypedDict
 
 from loadtest.autoscaled import IDLE_TIMEOUT_S, AutoscalerFigures
-from loadtest.floor import DeciderFigures
+from loadtest.floor.decider import DeciderFigures
 from loadtest.stats import Latency, Row
 from loadtest.tenants import TenantFigures
 

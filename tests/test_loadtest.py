@@ -13,7 +13,7 @@ import pytest
 
 from loadtest.autoscaled import EXISTING_NODES, GPU_TYPE, USERS
 from loadtest.cli import main
-from loadtest.floor_drive import shares
+from loadtest.floor.drive import shares
 from loadtest.harness import Config, mesh_pids, run_load
 from loadtest.report import Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
-from loadtest.chaos_figures import fold_log
+from loadtest.chaos.figures import fold_log
 from loadtest.digests import MESH_SERVICES, check_digests
 from schemas import Placed, ScheduleRequest
 from schemas import subjects as s

@@ -18,8 +18,8 @@ import anyio
 import nats
 import pytest
 
-from loadtest.replay_figures import ReplayConfig
-from loadtest.replay_log import write_log
+from loadtest.replay.figures import ReplayConfig
+from loadtest.replay.log import write_log
 from schemas import ActorPlaced, AnyEvent, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
 from schemas.commands import Heartbeat
