@@ -8,6 +8,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import get_args
 
@@ -344,8 +345,9 @@ def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -
     assert {module for _, module in module_level_imports(path, modules, root=tmp_path)} == expected
 
 
-TEST_TOOLING = ("services.testing", "testcontainers")
-"""Test tooling: the servers in Docker containers and the library that starts them."""
+TEST_TOOLING = ("tests", "testcontainers")
+"""Test tooling: the tests' own modules (tests/support: the servers in Docker containers) and the library that
+starts them."""
 
 PRODUCT_PACKAGES = (
     "labels",
@@ -358,6 +360,8 @@ PRODUCT_PACKAGES = (
     "client",
     "cli",
     "local",
+    "gateway",
+    "decider",
 )
 
 TOOLING_RULES = [
@@ -371,17 +375,21 @@ def test_no_service_and_no_command_imports_test_tooling(rule: Rule) -> None:
     test_dependency_rule(rule)
 
 
-def test_only_the_testing_package_and_the_tests_import_testcontainers() -> None:
-    testing = ROOT / "services" / "testing"
+def test_only_the_tests_import_testcontainers() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{line} imports {module}"
         for folder in ("schemas", "services", "loadtest")
         for path in python_files(folder)
-        if not path.is_relative_to(testing)
         for line, module in imported_modules(path)
         if within(module, ("testcontainers",))
     ]
-    assert not found, "\n".join(["testcontainers is test tooling (services/testing), but:", *found])
+    assert not found, "\n".join(["testcontainers is test tooling (tests/support), but:", *found])
+
+
+def test_the_test_tooling_is_not_shipped() -> None:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    shipped = setuptools["packages"]["find"]["include"]
+    assert [pattern for pattern in shipped if fnmatch("tests.support", pattern)] == []
 
 
 def test_testcontainers_is_a_dev_dependency_only() -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from services.local import servers
 from services.local.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
-from services.testing.servers import (
+from tests.support.servers import (
     NATS_IMAGE,
     REDIS_IMAGE,
     SERVERS_ENV,

@@ -12,8 +12,8 @@ import httpx
 
 from services.local.mesh import SERVICES, Mesh
 from services.local.servers import free_port
-from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
+from tests.support.servers import ServerPath
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -32,8 +32,8 @@ from services.client import SyncClient
 from services.core.documents import MAX_NESTING
 from services.local.mesh import Mesh
 from services.runtime.codec import MAX_BYTES, MAX_DEPTH
-from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

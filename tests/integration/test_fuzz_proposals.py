@@ -37,7 +37,6 @@ from services.runtime.bus import Bus
 from services.runtime.codec import MAX_DEPTH, decode, encode
 from services.runtime.settings import Settings
 from services.scheduler.applier import NESTING
-from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.forgeries import (
     CLUSTER,
@@ -55,6 +54,7 @@ from tests.integration.forgeries import (
 )
 from tests.integration.payloads import Payload
 from tests.integration.probe import differs_from_replay, does_not_place, on_one_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

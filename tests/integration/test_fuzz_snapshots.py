@@ -29,10 +29,10 @@ from services.local.mesh import SERVICES as MESH_SERVICES
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
-from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.probe import does_not_place, on_one_mesh
 from tests.integration.records import SERVICES, Recipe, Record, recipes
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

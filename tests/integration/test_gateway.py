@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from schemas import Taint
 from services.client import SyncClient
 from services.local.mesh import Mesh
-from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, JSON, cluster_state, gateway_mesh, http_base
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration]
 

@@ -18,9 +18,9 @@ from services.client import SyncClient
 from services.gateway.ui import STATIC
 from services.local.mesh import Mesh
 from services.local.servers import free_port
-from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of
 from tests.integration.gateway import gateway_mesh, http_base, wait_ready
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration]
 

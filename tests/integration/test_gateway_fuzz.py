@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from services.client import SyncClient
 from services.local.mesh import Mesh
-from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, JSON, TOKEN, cluster_state, gateway_mesh, http_base
 from tests.integration.watchers import last_sequence
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

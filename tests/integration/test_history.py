@@ -26,8 +26,8 @@ from services.client.history import LoggedEvent
 from services.local.mesh import Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
-from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 from tests.test_cli_commands import run
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

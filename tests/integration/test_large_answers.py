@@ -12,8 +12,8 @@ import pytest
 from schemas import ScheduleRequest
 from services.client import Client, RejectedError, TooLargeError
 from services.local.mesh import Mesh
-from services.testing.servers import ServerPath
 from tests.integration.conftest import corral, log_of, start_test_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = pytest.mark.anyio
 

@@ -19,9 +19,9 @@ from schemas import NodeDeclaredDead, NodeDied, NodeUnreachable, Pending, Placed
 from services.client import Client
 from services.core.labels import UNREACHABLE_TAINT
 from services.local.mesh import Mesh
-from services.testing.servers import ServerPath
 from tests.integration.conftest import corral, holds_within, start_test_mesh, wait_ready
 from tests.integration.log import read_events
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

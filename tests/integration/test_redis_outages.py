@@ -20,10 +20,10 @@ from schemas import ScheduleRequest
 from services.client import Client
 from services.local.mesh import SERVICES, Mesh
 from services.local.servers import free_port
-from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, log_of, start_test_mesh
 from tests.integration.gateway import http_base
 from tests.integration.test_metrics import scrape, value
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

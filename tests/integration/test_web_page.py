@@ -22,8 +22,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from services.client import SyncClient
 from services.local.mesh import Mesh
-from services.testing.servers import ServerPath
 from tests.integration.gateway import AUTH, TOKEN, gateway_mesh, http_base
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration]
 
