@@ -16,8 +16,8 @@ import pytest
 from schemas import Decision, NodeRegistered, ScheduleRequest
 from services.client import Client
 from services.local.mesh import Mesh
-from services.runtime.bus import LogEntry
 from services.runtime.follower import PATIENCE_SECONDS, LogFollower
+from services.runtime.log_reader import LogEntry
 from services.scheduler.app import main as scheduler_main
 from tests.integration.conftest import bus_of, cancelled, holds_within, scheduler_answers, settings_of
 
