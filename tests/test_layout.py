@@ -474,7 +474,7 @@ CORE_RANKS = {
     "plugins": 4,
     "decide": 5,
     "vclusters": 6,
-    **dict.fromkeys(("cluster", "retries", "recording", "autoscale", "explain_placed", ""), 7),
+    **dict.fromkeys(("cluster", "retries", "proposals", "recording", "autoscale", "explain_placed", ""), 7),
 }
 """The rank of each part of services.core (a module or a package; "" is the package's own face): a part
 imports only parts of its own rank or lower, so the core reads bottom-up, leaf modules first."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
@@ -40,13 +40,13 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import actor_plans, explain_actor, place_actor
+from services.core.decide.actor import explain_actor, place_actor
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
-from services.core.framework.pipeline import choose
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import eviction_reason
 from services.core.prng import SplitMix64
+from services.core.proposals import agrees, choose_node
 from services.core.recording import Journal
 from services.core.request import (
     CompiledGroup,
@@ -55,7 +55,7 @@ from services.core.request import (
     check_same_request,
 )
 from services.core.retries import Retrier, scopes
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits, replay
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, replay
 from services.core.state.nominations import awaited
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
@@ -357,10 +357,8 @@ class Cluster:
         return Pending.of(request.actor_id, actor.explanation)  # explained once: the view has not changed since
 
     def propose(self, request: ScheduleRequest, prng: SplitMix64, taken: dict[str, Resources]) -> str | None:
-        """The node this view would place a new actor of the root on, drawing from `prng` (the proposer's own) and
-        counting `taken` (by node: what earlier proposals not in the view yet hold, which this one is added to) as
-        used; None to leave the request to the allocator (a live id, a virtual cluster, a placement group's bundle,
-        no room here).
+        """The node this view would place a new actor of the root on (`proposals.choose_node`); None to leave the
+        request to the allocator (a live id, a virtual cluster, a placement group's bundle, no room here).
 
         Changes nothing in the view: the allocator checks the proposal against its own (`submit_proposed`).
         """
@@ -370,33 +368,21 @@ class Cluster:
         check_new_work(request)
         if work.group_target is not None:
             return None
-        plans, _bundle = actor_plans(self._view, work)
-        for plan in plans:
-            plan.room = _less(plan.room, taken)
-            node = choose(self._view, plan, prng, self.sample_size)
-            if node is not None:
-                held = taken.setdefault(node.node_id, {})
-                for name, amount in work.resources.items():
-                    held[name] = held.get(name, 0.0) + amount
-                return node.node_id
-        return None
+        return choose_node(self._view, work, prng, taken, self.sample_size)
 
     def submit_proposed(
         self, request: ScheduleRequest, node_id: str, prng: int, folded: int
     ) -> Placed | Pending | None:
         """Place a new actor on the node a proposer chose (`propose`, with generator state `prng`, on a view that had
-        folded the log up to `folded`) if this view agrees: the node is live, has the room and passes every hard
-        rule of one option. None when it does not, and then nothing changed. A live id (or work `propose` leaves to
-        the allocator) is decided as `submit` decides it."""
+        folded the log up to `folded`) if this view agrees (`proposals.agrees`). None when it does not, and then
+        nothing changed. A live id (or work `propose` leaves to the allocator) is decided as `submit` decides it."""
         if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
             return self.submit(request)
         work = CompiledRequest(request, self.rare_resources)
         check_new_work(request)
         if work.group_target is not None:
             return self.submit(request)
-        node = self._view.nodes.get(node_id)
-        plans, _bundle = actor_plans(self._view, work)
-        if node is None or not any(fits(p.room(node), p.need) and p.rejects(node) is None for p in plans):
+        if not agrees(self._view, work, node_id):
             return None
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
@@ -702,16 +688,3 @@ _WORK_OF: dict[type, Callable[[Any], str]] = {
     ),
 }
 """Event type -> the actor or placement group an event of it is about (the waiting index files it again)."""
-
-
-def _less(room: Callable[[NodeState], Resources], taken: Mapping[str, Resources]) -> Callable[[NodeState], Resources]:
-    """`room` with what `taken` holds on each node counted as used."""
-    if not taken:
-        return room
-
-    def less(node: NodeState) -> Resources:
-        free = room(node)
-        used = taken.get(node.node_id)
-        return free if used is None else {name: amount - used.get(name, 0.0) for name, amount in free.items()}
-
-    return less
