@@ -37,7 +37,7 @@ node_types:
     max_workers: 1000
 """
 TARGET_EXTRA_S = 0.1
-"""The issue's bound: a launch request at most one interval plus this after the work went pending."""
+"""The bound: a launch request at most one interval plus this after the work went pending."""
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,8 @@ class BusConnection:
         return await self.nc.subscribe(subject, queue=queue, cb=respond)
 
     async def close(self) -> None:
-        """Flush and close (a short drain: see STACK-NOTES on drain and JetStream subscriptions)."""
+        """Flush (for at most a second) and close, without a drain: a drain waits on every JetStream subscription
+        still open."""
         if self.nc.is_closed:
             return
         self.closing = True

@@ -25,7 +25,7 @@ FORGERIES = (
     b'{"type":"SchedulerElected","epoch":999999999}',
     b'{"type":"SchedulerElected","epoch":999999999,"instance":"scheduler","event_id":"scheduler-elected-999999999"}',
 )
-"""The election from the issue, and one naming the live leader (whose instance name is `scheduler`)."""
+"""A forged election naming no instance, and one naming the live leader (whose instance name is `scheduler`)."""
 
 
 def kill_nats(mesh: Mesh) -> None:
