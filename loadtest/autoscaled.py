@@ -29,9 +29,9 @@ from schemas import (
     NodeTerminationRequested,
     ScheduleRequest,
 )
-from services.cli.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
+from services.local.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 
 POOL = {"pool": "loadtest-autoscaled"}
 """The label only the autoscaled node types carry: every request of the phase selects it."""

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from schemas import ActorPending, ActorPlaced, AnyEvent, NodesLaunchRequested, ScheduleRequest
 from services.cli.args import positive_int
-from services.cli.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.client import Client
+from services.local.mesh import AUTOSCALER, SERVICES, Mesh, start_mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 
@@ -37,7 +37,7 @@ node_types:
     max_workers: 1000
 """
 TARGET_EXTRA_S = 0.1
-"""The issue's bound: a launch request at most one interval plus this after the work went pending."""
+"""The bound: a launch request at most one interval plus this after the work went pending."""
 
 
 @dataclass(frozen=True)

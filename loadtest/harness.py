@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest import floor, floor_drive
 from loadtest.autoscaled import (
     EXISTING_NODES,
     HOLD,
@@ -33,6 +32,8 @@ from loadtest.autoscaled import (
 )
 from loadtest.autoscaled import WORKLOADS as AUTOSCALED_WORK
 from loadtest.autoscaler_latency import timed_events
+from loadtest.floor import decider as floor
+from loadtest.floor import drive as floor_drive
 from loadtest.nodes import node_shapes, register_nodes, wait_until_seen
 from loadtest.procs import CpuMeter
 from loadtest.report import Phase, Report, autoscaler_goals, goals
@@ -49,8 +50,8 @@ from loadtest.tenants import (
 from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, Target
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS, Workload
-from services.cli.mesh import Mesh, start_mesh
 from services.client import Client, CorralError
+from services.local.mesh import Mesh, start_mesh
 from services.runtime import collector
 
 
@@ -170,7 +171,7 @@ async def floor_phase(
     """The same drive through the floor's streams and no-op decider processes; the streams are deleted after.
 
     With `config.floor_processes` above 1, that many decider processes share the work queue and as many generator
-    processes share the users (`loadtest.floor_drive`), so the floor is the bus's and not one process's."""
+    processes share the users (`loadtest.floor.drive`), so the floor is the bus's and not one process's."""
     bus = conns[0].client.bus
     await floor.create_streams(bus)
     count = config.floor_processes

@@ -1,4 +1,4 @@
-"""The report: one summary table per phase (like locust's), the issue's targets met or not, or one JSON object."""
+"""The report: one summary table per phase (like locust's), the targets met or not, or one JSON object."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ import json
 from typing import TypedDict
 
 from loadtest.autoscaled import IDLE_TIMEOUT_S, AutoscalerFigures
-from loadtest.floor import DeciderFigures
+from loadtest.floor.decider import DeciderFigures
 from loadtest.stats import Latency, Row
 from loadtest.tenants import TenantFigures
 
 PLACEMENTS_TARGET = 2000.0
-"""Durable placements per second the issue asks for."""
+"""The target of durable placements per second."""
 FLOOR_SHARE_TARGET = 0.5
-"""The share of the bus floor's throughput the issue asks for."""
+"""The target share of the bus floor's throughput."""
 P99_TARGET_MS = 100.0
 """p99 submit-to-placed at half the measured throughput, in milliseconds."""
 INSIDE_COST_TARGET = 1.5
-"""Scheduling inside a virtual cluster may cost at most this many times scheduling at the root (issue 4)."""
+"""Scheduling inside a virtual cluster may cost at most this many times scheduling at the root."""
 
 
 class Phase(TypedDict):
@@ -51,7 +51,7 @@ class Phase(TypedDict):
 
 
 class Goal(TypedDict):
-    """One of the issue's targets: what it asks, what was measured, and whether it was met (None: not measured)."""
+    """One of the targets: what it asks, what was measured, and whether it was met (None: not measured)."""
 
     name: str
     goal: str

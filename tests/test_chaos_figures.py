@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.chaos_figures import Overfull, Request, fold_log, longest_gap, lost
+from loadtest.chaos.figures import Overfull, Request, fold_log, longest_gap, lost
 from schemas import (
     ActorFailed,
     ActorPending,

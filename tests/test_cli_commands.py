@@ -26,9 +26,9 @@ from services.cli.commands.ops import build_request
 from services.cli.commands.sim import sim_nodes
 from services.cli.commands.status import render_why
 from services.cli.common import chosen
-from services.cli.mesh import Mesh, start_mesh
-from services.cli.servers import free_port
 from services.client import SyncClient
+from services.local.mesh import Mesh, start_mesh
+from services.local.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5"}

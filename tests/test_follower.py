@@ -12,8 +12,8 @@ import pytest
 
 from schemas import AnyEvent, NodeDied
 from services.runtime import follower as follower_module
-from services.runtime.bus import LogEntry
 from services.runtime.follower import LogFollower
+from services.runtime.log_reader import LogEntry
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ class FakeLog:
     async def log_identity(self) -> tuple[str, int]:
         return "fake", 6
 
-    async def answered(self, ask: Callable[[], Awaitable[T]], _what: str) -> T:
+    async def with_retries(self, ask: Callable[[], Awaitable[T]], _what: str) -> T:
         return await ask()
 
     def deliver(self, read: int, sequences: list[int]) -> list[tuple[int, str, int]]:

@@ -8,6 +8,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import get_args
 
@@ -62,6 +63,7 @@ IMPURE = (
     "services.runtime",
     "services.client",
     "services.cli",
+    "services.local",
     *(f"services.{svc}" for svc in SERVICES),
 )
 
@@ -81,7 +83,7 @@ RULES = [
     Rule(
         "schemas imports only the standard library and msgspec",
         "schemas",
-        allowed=("schemas", "msgspec", "__future__", "typing", "enum", "dataclasses", "re"),
+        allowed=("schemas", "msgspec", "__future__", "typing", "collections.abc", "enum", "dataclasses", "re"),
         forbidden=("services",),
     ),
     Rule(
@@ -98,6 +100,12 @@ RULES = [
             forbidden=tuple(f"services.{other}" for other in SERVICES if other != svc),
         )
         for svc in SERVICES
+    ),
+    Rule(
+        "services.local (the embedded mesh) imports no service, no client and no CLI: they import it",
+        "services/local",
+        allowed=None,
+        forbidden=("services.cli", "services.client", *(f"services.{svc}" for svc in SERVICES)),
     ),
 ]
 
@@ -337,10 +345,24 @@ def test_module_level_imports(tmp_path: Path, source: str, expected: set[str]) -
     assert {module for _, module in module_level_imports(path, modules, root=tmp_path)} == expected
 
 
-TEST_TOOLING = ("services.testing", "testcontainers")
-"""Test tooling: the servers in Docker containers and the library that starts them."""
+TEST_TOOLING = ("tests", "testcontainers")
+"""Test tooling: the tests' own modules (tests/support: the servers in Docker containers) and the library that
+starts them."""
 
-PRODUCT_PACKAGES = ("labels", "taints", "vclusters", "scheduler", "autoscaler", "runtime", "core", "client", "cli")
+PRODUCT_PACKAGES = (
+    "labels",
+    "taints",
+    "vclusters",
+    "scheduler",
+    "autoscaler",
+    "runtime",
+    "core",
+    "client",
+    "cli",
+    "local",
+    "gateway",
+    "decider",
+)
 
 TOOLING_RULES = [
     Rule(f"services.{package} never imports test tooling", f"services/{package}", allowed=None, forbidden=TEST_TOOLING)
@@ -353,17 +375,21 @@ def test_no_service_and_no_command_imports_test_tooling(rule: Rule) -> None:
     test_dependency_rule(rule)
 
 
-def test_only_the_testing_package_and_the_tests_import_testcontainers() -> None:
-    testing = ROOT / "services" / "testing"
+def test_only_the_tests_import_testcontainers() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{line} imports {module}"
         for folder in ("schemas", "services", "loadtest")
         for path in python_files(folder)
-        if not path.is_relative_to(testing)
         for line, module in imported_modules(path)
         if within(module, ("testcontainers",))
     ]
-    assert not found, "\n".join(["testcontainers is test tooling (services/testing), but:", *found])
+    assert not found, "\n".join(["testcontainers is test tooling (tests/support), but:", *found])
+
+
+def test_the_test_tooling_is_not_shipped() -> None:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    shipped = setuptools["packages"]["find"]["include"]
+    assert [pattern for pattern in shipped if fnmatch("tests.support", pattern)] == []
 
 
 def test_testcontainers_is_a_dev_dependency_only() -> None:
@@ -448,7 +474,7 @@ CORE_RANKS = {
     "plugins": 4,
     "decide": 5,
     "vclusters": 6,
-    **dict.fromkeys(("cluster", "recording", "autoscale", "explain_placed", ""), 7),
+    **dict.fromkeys(("cluster", "retries", "proposals", "recording", "autoscale", "explain_placed", ""), 7),
 }
 """The rank of each part of services.core (a module or a package; "" is the package's own face): a part
 imports only parts of its own rank or lower, so the core reads bottom-up, leaf modules first."""

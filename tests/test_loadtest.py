@@ -13,12 +13,12 @@ import pytest
 
 from loadtest.autoscaled import EXISTING_NODES, GPU_TYPE, USERS
 from loadtest.cli import main
-from loadtest.floor_drive import shares
+from loadtest.floor.drive import shares
 from loadtest.harness import Config, mesh_pids, run_load
 from loadtest.report import Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
-from services.cli.mesh import Mesh, start_mesh
+from services.local.mesh import Mesh, start_mesh
 from tests.loadtest_reports import report_of
 
 TINY = Config(

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.cli.mesh import FIRST_BACK_OFF_S, LONGEST_BACK_OFF_S, STABLE_S, Mesh
-from services.cli.servers import LocalServer
+from services.local.mesh import FIRST_BACK_OFF_S, LONGEST_BACK_OFF_S, STABLE_S, Mesh
+from services.local.servers import LocalServer
 from services.runtime.runner import EXIT_LEASE_LOST
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.mesh import decision_workers, start_mesh
+from services.local.mesh import decision_workers, start_mesh
 from services.runtime.settings import SettingsError
 
 

@@ -8,7 +8,7 @@ import sys
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.cli.servers import free_port
+from services.local.servers import free_port
 
 SCRIPT = """
 import sys, urllib.request

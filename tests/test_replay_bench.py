@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.replay import main
-from loadtest.replay_figures import ReplayConfig
-from loadtest.replay_log import generate
-from loadtest.replay_report import format_report
+from loadtest.replay.cli import main
+from loadtest.replay.figures import ReplayConfig
+from loadtest.replay.log import generate
+from loadtest.replay.report import format_report
 from services.core.state import replay
 from services.core.state.snapshot import digest
 

@@ -54,7 +54,7 @@ async def test_a_failing_store_backs_off_doubling_to_a_minute_and_is_said_once_e
     with caplog.at_level(logging.INFO, logger="corral.snapshots"):
         for sequence in range(1, 10):
             saver.save_soon(sequence, b"blob", "log")
-            await saver.settle()
+            await saver.finish_in_flight()
             while not saver.may_save():  # the clock moves on a second at a time until the next try is allowed
                 now[0] += 1.0
             tries.append(now[0])
@@ -80,5 +80,5 @@ async def test_a_snapshot_due_while_one_is_in_flight_waits_for_it() -> None:
     await asyncio.sleep(0)
     assert not saver.may_save()
     store.gate.set()
-    await saver.settle()
+    await saver.finish_in_flight()
     assert saver.may_save() and store.saves == [1]

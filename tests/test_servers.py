@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.cli import servers
-from services.cli.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
-from services.testing.servers import (
+from services.local import servers
+from services.local.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
+from tests.support.servers import (
     NATS_IMAGE,
     REDIS_IMAGE,
     SERVERS_ENV,

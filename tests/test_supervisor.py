@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from services.cli.common import CliError
-from services.cli.servers import LocalServer, redis_server
 from services.cli.supervisor import RESTART_WINDOW_S, SERVER_RESTARTS, ServerWatch, how_it_ended
+from services.local.servers import LocalServer, redis_server
 
 
 @pytest.fixture

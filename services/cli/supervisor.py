@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.cli.common import CliError
-from services.cli.servers import LocalServer, ServerError
+from services.local.servers import LocalServer, ServerError
 
 SERVER_RESTARTS = 3
 """How many times a server is started again within `RESTART_WINDOW_S` before `corral up` gives up."""

@@ -32,8 +32,9 @@ from services.core.errors import (
 )
 from services.core.request import check_same_keyed
 from services.runtime import refusals
-from services.runtime.bus import Bus, BusUnreachable
+from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
+from services.runtime.connection import BusUnreachable
 from services.runtime.room import WHAT_TO_DO, no_room
 from services.runtime.settings import Settings
 

@@ -20,7 +20,7 @@ from services.core import Cluster
 from services.core.errors import NotFoundError, RejectedError, UnfoldableEventError, rule_error
 from services.core.explain_placed import PlacementTrace, explain_placed, known_when_deciding, view_for_decision
 from services.core.state import ClusterView
-from services.runtime.bus import LogEntry
+from services.runtime.log_reader import LogEntry
 from services.runtime.snapshots import SnapshotStore
 from services.runtime.views import load_view
 

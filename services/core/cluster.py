@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
@@ -40,13 +40,13 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import actor_plans, explain_actor, place_actor
+from services.core.decide.actor import explain_actor, place_actor
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
-from services.core.framework.pipeline import choose
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
 from services.core.plugins.taints import eviction_reason
 from services.core.prng import SplitMix64
+from services.core.proposals import agrees, choose_node
 from services.core.recording import Journal
 from services.core.request import (
     CompiledGroup,
@@ -54,12 +54,11 @@ from services.core.request import (
     check_new_work,
     check_same_request,
 )
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits, replay
+from services.core.retries import Retrier, scopes
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, replay
 from services.core.state.nominations import awaited
-from services.core.state.tree import ROOT
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
-from services.core.waiting import BucketKey, WaitingIndex
 
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
@@ -95,10 +94,6 @@ class Cluster:
         self._groups: dict[str, CompiledGroup] = {}
         self._cause = ""
         self._subject = ""
-        self._freed: set[str] = set()
-        """Scopes (ROOT or a cluster id) that got resources back during the current command."""
-        self._roomier: set[str] | None = set()
-        """Nodes of the root scope that got resources back during the current command (None: not known)."""
         self._use_view(ClusterView(seed))
 
     @classmethod
@@ -120,22 +115,26 @@ class Cluster:
 
     def _use_view(self, view: ClusterView) -> None:
         self._view = view
-        self._waiting = WaitingIndex()
-        for scope in [view, *(vc.scope for vc in view.tree.clusters.values())]:
-            for work_id in scope.pending:
-                self._file(work_id)
         hooks = ClusterHooks(
             emit=self._emit,
             begin=self._begin,
             stop_work=self._stop_work,
-            retry_all=lambda: self._retry_pending(wake_all=True),
-            retry_scope=lambda scope: self._retry_scope(scope, wake_all=True),
-            freed=self._note_freed,
+            retry_all=lambda: self.retries.retry_pending(wake_all=True),
+            retry_scope=lambda scope: self.retries.retry_scope(scope, wake_all=True),
+            freed=lambda scope_id: self.retries.note_freed(scope_id),  # noqa: PLW0108 - `retries` comes after
         )
         self.vclusters = VirtualClusters(
             view, self._prng, hooks, rare_resources=self.rare_resources, sample_size=self.sample_size
         )
         """The virtual clusters inside this cluster."""
+        self.retries = Retrier(
+            view,
+            self.vclusters,
+            try_actor=lambda actor: self._try_actor(actor, announce=False),
+            try_group=lambda group: self._try_group(group, announce=False),
+            work_of=self._work_of,
+        )
+        """The waiting work, filed and re-tried."""
 
     @property
     def view(self) -> ClusterView:
@@ -158,14 +157,14 @@ class Cluster:
         self._view.fold(event)
         work_of = _WORK_OF.get(type(event))
         if work_of is not None:
-            self._file(work_of(event))
+            self.retries.file(work_of(event))
         if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
             self._groups.pop(event.pg_id, None)
         elif isinstance(event, VirtualClusterDestroyed):
             self.vclusters.forget(event.vc_id)
-            self._waiting.forget_scope(event.vc_id)
+            self.retries.index.forget_scope(event.vc_id)
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
@@ -197,12 +196,12 @@ class Cluster:
 
     def _react(self, event: AnyEvent, taints_before: tuple[Taint, ...] = ()) -> None:
         if isinstance(event, NodeDied):
-            for scope in self._scopes():
+            for scope in scopes(self._view):
                 for node_id in sorted(scope.dead):
                     self._fail_dead_node(scope, node_id)
-            self._retry_pending(wake_all=True)
+            self.retries.retry_pending(wake_all=True)
         elif isinstance(event, NodeRegistered | NodeLabelsChanged | NodeReachable):
-            self._retry_pending(wake_all=True, roomier={event.node_id})
+            self.retries.retry_pending(wake_all=True, roomier={event.node_id})
         elif isinstance(event, NodeDeclaredDead):
             self._evict_from_dead(event)
         elif isinstance(event, TaintsChanged):
@@ -211,13 +210,15 @@ class Cluster:
                 for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
                     self._evict(scope, node_id, evicting)
             removed = any(t not in event.taints for t in taints_before)
-            self._retry_pending(wake_all=bool(evicting) or removed, roomier={event.node_id})
+            self.retries.retry_pending(wake_all=bool(evicting) or removed, roomier={event.node_id})
         elif isinstance(event, VirtualClusterRequested):
             self.vclusters.try_admit(self._view.tree.clusters[event.vc_id], announce=True)
         elif isinstance(event, VirtualClusterDestroyRequested):
             self.vclusters.destroy(event.vc_id)
         elif isinstance(event, NodeLaunchFailed) or self._view.released:
-            self._retry_pending(wake_all=True)  # a launch ended: the work it was for may go elsewhere, its room is free
+            self.retries.retry_pending(
+                wake_all=True
+            )  # a launch ended: the work it was for may go elsewhere, its room is free
 
     def _evict_from_dead(self, event: NodeDeclaredDead) -> None:
         """A node declared dead: the work on it (and on its virtual nodes) that does not stay under its liveness
@@ -226,7 +227,7 @@ class Cluster:
         if node is not None and node.unreachable is not None:
             for scope, node_id in [(self._view, event.node_id), *self._carved_below(self._view, event.node_id)]:
                 self._evict(scope, node_id, [node.unreachable], event.dead_for)
-        self._retry_pending(wake_all=True)
+        self.retries.retry_pending(wake_all=True)
 
     def _fail_dead_node(self, scope: ClusterView, node_id: str) -> None:
         node = scope.dead.get(node_id)
@@ -234,10 +235,6 @@ class Cluster:
             return
         self._fail_actors(sorted(node.actors), f"node {node_id} died")
         self._lose_bundles(sorted(node.bundles), f"node {node_id} died")
-
-    def _scopes(self) -> list[ClusterView]:
-        """The root view, then every virtual cluster's scope in arrival order (the tree keeps that order)."""
-        return [self._view, *(vc.scope for vc in self._view.tree.clusters.values())]
 
     def _carved_below(self, view: ClusterView, node_id: str) -> list[tuple[ClusterView, str]]:
         """Every virtual node carved out of `node_id`, directly or through other virtual nodes."""
@@ -253,7 +250,7 @@ class Cluster:
         for vc in sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival):
             if vc.destroying:
                 self.vclusters.destroy(vc.vc_id)
-        for scope in self._scopes():
+        for scope in scopes(self._view):
             for node_id in sorted(scope.dead):
                 self._fail_dead_node(scope, node_id)
             for node_id in sorted(scope.nodes):
@@ -261,7 +258,7 @@ class Cluster:
                 evicting = [t for t in node.taints if t.effect == "NoExecute"]
                 if evicting:
                     self._evict(scope, node_id, evicting, node.dead_for or 0.0)
-        self._retry_pending(wake_all=True)
+        self.retries.retry_pending(wake_all=True)
 
     # nodes
 
@@ -354,14 +351,14 @@ class Cluster:
         scope = self._scope(request.actor_id)
         actor = scope.actors[request.actor_id]
         if self._try_actor(actor, announce=True):
-            self._retry_pending(wake_all=False, where=scope)
-        return self._decision_of(actor)
+            self.retries.retry_pending(wake_all=False, where=scope)
+            return self._decision_of(actor)
+        assert actor.explanation is not None, "a pending actor was just explained"
+        return Pending.of(request.actor_id, actor.explanation)  # explained once: the view has not changed since
 
     def propose(self, request: ScheduleRequest, prng: SplitMix64, taken: dict[str, Resources]) -> str | None:
-        """The node this view would place a new actor of the root on, drawing from `prng` (the proposer's own) and
-        counting `taken` (by node: what earlier proposals not in the view yet hold, which this one is added to) as
-        used; None to leave the request to the allocator (a live id, a virtual cluster, a placement group's bundle,
-        no room here).
+        """The node this view would place a new actor of the root on (`proposals.choose_node`); None to leave the
+        request to the allocator (a live id, a virtual cluster, a placement group's bundle, no room here).
 
         Changes nothing in the view: the allocator checks the proposal against its own (`submit_proposed`).
         """
@@ -371,39 +368,27 @@ class Cluster:
         check_new_work(request)
         if work.group_target is not None:
             return None
-        plans, _bundle = actor_plans(self._view, work)
-        for plan in plans:
-            plan.room = _less(plan.room, taken)
-            node = choose(self._view, plan, prng, self.sample_size)
-            if node is not None:
-                held = taken.setdefault(node.node_id, {})
-                for name, amount in work.resources.items():
-                    held[name] = held.get(name, 0.0) + amount
-                return node.node_id
-        return None
+        return choose_node(self._view, work, prng, taken, self.sample_size)
 
     def submit_proposed(
         self, request: ScheduleRequest, node_id: str, prng: int, folded: int
     ) -> Placed | Pending | None:
         """Place a new actor on the node a proposer chose (`propose`, with generator state `prng`, on a view that had
-        folded the log up to `folded`) if this view agrees: the node is live, has the room and passes every hard
-        rule of one option. None when it does not, and then nothing changed. A live id (or work `propose` leaves to
-        the allocator) is decided as `submit` decides it."""
+        folded the log up to `folded`) if this view agrees (`proposals.agrees`). None when it does not, and then
+        nothing changed. A live id (or work `propose` leaves to the allocator) is decided as `submit` decides it."""
         if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
             return self.submit(request)
         work = CompiledRequest(request, self.rare_resources)
         check_new_work(request)
         if work.group_target is not None:
             return self.submit(request)
-        node = self._view.nodes.get(node_id)
-        plans, _bundle = actor_plans(self._view, work)
-        if node is None or not any(fits(p.room(node), p.need) and p.rejects(node) is None for p in plans):
+        if not agrees(self._view, work, node_id):
             return None
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
         self._emit(ActorSubmitted(request=request))
         self._emit(ActorPlaced(actor_id=request.actor_id, node_id=node_id, prng=prng, folded=folded))
-        self._retry_pending(wake_all=False, where=self._view)
+        self.retries.retry_pending(wake_all=False, where=self._view)
         return self._decision_of(self._view.actors[request.actor_id])
 
     def remove_actor(self, actor_id: str) -> None:
@@ -412,9 +397,9 @@ class Cluster:
         scope = self._scope(actor_id)
         self._begin(actor_id)
         self._emit(ActorRemoved(actor_id=actor_id))
-        self._free(scope, [node_id])
+        self.retries.free(scope, [node_id])
         self.vclusters.shrink(scope, node_id)
-        self._retry_freed()
+        self.retries.retry_freed()
 
     def fail_actor(self, actor_id: str) -> None:
         """A running actor failed: it restarts under the same rules while it has restarts left."""
@@ -423,7 +408,7 @@ class Cluster:
             raise RejectedError(f"actor_id {actor_id!r}: is not running (it is {actor.status}), so it cannot fail")
         self._begin(actor_id)
         self._fail_actors([actor_id], "reported failed")
-        self._retry_freed()
+        self.retries.retry_freed()
 
     def _scope(self, work_id: str) -> ClusterView:
         """The view an actor or placement group lives in (the root's, or its virtual cluster's)."""
@@ -465,7 +450,7 @@ class Cluster:
             again = restart and actor.restarts_left
             node_id = actor.node_id
             self._emit(ActorFailed(actor_id=actor_id, node_id=node_id or "", reason=reason, will_restart=again))
-            self._free(scope, [node_id])
+            self.retries.free(scope, [node_id])
             self.vclusters.shrink(scope, node_id)
 
     def _try_actor(self, actor: ActorState, *, announce: bool) -> bool:
@@ -533,7 +518,7 @@ class Cluster:
         scope = self._scope(request.pg_id)
         group = scope.groups[request.pg_id]
         if self._try_group(group, announce=True):
-            self._retry_pending(wake_all=False, where=scope)
+            self.retries.retry_pending(wake_all=False, where=scope)
         return self._group_decision(group)
 
     def remove_placement_group(self, pg_id: str) -> None:
@@ -542,9 +527,9 @@ class Cluster:
         if group is None:
             raise NotFoundError(f"pg_id {pg_id!r}: no such placement group")
         self._begin(pg_id)
-        self._free(self._scope(pg_id), group.bundle_nodes)
+        self.retries.free(self._scope(pg_id), group.bundle_nodes)
         self._stop_group(pg_id, f"placement group {pg_id} removed")
-        self._retry_freed()
+        self.retries.retry_freed()
 
     def _stop_work(self, scope: ClusterView, reason: str) -> list[str]:
         """Stop every placement group, then every actor, of `scope` for good; the ids stopped, sorted."""
@@ -638,157 +623,6 @@ class Cluster:
         """Every virtual cluster, parents before children (a queued one with the reason it was queued with)."""
         return self.vclusters.infos()
 
-    # the pending queue
-
-    def _retry_pending(
-        self, *, wake_all: bool, where: ClusterView | None = None, roomier: set[str] | None = None
-    ) -> None:
-        """Re-try waiting work in priority order (higher first), then arrival, until nothing more can be placed.
-
-        `wake_all` is set by events that can unblock any kind of wait (a node added or relabelled, a taint
-        removed, resources freed): then waiting virtual clusters are tried too, and degraded ones repaired.
-        Otherwise only work that waits on another placement is re-tried, in the scope `where` that placement
-        happened (affinity, DataFlow and bundles never reach across a virtual cluster's boundary).
-        `roomier`: the only nodes of the root scope the event changed (None: any may have changed).
-        """
-        self._freed.clear()
-        self._roomier = set()
-        scopes = self._scopes() if wake_all or where is None else [where]
-        self._retry(scopes, wake_all=wake_all, roomier=roomier)
-
-    def _free(self, scope: ClusterView, node_ids: Iterable[str | None]) -> None:
-        """Note that `scope` got resources back on these nodes during the current command."""
-        self._freed.add(scope.scope_id)
-        if scope is self._view and self._roomier is not None:
-            self._roomier.update(node_id for node_id in node_ids if node_id is not None)
-
-    def _note_freed(self, scope_id: str) -> None:
-        self._freed.add(scope_id)  # not a bound `add`: `_retry_freed` swaps the set
-        if scope_id == ROOT:
-            self._roomier = None  # a virtual node shrank: where it gave back is not tracked
-
-    def _retry_freed(self) -> None:
-        """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
-        that may still borrow from those, and the admission queues."""
-        freed, self._freed = self._freed, set()
-        roomier, self._roomier = self._roomier, set()
-        clusters = self._view.tree.clusters.values()
-        scopes = [self._view] if ROOT in freed else []
-        scopes += [
-            vc.scope
-            for vc in clusters
-            if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self.vclusters.may_grow(vc)))
-        ]
-        self._retry(scopes, wake_all=True, roomier=roomier)
-
-    def _retry(self, scopes: list[ClusterView], *, wake_all: bool, roomier: set[str] | None = None) -> None:
-        """Re-try the scopes' waiting work until a pass places nothing; a first pass that wakes every kind of wait
-        skips, at the root, the buckets `roomier` says no changed node can take (see `_could_take`). Room a
-        nominated node stopped holding (its work placed elsewhere or gone) wakes the root's waiting work there."""
-        while True:
-            while scopes:
-                if wake_all and self._view.tree.clusters:
-                    self.vclusters.admit_waiting()
-                scopes = [
-                    scope
-                    for scope in scopes
-                    if scope.pending and self._retry_scope(scope, wake_all=wake_all, roomier=roomier)
-                ]
-                wake_all, roomier = False, None
-            released = self._view.released
-            if not released:
-                return
-            self._view.released = set()
-            scopes, wake_all, roomier = [self._view], True, released
-
-    def _retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
-        """Re-try the scope's waiting work in queue order (with `wake_all` all of it, else only work waiting on a
-        placement); once a try fails, the rest of its bucket is not tried on the same view (it fails alike),
-        unless the scope may borrow, where a failed try does not tell how the next one goes."""
-        placed_any = False
-        alike = not (self._borrows(scope) or scope.held)  # held room: work alike in shape may fit otherwise
-        nodes = [scope.nodes[n] for n in sorted(roomier) if n in scope.nodes] if roomier is not None else None
-        walk = self._waiting.walk(
-            scope.scope_id,
-            everything=wake_all,
-            skip=None
-            if nodes is None or scope is not self._view
-            else lambda work_id: not self._could_take(nodes, work_id),
-        )
-        for work_id in walk:
-            if work_id not in scope.pending:
-                continue
-            actor = scope.actors.get(work_id)
-            if actor is not None:
-                placed = self._try_actor(actor, announce=False)
-            else:
-                placed = self._try_group(scope.groups[work_id], announce=False)
-            placed_any |= placed
-            if not placed and alike and work_id not in scope.nominations:  # nominated work may see less room
-                walk.drop_bucket()
-        return placed_any
-
-    def _could_take(self, nodes: list[NodeState], work_id: str) -> bool:
-        """Whether one of the root nodes an event changed can take the actor now.
-
-        Label-less work waiting for no placement, explained after a failed try, fails on the view it was tried on;
-        an event that changed only `nodes` (room given back, a node added, relabelled or untainted) can let it in
-        only there, so work none of `nodes` can take need not be tried, nor the rest of its bucket.
-        """
-        work = self._work_of(work_id)
-        plans, _bundle = actor_plans(self._view, work)
-        return any(
-            fits(node.free, work.resources) and any(plan.rejects(node) is None for plan in plans) for node in nodes
-        )
-
-    def _borrows(self, scope: ClusterView) -> bool:
-        """Whether work in `scope` may be placed by growing its virtual cluster (see `VirtualClusters.borrow`)."""
-        vc = self.vclusters.of_scope(scope)
-        return vc is not None and vc.status == "admitted" and self.vclusters.spec_of(vc.vc_id).grows
-
-    def _file(self, work_id: str) -> None:
-        """Keep the waiting index true for one piece of work after an event about it: filed while it waits, under
-        its shape once it has been explained (new or restarted work is filed alone: it is tried, and explained)."""
-        scope = self._scope(work_id)
-        actor = scope.actors.get(work_id) if work_id in scope.pending else None
-        group = scope.groups.get(work_id) if actor is None and work_id in scope.pending else None
-        if group is not None:
-            key: BucketKey = (group.request.priority, ("group", work_id))
-            self._waiting.file(scope.scope_id, work_id, group.arrival, key, same_outcome=False, on_placement=False)
-            return
-        if actor is None:  # not waiting (an id left in the queue by work gone for good waits for nothing either)
-            self._waiting.unfile(work_id)
-            return
-        on_placement = self._waits_on_placement(work_id)
-        alike = not (actor.explanation is None or on_placement)
-        key = (actor.request.priority, _shape(actor.request) if alike else ("new", work_id))
-        room_only = alike and not actor.request.labels
-        self._waiting.file(
-            scope.scope_id,
-            work_id,
-            actor.arrival,
-            key,
-            same_outcome=alike,
-            on_placement=on_placement,
-            room_only=room_only,
-        )
-
-    def _queue_key(self, work_id: str) -> tuple[int, int]:
-        scope = self._scope(work_id)
-        actor = scope.actors.get(work_id)
-        if actor is not None:
-            return -actor.request.priority, actor.arrival
-        group = scope.groups[work_id]
-        return -group.request.priority, group.arrival
-
-    def _waits_on_placement(self, work_id: str) -> bool:
-        if work_id not in self._scope(work_id).actors:
-            return False
-        work = self._work_of(work_id)
-        affinity = work.affinity is not None and any(not e.soft for e in work.affinity.match_expressions)
-        dataflow = work.run_after is not None and work.run_after.policy == "Require"
-        return affinity or dataflow or work.group_target is not None
-
     # introspection
 
     def placements(self, vcluster_id: str | None = None) -> dict[str, str]:
@@ -813,7 +647,7 @@ class Cluster:
         """Every waiting actor and placement group, in queue order, with a fresh explanation."""
         found = []
         for scope in self._scopes_of(vcluster_id):
-            for work_id in sorted(scope.pending, key=self._queue_key):
+            for work_id in sorted(scope.pending, key=self.retries.queue_key):
                 actor = scope.actors.get(work_id)
                 decision = (
                     self._decision_of(actor) if actor is not None else self._group_decision(scope.groups[work_id])
@@ -832,7 +666,7 @@ class Cluster:
     def _scopes_of(self, vcluster_id: str | None) -> list[ClusterView]:
         if vcluster_id:
             return [self.vclusters.get(vcluster_id).scope]
-        return self._scopes()
+        return scopes(self._view)
 
     def decision(self, work_id: str, kind: str = "actor") -> Placed | Pending:
         """The current decision for a live actor (or, with `kind="placement_group"`, a placement group)."""
@@ -854,21 +688,3 @@ _WORK_OF: dict[type, Callable[[Any], str]] = {
     ),
 }
 """Event type -> the actor or placement group an event of it is about (the waiting index files it again)."""
-
-
-def _less(room: Callable[[NodeState], Resources], taken: Mapping[str, Resources]) -> Callable[[NodeState], Resources]:
-    """`room` with what `taken` holds on each node counted as used."""
-    if not taken:
-        return room
-
-    def less(node: NodeState) -> Resources:
-        free = room(node)
-        used = taken.get(node.node_id)
-        return free if used is None else {name: amount - used.get(name, 0.0) for name, amount in free.items()}
-
-    return less
-
-
-def _shape(request: ScheduleRequest) -> bytes:
-    """What decides whether an actor can be placed on a view: its request but for the id, priority and restarts."""
-    return msgspec.json.encode(msgspec.structs.replace(request, actor_id="", priority=0, max_restarts=0))

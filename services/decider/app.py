@@ -30,7 +30,7 @@ from services.runtime.codec import decode, encode
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
 from services.runtime.views import FoldedCluster
-from services.runtime.work_queue import inbox_of, request_consumer, request_sequence, settle
+from services.runtime.work_queue import answer_and_ack, inbox_of, pull, request_consumer, request_sequence
 
 log = logging.getLogger("corral.decider")
 
@@ -64,7 +64,7 @@ class Worker:
 
     async def run(self) -> None:
         """Pull, decide and propose, forever."""
-        requests = await self.shell.bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, request_consumer(self.settings))
+        requests = await pull(self.shell.bus, s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, request_consumer(self.settings))
         self.shell.subscriptions.append(requests)
         while True:
             try:
@@ -83,7 +83,7 @@ class Worker:
             except CodecError as error:
                 log.warning("request on %s rejected: %s", msg.subject, error)
                 await bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
-                await settle(bus, self.shell.pager.fit, msg, Rejected(str(error)), poison=True)
+                await answer_and_ack(bus, self.shell.pager.fit, msg, Rejected(str(error)), poison=True)
         return readable
 
     async def decide(self, waiting: Waiting) -> None:
@@ -101,7 +101,9 @@ class Worker:
                 if verdict.reply is None and not verdict.sent:
                     refused.append((msg, request))
                 else:
-                    await settle(self.shell.bus, self.shell.pager.fit, msg, verdict.reply, poison=verdict.poison)
+                    await answer_and_ack(
+                        self.shell.bus, self.shell.pager.fit, msg, verdict.reply, poison=verdict.poison
+                    )
             waiting = refused
             if waiting:
                 try:

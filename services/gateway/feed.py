@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from litestar.response import ServerSentEventMessage
 
 from services.client import Client
-from services.runtime.bus import LogEntry
+from services.runtime.log_reader import LogEntry
 
 log = logging.getLogger("corral.gateway")
 

@@ -18,9 +18,9 @@ from services.core.errors import CodecError
 from services.labels.handlers import LabelsHandlers
 from services.labels.liveness import Liveness
 from services.labels.view import LabelsView
-from services.runtime.bus import answerable
 from services.runtime.codec import decode, encode
 from services.runtime.commands import CommandDesk
+from services.runtime.connection import answerable
 from services.runtime.queries import query_handler
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings

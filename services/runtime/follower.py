@@ -16,7 +16,8 @@ from schemas import AnyEvent
 from schemas.subjects import EVENTS_STREAM
 from services.core.errors import UnfoldableEventError
 from services.runtime import collector, metrics
-from services.runtime.bus import Bus, LogEntry
+from services.runtime.bus import Bus
+from services.runtime.log_reader import LogEntry
 from services.runtime.runner import EXIT_LOG_REPLACED, ServiceExit
 from services.runtime.saver import SnapshotSaver
 from services.runtime.snapshots import SnapshotStore, StoredSnapshot
@@ -94,13 +95,13 @@ class LogFollower:
         the log's end; while JetStream does not answer (a server restarting, say), it waits."""
         began = time.perf_counter()
         self._dead_lettered_to = await self.bus.last_dead_event(self.name)
-        self.log_id, log_end = await self.bus.answered(self.bus.log_identity, "the event log's identity")
+        self.log_id, log_end = await self.bus.with_retries(self.bus.log_identity, "the event log's identity")
         found = await self.store.load(self.name)
         if found is not None:
             self.sequence = self._snapshot_sequence = await self._restore(found, log_end)
             if self.sequence:
                 self.snapshot_bytes, self.snapshot_at = len(found.blob), time.monotonic()
-        replayed = await self._fold_to(await self.bus.answered(self.log_end, "the event log's end"), progress)
+        replayed = await self._fold_to(await self.bus.with_retries(self.log_end, "the event log's end"), progress)
         seconds = time.perf_counter() - began
         rate = replayed / seconds if seconds > 0 else 0.0
         log.info(
@@ -161,7 +162,7 @@ class LogFollower:
         `TimeoutError` when JetStream or the log reader does not answer in time; `patient`: they are waited out
         however long (see `wait_patiently`)."""
         if patient:
-            await self.wait_patiently(await self.bus.answered(self._end, "the event log's end"), "catching up")
+            await self.wait_patiently(await self.bus.with_retries(self._end, "the event log's end"), "catching up")
         else:
             await self.wait_for(await self._end())
 
@@ -332,7 +333,7 @@ class LogFollower:
         first): whether Redis took it (it keeps a newer one). Never once the log it was folded from is gone."""
         if self.replaced:
             return False
-        await self.saver.settle()  # before encoding: the save in flight logs its own build time
+        await self.saver.finish_in_flight()  # before encoding: the save in flight logs its own build time
         return await self.saver.save_now(self.sequence, self._encode(self.sequence), self.log_id)
 
     def _encode(self, sequence: int) -> bytes:

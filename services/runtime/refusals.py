@@ -23,8 +23,9 @@ from schemas import subjects as s
 from schemas.replies import Rejected, RequestReply
 from services.core.errors import CorralError
 from services.runtime import replicas
-from services.runtime.bus import DUPLICATE_WINDOW, Bus
+from services.runtime.bus import Bus
 from services.runtime.codec import decode
+from services.runtime.connection import DUPLICATE_WINDOW
 
 STREAM = f"KV_{s.REFUSALS_BUCKET}"
 
@@ -46,7 +47,7 @@ def _bucket(bus: Bus) -> Awaitable[KeyValue]:
 async def declare(bus: Bus) -> KeyValue:
     """The refusals bucket (created if missing) on `settings.replicas` servers, its entries living as long as the
     duplicate window; asked again while JetStream does not answer. Its writers declare it at start."""
-    return await bus.answered(lambda: _bucket(bus), f"KV bucket {s.REFUSALS_BUCKET}")
+    return await bus.with_retries(lambda: _bucket(bus), f"KV bucket {s.REFUSALS_BUCKET}")
 
 
 async def keep(bus: Bus, sequence: int, data: bytes) -> None:
@@ -71,7 +72,7 @@ async def _put(bus: Bus, subject: str, data: bytes, what: str) -> None:
                 await _bucket(bus)
             raise
 
-    await bus.answered(put, what)
+    await bus.with_retries(put, what)
 
 
 async def kept(js: JetStreamContext, sequence: int, max_bytes: int) -> Rejected | None:

@@ -48,10 +48,10 @@ class SnapshotSaver:
         self._task = asyncio.create_task(self._save(sequence, blob, log_id), name=f"{self.view}: snapshot save")
 
     async def save_now(self, sequence: int, blob: bytes, log_id: str) -> bool:
-        """Save and wait for the outcome (at stop, once `settle` has returned); whether Redis took it."""
+        """Save and wait for the outcome (at stop, once `finish_in_flight` has returned); whether Redis took it."""
         return await self._save(sequence, blob, log_id)
 
-    async def settle(self) -> None:
+    async def finish_in_flight(self) -> None:
         """Wait for the save in flight, if any (bounded by the store's timeout)."""
         if self._task is not None:
             await asyncio.wait([self._task])

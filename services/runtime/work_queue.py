@@ -1,20 +1,27 @@
-"""The scheduling requests' work queue as its consumers share it: the durable consumer, and replies to the inboxes."""
+"""The scheduling requests' work queue as its consumers share it: the durable consumer, pulled a batch at a time
+(`pull`, `PullConsumer`), a request's sequence, and replies to the inboxes."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
-from nats.js import api
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext, api
 
 from schemas import subjects as s
 from schemas.replies import Rejected, RequestReply
 from services.runtime import refusals
-from services.runtime.bus import Bus, answerable
+from services.runtime.bus import Bus
 from services.runtime.codec import encode
+from services.runtime.connection import STREAMS, answerable
+from services.runtime.delivery import delivery_of
+from services.runtime.nats_private import pending_queue
 from services.runtime.room import log_full
 from services.runtime.settings import Settings
 
@@ -38,11 +45,90 @@ def inbox_of(msg: Msg) -> str:
 
 def request_sequence(msg: Msg) -> int:
     """A delivered request's sequence in `CORRAL_REQUESTS` (the same at every delivery of it)."""
-    # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
-    tokens = msg.reply.split(".")
-    if len(tokens) == 9 and tokens[1] == "ACK":
-        return int(tokens[5])
-    return int(msg.metadata.sequence.stream)
+    return delivery_of(msg).stream_sequence
+
+
+async def pull(bus: Bus, subject: str, stream: str, config: api.ConsumerConfig) -> PullConsumer:
+    """The durable pull consumer `config.durable_name` of `stream` (created with `config` when missing; asked
+    again while JetStream does not answer)."""
+    durable = config.durable_name
+    assert durable, "a durable pull consumer needs a durable_name"
+    if not config.filter_subjects:
+        config.filter_subject = subject
+    config.name = durable
+
+    async def declare() -> None:
+        """The stream (one of Corral's; another is its owner's to make) and the consumer, each made again if
+        missing (deleted by an operator, say)."""
+        if any(known.name == stream for known in STREAMS):
+            await bus.ensure_stream(stream)
+        try:
+            await bus.js.consumer_info(stream, durable)
+        except nats.js.errors.NotFoundError:
+            log.info("consumer %s of %s: declared", durable, stream)
+            await bus.js.add_consumer(stream, config=config)
+
+    await bus.with_retries(declare, f"consumer {durable} of {stream}")
+    inbox = bus.nc.new_inbox()
+    sub = await bus.nc.subscribe(inbox + ".*", pending_msgs_limit=200_000, pending_bytes_limit=512 * 1024 * 1024)
+    return PullConsumer(bus, sub, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}", inbox, declare)
+
+
+class PullConsumer:
+    """A durable pull consumer read a batch at a time, with one pull request per batch.
+
+    Each request asks for what is waiting, or else for the first message to arrive within the timeout (`no_wait`
+    with `expires`), so the server ends it at once with a status and no request lingers. Its messages are read
+    straight from the queue of a subscription of our own: the library's `fetch` starts a task and a timer per
+    message. Every request has its own reply subject, so a late status of an earlier one cannot end a later one;
+    messages are taken whichever request brought them.
+    """
+
+    def __init__(
+        self, bus: Bus, sub: Subscription, next_subject: str, inbox: str, declare: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.bus, self.sub, self.next_subject, self.inbox = bus, sub, next_subject, inbox
+        self.declare = declare
+        """Makes the stream and the consumer again when missing; run after a refused pull request."""
+        self._requests = 0
+        self._queue = pending_queue(sub)
+
+    async def fetch(self, batch: int, timeout: float) -> list[Msg]:
+        """Up to `batch` messages: those waiting now, else the first to come within `timeout` (TimeoutError if none)."""
+        self._requests += 1
+        reply = f"{self.inbox}.{self._requests}"
+        request = f'{{"batch":{batch},"no_wait":true,"expires":{int(timeout * 1e9)}}}'.encode()
+        await self.bus.nc.publish(self.next_subject, request, reply=reply)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout + 1.0  # the server's own timeout status normally comes first
+        queue = self._queue
+        msgs: list[Msg] = []
+        while len(msgs) < batch:
+            left = max(0.0, deadline - loop.time())
+            try:
+                if queue is None:  # another nats-py: its own (slower) way
+                    msg = await self.sub.next_msg(timeout=left)
+                else:
+                    msg = await queue.get(left)
+            except (TimeoutError, nats.errors.TimeoutError):
+                break
+            status = JetStreamContext.is_status_msg(msg)
+            if status is None:
+                msgs.append(msg)
+            elif msg.subject == reply:  # 404 nothing (more) waiting, 408 expired, 409 refused: this request is over
+                if status not in (api.StatusCode.NO_MESSAGES, api.StatusCode.REQUEST_TIMEOUT) and not msgs:
+                    log.warning("pull request on %s refused: %s %s", self.next_subject, status, msg.headers)
+                    await asyncio.sleep(min(timeout, 0.25))
+                    with contextlib.suppress(TimeoutError, nats.errors.Error):  # the consumer or stream deleted?
+                        await self.declare()
+                break
+        if not msgs:
+            raise TimeoutError(f"no message on {self.next_subject} within {timeout}s")
+        return msgs
+
+    async def unsubscribe(self) -> None:
+        """Stop receiving (a request still open on the server ends with its expiry)."""
+        await self.sub.unsubscribe()
 
 
 async def send_reply(bus: Bus, subject: str, inbox: str, data: bytes) -> None:
@@ -60,7 +146,7 @@ Fit = Callable[[RequestReply], bytes]
 """Encodes a reply within the bus's payload limit (`Pager.fit`)."""
 
 
-async def settle(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, poison: bool) -> None:
+async def answer_and_ack(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, poison: bool) -> None:
     """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one. Kept first
     (`refusals`), for resends: a request sent with an idempotency key (`KEY_HEADER`), which leaves the work queue
     with the ack, and a refusal of one with a `Nats-Msg-Id` (the client's sends all carry one: the request's

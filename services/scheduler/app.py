@@ -28,11 +28,11 @@ from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
-from services.runtime.work_queue import request_consumer, settle, tell_no_room
+from services.runtime.work_queue import answer_and_ack, pull, request_consumer, tell_no_room
 from services.scheduler import measure
 from services.scheduler.applier import DEPOSED, Applier
 from services.scheduler.handlers import handle
-from services.scheduler.view import SchedulerView
+from services.scheduler.view import SchedulerView, own_events
 
 log = logging.getLogger("corral.scheduler")
 
@@ -49,7 +49,7 @@ class Writer:
         self.unconfirmed = False
         self.dirty = asyncio.Event()
 
-    def settled(self) -> bool:
+    def all_stored_and_folded(self) -> bool:
         """No event of ours is waiting to be appended or to come back through the log, and we were not deposed
         (then the view holds decisions every fold of the log ignores: it must never be a snapshot)."""
         unwritten = self.lock.locked() or self.unconfirmed or self.view.cluster.has_untaken_events()
@@ -58,10 +58,10 @@ class Writer:
     async def flush(self) -> int:
         """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.
 
-        Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep the writer
-        unsettled for good, so no snapshot records decisions the log may not hold. Events stored at sequences the
-        view has already folded are a repeat of an append whose ack was lost, or went to a new log (the event
-        stream was made again: `LogReplaced`).
+        Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep
+        `all_stored_and_folded` false for good, so no snapshot records decisions the log may not hold. Events stored
+        at sequences the view has already folded are a repeat of an append whose ack was lost, or went to a new log
+        (the event stream was made again: `LogReplaced`).
         """
         events = self.view.cluster.take_events()
         if not events:
@@ -70,7 +70,7 @@ class Writer:
         sequences = await self.shell.bus.append(events)
         if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
             # LogReplaced in the second case: nothing of this batch is answered
-            await self.shell.bus.answered(self.shell.follower.check_log, "the event log's identity")
+            await self.shell.bus.with_retries(self.shell.follower.check_log, "the event log's identity")
         self.confirmed = max(self.confirmed, sequences[-1])
         self.unconfirmed = False
         return sequences[0]
@@ -88,7 +88,9 @@ async def main(settings: Settings) -> None:
     """Follow the log as a standby; lead when the lease is won; exit once another instance leads."""
     view = SchedulerView(settings.seed, settings.rare_resources)
     writer: Writer | None = None
-    async with service_shell(settings, "scheduler", view, ready=lambda: writer is None or writer.settled()) as shell:
+    async with service_shell(
+        settings, "scheduler", view, ready=lambda: writer is None or writer.all_stored_and_folded()
+    ) as shell:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
         await refusals.declare(shell.bus)  # kept before a refused request is acked
         writer = Writer(shell, view)
@@ -144,21 +146,21 @@ class Leader:
         shell, view, writer = self.shell, self.view, self.writer
         async with writer.lock:
             if view.leading:
-                await self._settle()
+                await self._flush_and_catch_up()
             elected = new_election(epoch, self.instance)
             await record_election(shell.bus.js, elected, replicas=shell.bus.settings.replicas)
             view.awaited_election = elected.event_id
             (sequence,) = await shell.bus.append([elected])
             await shell.follower.wait_patiently(sequence, f"the election of epoch {epoch}")
             assert view.own_echo is not None and view.cluster.epoch == epoch
-            shell.bus.skip_own_events(view.cluster.event_prefix, view.own_echo)
+            shell.bus.recognise = own_events(view.cluster.event_prefix, view.own_echo)
             view.on_decided = writer.dirty.set
             await writer.flush()
             self.elected_at = sequence
         ELECTIONS.add(1)
         log.info("scheduler %s leads from sequence %d (epoch %d)", self.instance, sequence, epoch)
 
-    async def _settle(self) -> None:
+    async def _flush_and_catch_up(self) -> None:
         """Append what is decided and fold the log to its end (however long the log stalls); exit when another
         election came in between."""
         if self.writer.unconfirmed:
@@ -209,7 +211,7 @@ async def _consume_requests(
     shell: Shell, view: SchedulerView, writer: Writer, settings: Settings, leader: Leader
 ) -> None:
     """Decide batch after batch; answer and ack a batch only once its events are stored and still count."""
-    requests = await shell.bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, request_consumer(settings))
+    requests = await pull(shell.bus, s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, request_consumer(settings))
     shell.subscriptions.append(requests)
     while True:
         try:
@@ -245,7 +247,9 @@ async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: in
         await follower.wait_patiently(appended_from - 1, why)
     else:
         elections = (s.ELECTIONS,)
-        newest = await shell.bus.answered(lambda: shell.bus.last_sequence(subjects=elections), "the newest election")
+        newest = await shell.bus.with_retries(
+            lambda: shell.bus.last_sequence(subjects=elections), "the newest election"
+        )
         if newest == elected_at:
             return
         await follower.wait_patiently(newest, why)  # the reader skips an election no lease produced
@@ -292,4 +296,4 @@ async def guarded(
 async def _answer(shell: Shell, batch: Sequence[Msg], decided: Sequence[Decided]) -> None:
     """Send each reply to its request's inbox; ack a decided request, terminate a poison one (never redelivered)."""
     for msg, (reply, poison) in zip(batch, decided, strict=True):
-        await settle(shell.bus, shell.pager.fit, msg, reply, poison=poison)
+        await answer_and_ack(shell.bus, shell.pager.fit, msg, reply, poison=poison)

@@ -123,11 +123,14 @@ class Applier:
         await self.still_elected(appended_from)
         sequence = max(self.writer.confirmed, self.view.sequence)
         for (msg, batch), verdicts in zip(batches, decided, strict=True):
-            settled = [await self._settled(p, v) for p, v in zip(batch.proposals, verdicts, strict=True)]
-            answer = encode(Verdicts(sequence, settled))
+            for_workers = [await self._worker_verdict(p, v) for p, v in zip(batch.proposals, verdicts, strict=True)]
+            answer = encode(Verdicts(sequence, for_workers))
             if len(answer) > self.shell.bus.nc.max_payload:
                 # every reply sent from here instead: a verdict marked sent is shorter than any proposal, so this fits
-                direct = [await self._settled(p, v, direct=True) for p, v in zip(batch.proposals, settled, strict=True)]
+                direct = [
+                    await self._worker_verdict(p, v, direct=True)
+                    for p, v in zip(batch.proposals, for_workers, strict=True)
+                ]
                 answer = encode(Verdicts(sequence, direct))
             if msg.reply:  # never to a Corral or JetStream subject a forger named as the reply subject
                 await send_reply(self.shell.bus, s.PROPOSALS, msg.reply, answer)
@@ -146,7 +149,7 @@ class Applier:
             self._remember(proposal, verdict)
         return verdict
 
-    async def _settled(self, proposal: Proposal, verdict: Verdict, *, direct: bool = False) -> Verdict:
+    async def _worker_verdict(self, proposal: Proposal, verdict: Verdict, *, direct: bool = False) -> Verdict:
         """The verdict a worker gets, now that its events are stored: a long reply (a pending explanation), or any
         reply when `direct` (the batch's answer would pass the bus's payload limit), is sent to the client's inbox
         from here, and remembered as sent. A refusal sent from here is kept first (`refusals`; the worker, which

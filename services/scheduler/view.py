@@ -4,10 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from nats.aio.msg import Msg
+
 from schemas import ActorPlaced, AnyEvent, Pending, Placed, SchedulerElected
+from schemas import subjects as s
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
 from services.core.state.view import SCHEDULER_EVENTS
+from services.runtime.log_reader import Recognise
 from services.runtime.views import FoldedCluster, actor_info, node_info
+
+OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
+"""Where only the scheduler appends, and only scheduler (epoch-fenced) events (see `own_events`)."""
+
+
+def own_events(msg_id_prefix: str, stand_in: AnyEvent) -> Recognise:
+    """What a leader's log reader asks first (`LogReader.recognise`): `stand_in`, undecoded, for the leader's own
+    events, None for any other message.
+
+    An own event is one on an actor, placement-group or virtual-node subject whose `Nats-Msg-Id` starts with
+    `msg_id_prefix` (a leading scheduler's prefix names its instance and epoch, so only it wrote those: it folded
+    them when it decided them, and its view skips their echo; decoding them first would be wasted).
+    """
+
+    def recognise(msg: Msg) -> AnyEvent | None:
+        if msg.subject.startswith(OWN_EVENT_SUBJECTS):
+            msg_id = msg.headers.get("Nats-Msg-Id", "") if msg.headers else ""
+            if msg_id.startswith(msg_id_prefix):
+                return stand_in
+        return None
+
+    return recognise
 
 
 class SchedulerView(FoldedCluster):

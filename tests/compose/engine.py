@@ -3,7 +3,7 @@
 An engine that already answers (at DOCKER_HOST, else the default socket) is used as it is. Otherwise, as root with
 `dockerd` installed, the run starts a private one on its own socket and data root and stops it when it ends: on
 the default socket it would turn every other test session on the machine to Docker-backed servers
-(`services/testing/servers.py` asks the default engine).
+(`tests/support/servers.py` asks the default engine).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The autoscaler's configuration file: the issue's shape parses; every bad field is refused with its rule."""
+"""The autoscaler's configuration file: the documented example parses; every bad field is refused with its rule."""
 
 from __future__ import annotations
 

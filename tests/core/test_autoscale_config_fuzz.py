@@ -47,7 +47,7 @@ PATHS = [
 
 
 def with_value(document: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str, Any]:
-    """The issue's example file with one field (at `path`) replaced by `value`."""
+    """The documented example file with one field (at `path`) replaced by `value`."""
     place = document
     for key in path[:-1]:
         place = place[key]

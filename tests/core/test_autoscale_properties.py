@@ -220,7 +220,7 @@ STRANDED_CPU_4 = [
 @example(asks=PACKS, busy=0, roomy=0)
 @given(asks=WORK, busy=st.integers(0, 3), roomy=st.integers(0, 3))
 def test_the_scheduler_places_the_demand_each_launch_was_for(asks: list[Ask], busy: int, roomy: int) -> None:
-    """The issue's claim: each launched node is nominated for the work the plan put on it, so the scheduler places
+    """The claim: each launched node is nominated for the work the plan put on it, so the scheduler places
     that work there (ties between equally good nodes no longer decide it)."""
     cluster = submitted(requests(asks), busy, roomy)
     result = plan(cluster.view, SCALING, ROOMY, RARE)
@@ -469,7 +469,7 @@ plan counted it beside another actor on a cpu-4 too small for both (found with 1
 def test_the_scheduler_places_the_demand_counted_inside_a_virtual_cluster(
     asks: list[Ask], cap: int, at_root: bool, busy: int
 ) -> None:
-    """The issue's claim inside a top-level virtual cluster that grows onto new nodes (beside the same work at the
+    """The same claim inside a top-level virtual cluster that grows onto new nodes (beside the same work at the
     root, when `at_root`): each actor of the cluster is nominated to the node the plan put it on, and the cluster
     grows there for it."""
     cluster = in_a_virtual_cluster(asks, cap, 0, at_root=at_root, busy=busy)

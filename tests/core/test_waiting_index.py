@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from schemas import ActorAffinitySchedulingStrategy, ScheduleRequest
 from services.core import Cluster, Pending
 from services.core.labels import ZONE
+from services.core.retries import Retrier
 from services.core.state import ClusterView
 from services.core.state.snapshot import decode, dump, encode, restore
 from services.core.waiting import WaitingIndex
@@ -20,20 +21,31 @@ from tests.core.test_properties import SETTINGS, NodeSpec, Op, actor_requests, a
 from tests.core.vc_builders import fixed, spec
 
 
-class FullRetryCluster(Cluster):
+class FullRetrier(Retrier):
     """The reference: every re-try walks the whole queue of the scope in order and tries each piece of work."""
 
-    def _retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
+    def retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
         placed_any = False
-        for work_id in sorted(scope.pending, key=self._queue_key):
+        for work_id in sorted(scope.pending, key=self.queue_key):
             if work_id not in scope.pending or not (wake_all or self._waits_on_placement(work_id)):
                 continue
             actor = scope.actors.get(work_id)
             if actor is not None:
-                placed_any |= self._try_actor(actor, announce=False)
+                placed_any |= self.try_actor(actor)
             else:
-                placed_any |= self._try_group(scope.groups[work_id], announce=False)
+                placed_any |= self.try_group(scope.groups[work_id])
         return placed_any
+
+
+class FullRetryCluster(Cluster):
+    """A cluster whose waiting work is re-tried by `FullRetrier`."""
+
+    def _use_view(self, view: ClusterView) -> None:
+        super()._use_view(view)
+        indexed = self.retries
+        self.retries = FullRetrier(
+            view, self.vclusters, try_actor=indexed.try_actor, try_group=indexed.try_group, work_of=indexed.work_of
+        )
 
 
 TENANTS = {"fixed": spec(fixed(2, 2)), "flex": spec(min_cpu=1, max_cpu=6)}

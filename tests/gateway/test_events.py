@@ -12,8 +12,8 @@ from services.client import Client
 from services.gateway.backlog import Backlog
 from services.gateway.events import FELL_BEHIND, KEEP_ALIVE, Watching, log_from
 from services.gateway.feed import Feed
-from services.runtime.bus import LogEntry
 from services.runtime.codec import encode
+from services.runtime.log_reader import LogEntry
 
 
 class SlowBus:

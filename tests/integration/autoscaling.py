@@ -8,12 +8,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from schemas import AnyEvent, NodesLaunchRequested
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
-from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 
 TYPES = """
 provider: {provider}

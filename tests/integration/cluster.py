@@ -12,7 +12,7 @@ import nats
 import nats.errors
 from nats.js import api
 
-from services.cli.servers import LocalServer, free_port, nats_server
+from services.local.servers import LocalServer, free_port, nats_server
 
 
 @dataclass

@@ -20,13 +20,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from services.cli.mesh import SERVICES, Mesh, start_mesh
-from services.cli.servers import LocalServer
 from services.client import Client
 from services.core.errors import CorralError
+from services.local.mesh import SERVICES, Mesh, start_mesh
+from services.local.servers import LocalServer
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
-from services.testing.servers import ServerPath, choose_servers, nats_container, redis_container
+from tests.support.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
     "CORRAL_LEASE_TTL": "1.5",

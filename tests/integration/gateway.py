@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx
 
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
-from services.testing.servers import ServerPath
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import free_port
 from tests.integration.conftest import start_test_mesh
+from tests.support.servers import ServerPath
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, Phase, settings
 
 from loadtest.digests import live_digests
 from schemas import ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client, CorralError
 from services.core.state import replay
 from services.core.state.snapshot import digest
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 
 

@@ -15,8 +15,8 @@ from schemas import FixedSizeNode, FixedSizeNodes, PlacementGroupRequest, Schedu
 from schemas import subjects as s
 from schemas.replies import Rejected
 from services.cli.__main__ import main
-from services.cli.mesh import Mesh
 from services.client import Client, RejectedError, SyncClient
+from services.local.mesh import Mesh
 from services.runtime.codec import decode
 
 pytestmark = pytest.mark.integration

@@ -26,14 +26,14 @@ from schemas import (
     TaintsChanged,
 )
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client, UnavailableError
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.runner import EXIT_LEASE_LOST
-from services.testing.servers import ServerPath
 from tests.integration.autoscaling import FAST_AUTOSCALER, autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

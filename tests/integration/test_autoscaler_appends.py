@@ -23,9 +23,9 @@ from schemas import AnyEvent, NodesLaunchRequested
 from schemas import subjects as s
 from services.autoscaler.app import Decisions
 from services.autoscaler.view import AutoscalerView
-from services.cli.mesh import Mesh
 from services.client import Client
-from services.runtime import bus as bus_module
+from services.local.mesh import Mesh
+from services.runtime import appends
 from services.runtime.codec import encode
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
@@ -76,7 +76,7 @@ def on_acks(shell: Shell, monkeypatch: pytest.MonkeyPatch, hook: Callable[[int, 
             await deliver(msg)
 
     monkeypatch.setattr(shell.bus, "_on_ack", on_ack)
-    monkeypatch.setattr(bus_module, "APPEND_ACK_SECONDS", 0.3)
+    monkeypatch.setattr(appends, "APPEND_ACK_SECONDS", 0.3)
 
 
 async def append_as_rival(client: Client, event: AnyEvent, after: int) -> None:

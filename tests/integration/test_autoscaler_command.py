@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from schemas import NodeLaunchFailed, NodesLaunchRequested, Pending, Placed, ScheduleRequest, VirtualCluster
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -15,10 +15,10 @@ import pytest
 
 from schemas import NodeLaunchFailed, ScheduleRequest
 from services.autoscaler.output import KEPT_BYTES
-from services.cli.mesh import Mesh
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import corral, holds_within, log_of
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

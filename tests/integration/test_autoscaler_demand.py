@@ -17,9 +17,9 @@ from schemas import (
     ScheduleRequest,
     VirtualCluster,
 )
-from services.testing.servers import ServerPath
 from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
 from tests.integration.conftest import holds_within
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from schemas import LaunchesNominated, NodesLaunchRequested, ScheduleRequest
-from services.cli.mesh import SERVICES
 from services.client import Client
 from services.core.labels import LAUNCH_ID
+from services.local.mesh import SERVICES
 from services.runtime.bus import Bus
 from services.runtime.codec import encode
 from services.runtime.settings import Settings
-from services.testing.servers import ServerPath
 from tests.integration.autoscaling import FAST_AUTOSCALER, events_of, write_config
 from tests.integration.conftest import start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

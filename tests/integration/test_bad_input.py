@@ -7,8 +7,8 @@ import pytest
 from schemas import Placed, PlacementGroupRequest, ScheduleRequest
 from schemas import subjects as s
 from schemas.replies import Rejected
-from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError
+from services.local.mesh import Mesh
 from services.runtime.codec import decode
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from loadtest.chaos import main
-from loadtest.chaos_monkey import VICTIMS
+from loadtest.chaos.cli import main
+from loadtest.chaos.monkey import VICTIMS
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from schemas import ScheduleRequest
-from services.cli.servers import free_port
 from services.client import SyncClient
+from services.local.servers import free_port
 from tests.integration.autoscaling import write_config
 from tests.test_autoscaler_start import alias_bomb
 from tests.test_cli_commands import Lines, corral, stop

@@ -14,8 +14,8 @@ import yaml
 
 from schemas import ScheduleRequest, Taint
 from services.cli.__main__ import main
-from services.cli.mesh import Mesh
 from services.client import SyncClient
+from services.local.mesh import Mesh
 from tests.test_cli_commands import Lines, corral, run, stop
 
 GIB = 2**30

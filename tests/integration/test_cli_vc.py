@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.mesh import Mesh
 from services.client import SyncClient
+from services.local.mesh import Mesh
 from tests.test_cli_commands import run
 
 TWO_STRICT = (

@@ -19,8 +19,8 @@ import pytest
 from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
 from services.cli.__main__ import main
-from services.cli.servers import free_port
 from services.client import CorralError, SyncClient
+from services.local.servers import free_port
 from services.runtime.runner import EXIT_LOG_REPLACED
 from tests.test_cli_commands import Lines, corral, stop
 

@@ -22,20 +22,20 @@ from schemas import subjects as s
 from schemas.commands import RemoveActor, SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdicts
 from schemas.replies import Rejected
-from services.cli.mesh import Mesh
 from services.client import Client, ConflictError, RejectedError
 from services.core.errors import NotFoundError, UnavailableError
 from services.core.state import replay
+from services.local.mesh import Mesh
 from services.runtime import refusals
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
-from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
 from tests.integration.log import read_events
 from tests.integration.probe import differs_from_replay
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from schemas import PlacementGroupRequest, ScheduleRequest
-from services.cli.mesh import Mesh
-from services.cli.servers import free_port
 from services.client import Client, ConflictError, SyncClient, UnavailableError
+from services.local.mesh import Mesh
+from services.local.servers import free_port
 from tests.integration.conftest import corral
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,8 @@ import pytest
 
 from schemas import ActorPlaced, ActorSubmitted, NodeDied, Placed, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
-from services.cli.mesh import Mesh
 from services.client import Client
+from services.local.mesh import Mesh
 from services.runtime.runner import EXIT_LEASE_LOST
 from tests.integration.conftest import FAST, holds_within, log_of, wait_ready
 from tests.integration.log import read_events
@@ -25,7 +25,7 @@ FORGERIES = (
     b'{"type":"SchedulerElected","epoch":999999999}',
     b'{"type":"SchedulerElected","epoch":999999999,"instance":"scheduler","event_id":"scheduler-elected-999999999"}',
 )
-"""The election from the issue, and one naming the live leader (whose instance name is `scheduler`)."""
+"""A forged election naming no instance, and one naming the live leader (whose instance name is `scheduler`)."""
 
 
 def kill_nats(mesh: Mesh) -> None:

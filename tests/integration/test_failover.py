@@ -16,10 +16,10 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas import subjects as s
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.errors import UnavailableError
 from services.core.state import replay
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST

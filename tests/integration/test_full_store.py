@@ -20,9 +20,9 @@ import pytest
 from nats.js import api
 
 from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, Placed, ScheduleRequest
-from services.cli.mesh import SERVICES, Mesh, start_mesh
-from services.cli.servers import LocalServer, free_port, nats_server, redis_server
 from services.client import Client, StorageFullError
+from services.local.mesh import SERVICES, Mesh, start_mesh
+from services.local.servers import LocalServer, free_port, nats_server, redis_server
 from tests.integration.conftest import FAST, corral, holds_within, log_of, wait_ready
 from tests.integration.gateway import AUTH, TOKEN, http_base
 from tests.integration.gateway import wait_ready as gateway_ready

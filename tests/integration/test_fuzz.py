@@ -25,16 +25,16 @@ from hypothesis import given
 
 from loadtest.digests import check_digests, live_digest
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS
-from services.testing.servers import ServerPath
 from tests.integration.autoscaling import AUTOSCALER_INTERVAL, write_config
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.payloads import Payload, Target, sends
 from tests.integration.probe import does_not_place, on_one_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

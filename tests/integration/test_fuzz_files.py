@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 
 from schemas import ScheduleRequest, VirtualCluster
 from services.cli.__main__ import main
-from services.cli.mesh import Mesh
 from services.client import SyncClient
 from services.core.documents import MAX_NESTING
+from services.local.mesh import Mesh
 from services.runtime.codec import MAX_BYTES, MAX_DEPTH
-from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

@@ -23,21 +23,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
-from loadtest.chaos_figures import fold_log
+from loadtest.chaos.figures import fold_log
 from loadtest.digests import MESH_SERVICES, check_digests
 from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
 from schemas.proposals import Proposals
 from schemas.vclusters import VirtualCluster
-from services.cli.mesh import Mesh
 from services.client import Client, CorralError, RejectedError
 from services.core.errors import CodecError
 from services.core.state import replay
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.codec import MAX_DEPTH, decode, encode
 from services.runtime.settings import Settings
 from services.scheduler.applier import NESTING
-from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.forgeries import (
     CLUSTER,
@@ -55,6 +54,7 @@ from tests.integration.forgeries import (
 )
 from tests.integration.payloads import Payload
 from tests.integration.probe import differs_from_replay, does_not_place, on_one_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from schemas import Placed, ScheduleRequest
 from schemas.commands import RemoveActor, SubmitActor
 from schemas.replies import Rejected, RequestReply
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.client.errors import RAISED
 from services.core.errors import ConflictError, CorralError, UnavailableError
+from services.local.mesh import Mesh
 from services.runtime import refusals
 from services.runtime.codec import decode, encode
 from tests.integration.conftest import wait_ready

@@ -23,16 +23,16 @@ from hypothesis import example, given
 from loadtest.digests import check_digest, live_digest
 from schemas import ScheduleRequest
 from schemas.vclusters import VirtualCluster
-from services.cli.mesh import AUTOSCALER, Mesh
-from services.cli.mesh import SERVICES as MESH_SERVICES
 from services.client import Client
+from services.local.mesh import AUTOSCALER, Mesh
+from services.local.mesh import SERVICES as MESH_SERVICES
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from services.runtime.snapshots import SnapshotStore
-from services.testing.servers import ServerPath
 from tests.integration.conftest import log_of, start_test_mesh
 from tests.integration.probe import does_not_place, on_one_mesh
 from tests.integration.records import SERVICES, Recipe, Record, recipes
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

@@ -11,10 +11,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import Taint
-from services.cli.mesh import Mesh
 from services.client import SyncClient
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.gateway import AUTH, JSON, cluster_state, gateway_mesh, http_base
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration]
 

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from services.cli.mesh import Mesh
-from services.cli.servers import free_port
 from services.client import SyncClient
 from services.gateway.ui import STATIC
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
+from services.local.servers import free_port
 from tests.integration.conftest import log_of
 from tests.integration.gateway import gateway_mesh, http_base, wait_ready
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration]
 

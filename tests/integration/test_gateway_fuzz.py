@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.cli.mesh import Mesh
 from services.client import SyncClient
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.gateway import AUTH, JSON, TOKEN, cluster_state, gateway_mesh, http_base
 from tests.integration.watchers import last_sequence
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

@@ -20,15 +20,15 @@ import pytest
 from nats.js import JetStreamContext, api
 
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
 from services.client import Client
-from services.runtime.bus import CONSUMER_LIMIT as CONSUMER_LIMIT_CODE
-from services.runtime.bus import STREAMS
-from services.testing.servers import ServerPath
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import free_port
+from services.runtime.connection import CONSUMER_LIMIT as CONSUMER_LIMIT_CODE
+from services.runtime.connection import STREAMS
 from tests.integration.conftest import holds_within, log_of, start_test_mesh
 from tests.integration.gateway import TOKEN, http_base, wait_ready
 from tests.integration.watchers import Watcher, open_watcher, registered, relabels, write_events
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from schemas import ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client
+from services.local.mesh import Mesh
 from tests.integration.conftest import FAST, corral, log_of
 
 pytestmark = pytest.mark.anyio

@@ -21,13 +21,13 @@ import pytest
 from schemas import Pending, Placed, ScheduleRequest, Taint, VirtualCluster
 from services.cli.commands.status import render_why
 from services.cli.history import history_lines
-from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
 from services.client.history import LoggedEvent
+from services.local.mesh import Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
-from services.testing.servers import ServerPath
 from tests.integration.conftest import holds_within, start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 from tests.test_cli_commands import run
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

@@ -11,9 +11,9 @@ import pytest
 from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, Placed, ScheduleRequest
 from schemas import subjects as s
 from schemas.subjects import subject_of
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.errors import ConflictError, NotFoundError, UnavailableError
+from services.local.mesh import Mesh
 from services.runtime.codec import encode
 from tests.integration.conftest import holds_within
 from tests.integration.log import read_events

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from services.cli.__main__ import main
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.errors import RejectedError
+from services.local.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

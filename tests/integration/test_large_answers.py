@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from schemas import ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client, RejectedError, TooLargeError
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.conftest import corral, log_of, start_test_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = pytest.mark.anyio
 

@@ -18,15 +18,15 @@ import anyio
 import nats
 import pytest
 
-from loadtest.replay_figures import ReplayConfig
-from loadtest.replay_log import write_log
+from loadtest.replay.figures import ReplayConfig
+from loadtest.replay.log import write_log
 from schemas import ActorPlaced, AnyEvent, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
 from schemas.commands import Heartbeat
 from schemas.queries import StatusQuery, StatusReply
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.core import Cluster
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings

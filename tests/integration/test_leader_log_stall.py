@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from schemas import Decision, NodeRegistered, ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client
-from services.runtime.bus import LogEntry
+from services.local.mesh import Mesh
 from services.runtime.follower import PATIENCE_SECONDS, LogFollower
+from services.runtime.log_reader import LogEntry
 from services.scheduler.app import main as scheduler_main
 from tests.integration.conftest import bus_of, cancelled, holds_within, scheduler_answers, settings_of
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from services.cli.mesh import Mesh
+from services.local.mesh import Mesh
 from services.runtime.lease import Lease, LeaseLost
 from tests.integration.conftest import FAST, bus_of
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.mesh import Mesh
 from services.client import Client
+from services.local.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import pytest
 
 from schemas import NodeRegistered
-from services.cli.mesh import Mesh
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.follower import LogFollower
 from services.runtime.snapshots import SnapshotStore

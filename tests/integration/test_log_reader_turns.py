@@ -10,8 +10,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import pytest
 
 from schemas import NodeRegistered
-from services.cli.mesh import Mesh
-from services.runtime.bus import ENTRIES_PER_TURN, Bus
+from services.local.mesh import Mesh
+from services.runtime.bus import Bus
+from services.runtime.log_reader import ENTRIES_PER_TURN
 from tests.integration.conftest import bus_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

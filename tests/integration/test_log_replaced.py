@@ -16,12 +16,12 @@ import pytest
 
 from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client, CorralError
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.runner import EXIT_LOG_REPLACED
-from services.testing.servers import ContainerServer
 from tests.integration.conftest import log_of
 from tests.integration.test_restart_and_snapshots import full_replay_digest, service_digest
+from tests.support.servers import ContainerServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

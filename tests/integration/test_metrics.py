@@ -25,13 +25,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import FixedSizeNode, FixedSizeNodes, Queued, ScheduleRequest, VirtualCluster
 from services.cli.commands.up import port_in_use
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import LOWEST_PORT, ephemeral_ports, free_port
 from services.cli.supervisor import last_line
 from services.client import Client
-from services.testing.servers import ServerPath
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import LOWEST_PORT, ephemeral_ports, free_port
 from tests.integration.autoscaling import autoscaled_mesh, write_config
 from tests.integration.conftest import start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 from tests.test_cli_commands import Lines, stop
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

@@ -28,10 +28,11 @@ from schemas import (
     ScheduleRequest,
 )
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import redis_server
 from services.client import Client, UnavailableError
-from services.runtime.bus import STREAMS, Bus
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import redis_server
+from services.runtime.bus import Bus
+from services.runtime.connection import STREAMS
 from services.runtime.settings import Settings
 from tests.integration.cluster import NatsCluster, start_cluster, wait_for_jetstream
 from tests.integration.conftest import FAST, log_of

@@ -12,7 +12,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from services.cli.mesh import Mesh
+from services.local.mesh import Mesh
 from services.runtime.nats_private import PendingQueue, drop_unwritten, pending_queue
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

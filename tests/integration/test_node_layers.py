@@ -9,9 +9,9 @@ import redis.asyncio as redis
 
 from schemas import Taint
 from schemas.queries import NodeInfo
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
 from services.core.labels import SCALE_DOWN_TAINT, user_labels
+from services.local.mesh import SERVICES, Mesh
 from tests.integration.conftest import corral, holds_within, log_of, wait_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

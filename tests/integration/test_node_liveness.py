@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from schemas import NodeDeclaredDead, NodeDied, NodeUnreachable, Pending, Placed, ScheduleRequest
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.labels import UNREACHABLE_TAINT
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.conftest import corral, holds_within, start_test_mesh, wait_ready
 from tests.integration.log import read_events
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

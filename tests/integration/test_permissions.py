@@ -17,10 +17,10 @@ import pytest
 
 from schemas import Exists, FixedSizeNode, FixedSizeNodes, Pending, Placed, ScheduleRequest, Taint, VirtualCluster
 from schemas import subjects as s
-from services.cli.mesh import SERVICES, Mesh, start_mesh
-from services.cli.servers import LocalServer, find_binary, free_port, redis_server
 from services.client import Client
 from services.core.errors import ConflictError, NotFoundError
+from services.local.mesh import SERVICES, Mesh, start_mesh
+from services.local.servers import LocalServer, find_binary, free_port, redis_server
 from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
 from tests.integration.conftest import FAST, holds_within, log_of
 

@@ -17,8 +17,8 @@ from schemas import Placed, ScheduleRequest
 from schemas import subjects as s
 from schemas.queries import DigestQuery, DigestReply
 from schemas.replies import Rejected
-from services.cli.mesh import AUTOSCALER, SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import AUTOSCALER, SERVICES, Mesh
 from services.runtime.codec import decode, encode
 from tests.integration.autoscaling import write_config
 from tests.integration.conftest import wait_ready

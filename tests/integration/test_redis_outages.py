@@ -17,20 +17,20 @@ import pytest
 import redis.asyncio as redis
 
 from schemas import ScheduleRequest
-from services.cli.mesh import SERVICES, Mesh
-from services.cli.servers import free_port
 from services.client import Client
-from services.testing.servers import ServerPath
+from services.local.mesh import SERVICES, Mesh
+from services.local.servers import free_port
 from tests.integration.conftest import holds_within, log_of, start_test_mesh
 from tests.integration.gateway import http_base
 from tests.integration.test_metrics import scrape, value
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 SUBMITS, RATE = 500, 100.0
 """The load during an outage: 5 s of submits at 100 per second."""
 P99_BOUND_S = 0.050
-"""The issue's bound on a submit's p99 with Redis away (it was 650 ms with Redis down, 2 to 4 s with it stopped)."""
+"""The bound on a submit's p99 with Redis away (it was 650 ms with Redis down, 2 to 4 s with it stopped)."""
 COMMAND_BOUND_S = 2.0
 """A command or query answers within this while Redis is away (they failed after 10 s: the view fell behind)."""
 FOLDING = ("labels", "vclusters", "scheduler")

@@ -9,10 +9,10 @@ import pytest
 
 from schemas import Pending, Placed, ScheduleRequest
 from schemas import subjects as s
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.errors import UnavailableError
 from services.core.state import replay
+from services.local.mesh import Mesh
 from tests.integration.conftest import wait_ready
 from tests.integration.log import read_events
 from tests.integration.test_restart_and_snapshots import digest_of_a_replay_at

@@ -11,10 +11,10 @@ from schemas import PlacementGroupRequest, ScheduleRequest
 from schemas import subjects as s
 from schemas.queries import DigestQuery, DigestReply
 from schemas.snapshots import SNAPSHOT_VERSION
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.core.state import replay
 from services.core.state.snapshot import digest
+from services.local.mesh import Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
 from services.taints.view import NODE_EVENTS

@@ -16,13 +16,13 @@ import pytest
 
 from schemas import subjects as s
 from schemas.commands import RemoveNode, SetLabels
-from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, ServiceFailedError
+from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.commands import CommandDesk, Outcome
 from services.runtime.settings import Settings
-from services.testing.servers import ServerPath
 from tests.integration.conftest import start_test_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -19,11 +19,10 @@ from schemas import subjects as s
 from schemas.decisions import Placed
 from schemas.queries import DigestQuery, DigestReply
 from schemas.snapshots import SNAPSHOT_VERSION
-from services.cli.mesh import SERVICES, Mesh
 from services.client import Client
+from services.local.mesh import SERVICES, Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore, seal
-from services.testing.servers import ContainerServer
 from tests.core.builders import affinity
 from tests.integration.conftest import log_of, wait_ready
 from tests.integration.test_restart_and_snapshots import (
@@ -32,6 +31,7 @@ from tests.integration.test_restart_and_snapshots import (
     service_digest,
     workload,
 )
+from tests.support.servers import ContainerServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -23,13 +23,14 @@ from nats.js import api
 from schemas import Pending, ScheduleRequest
 from schemas import subjects as s
 from services.autoscaler.app import main as autoscaler_main
-from services.cli.mesh import Mesh
 from services.client import Client
 from services.client.base import Connection
 from services.decider.app import main as decider_main
+from services.local.mesh import Mesh
 from services.runtime import replicas
 from services.runtime.bus import Bus
 from services.runtime.lease import Lease
+from services.runtime.work_queue import pull
 from services.scheduler.app import main as scheduler_main
 from tests.integration.autoscaling import write_config
 from tests.integration.conftest import (
@@ -93,7 +94,7 @@ async def test_a_lease_bucket_and_a_request_consumer_asked_for_while_jetstream_d
 ) -> None:
     async with bus_of(servers, "scheduler") as bus:
         config = api.ConsumerConfig(durable_name=s.REQUESTS_CONSUMER, ack_policy=api.AckPolicy.EXPLICIT)
-        asked = asyncio.gather(bus.lease_bucket(), bus.pull(s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, config))
+        asked = asyncio.gather(bus.lease_bucket(), pull(bus, s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, config))
         await paused(servers, OUTAGE_S)
         bucket, requests = await asyncio.wait_for(asked, timeout=3 * JETSTREAM_TIMEOUT_S)
         assert await bucket.create("holder", b"me") >= 1

@@ -8,8 +8,8 @@ import pytest
 
 from schemas import ActorPlaced, Placed, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
-from services.cli.mesh import Mesh
 from services.client import Client
+from services.local.mesh import Mesh
 from services.runtime.codec import encode
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

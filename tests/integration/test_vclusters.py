@@ -19,8 +19,8 @@ from schemas import (
     VirtualCluster,
     VirtualClusterRequested,
 )
-from services.cli.mesh import Mesh
 from services.client import Client, NotFoundError, RejectedError, SyncClient
+from services.local.mesh import Mesh
 from tests.integration.conftest import holds_within, log_of, wait_ready
 from tests.integration.log import read_events
 from tests.integration.test_restart_and_snapshots import full_replay_digest, service_digest

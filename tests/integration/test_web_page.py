@@ -20,10 +20,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from services.cli.mesh import Mesh
 from services.client import SyncClient
-from services.testing.servers import ServerPath
+from services.local.mesh import Mesh
 from tests.integration.gateway import AUTH, TOKEN, gateway_mesh, http_base
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration]
 

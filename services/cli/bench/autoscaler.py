@@ -35,7 +35,7 @@ from services.core.labels import NODE_ID, NODE_TYPE
 from services.core.state import ClusterView, replay
 
 TARGET_MS = 200.0
-"""The issue's target per round, on the 2-core development machine."""
+"""The target per round, on the 2-core development machine."""
 RARE = ("GPU",)
 ZONES = 5
 POOLS = 4

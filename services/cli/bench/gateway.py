@@ -26,11 +26,11 @@ import msgspec
 from schemas import ScheduleRequest
 from services.cli.args import positive_int
 from services.cli.common import CliError
-from services.cli.mesh import GATEWAY, SERVICES, Mesh, start_mesh
 from services.cli.output import add_output_argument
 from services.cli.registry import Subcommands
-from services.cli.servers import free_port
 from services.client import Client
+from services.local.mesh import GATEWAY, SERVICES, Mesh, start_mesh
+from services.local.servers import free_port
 
 ACTOR = {"CPU": 0.01}
 """What each submitted actor asks for: small enough that every one of a run keeps fitting."""

@@ -29,8 +29,8 @@ from services.cli.bench.burst import (
     waiting_request,
 )
 from services.cli.common import CliError
-from services.cli.mesh import start_mesh
 from services.client import Client
+from services.local.mesh import start_mesh
 
 READY_TIMEOUT = 60.0
 IN_FLIGHT = 200

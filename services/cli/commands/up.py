@@ -14,18 +14,7 @@ from services.cli import args as types
 from services.cli.common import CliError, ConfigFileError, progress, read_input, say, stop_signals
 from services.cli.datadir import data_dir_lock
 from services.cli.endpoints import Endpoints, remove_endpoints, write_endpoints
-from services.cli.mesh import (
-    AUTOSCALER,
-    FIRST_BACK_OFF_S,
-    GATEWAY,
-    LONGEST_BACK_OFF_S,
-    SERVICES,
-    STABLE_S,
-    Mesh,
-    start_mesh,
-)
 from services.cli.registry import Subcommands
-from services.cli.servers import ServerError
 from services.cli.sources import DATA_DIR_ENV, DEFAULT_DATA_DIR, NATS_URL_ENV
 from services.cli.supervisor import (
     RESTART_WINDOW_S,
@@ -38,6 +27,17 @@ from services.cli.supervisor import (
 from services.client import Client, CorralError
 from services.core.autoscale import parse_config
 from services.core.errors import RejectedError
+from services.local.mesh import (
+    AUTOSCALER,
+    FIRST_BACK_OFF_S,
+    GATEWAY,
+    LONGEST_BACK_OFF_S,
+    SERVICES,
+    STABLE_S,
+    Mesh,
+    start_mesh,
+)
+from services.local.servers import ServerError
 from services.runtime.settings import Settings, SettingsError
 
 DEFAULT_NATS_PORT = 4222

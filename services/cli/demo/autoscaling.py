@@ -12,8 +12,8 @@ from pathlib import Path
 
 from schemas import Exists, ScheduleRequest
 from services.cli.commands.autoscaler import render
-from services.cli.mesh import AUTOSCALER, SERVICES, start_mesh
 from services.client import SyncClient
+from services.local.mesh import AUTOSCALER, SERVICES, start_mesh
 
 NODE_TYPES = """
 provider: {type: local}

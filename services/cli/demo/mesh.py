@@ -14,9 +14,9 @@ from services.cli.commands.history import render_trace
 from services.cli.demo import autoscaling, inprocess
 from services.cli.demo.workload import RARE_RESOURCES, SEED, add_nodes
 from services.cli.history import history_lines
-from services.cli.mesh import start_mesh
 from services.client import SyncClient
 from services.core import Cluster
+from services.local.mesh import start_mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 

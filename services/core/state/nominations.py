@@ -99,7 +99,7 @@ def _holdings(launch: Launch) -> list[tuple[str, Mapping[str, Resources]]]:
     return own + sorted(launch.existing.items())
 
 
-def settle(root: ClusterView, work_id: str) -> None:
+def end_if_placed_or_gone(root: ClusterView, work_id: str) -> None:
     """After an event about `work_id`: its nomination ends once it is no longer pending (placed, or gone)."""
     if work_id in root.nominations and work_id not in root.scope_of(work_id).pending:
         end_work(root, work_id)

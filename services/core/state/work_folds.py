@@ -23,7 +23,7 @@ from schemas import (
 from services.core.state.folds import FOLDS, fold_of
 from services.core.state.launch_folds import note_work
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
-from services.core.state.nominations import settle
+from services.core.state.nominations import end_if_placed_or_gone
 from services.core.state.view import ClusterView
 
 
@@ -89,7 +89,7 @@ def on_actor_placed(root: ClusterView, event: ActorPlaced) -> None:
     view.footprints[event.actor_id] = footprint_of(actor.request, node)
     view.ended.pop(event.actor_id, None)
     view.pending.pop(event.actor_id, None)
-    settle(root, event.actor_id)
+    end_if_placed_or_gone(root, event.actor_id)
 
 
 @fold_of(ActorPending)
@@ -114,7 +114,7 @@ def on_actor_failed(root: ClusterView, event: ActorFailed) -> None:
         del view.actors[event.actor_id]
         _ended(view, event.actor_id)
     _forget_if_gone(root, view, event.actor_id)
-    settle(root, event.actor_id)
+    end_if_placed_or_gone(root, event.actor_id)
 
 
 @fold_of(ActorRemoved)
@@ -124,7 +124,7 @@ def on_actor_removed(root: ClusterView, event: ActorRemoved) -> None:
     release_actor(view, event.actor_id)
     del view.actors[event.actor_id]
     view.pending.pop(event.actor_id, None)
-    settle(root, event.actor_id)
+    end_if_placed_or_gone(root, event.actor_id)
     _ended(view, event.actor_id)
     _forget_if_gone(root, view, event.actor_id)
     if event.resized:
@@ -205,7 +205,7 @@ def on_group_placed(root: ClusterView, event: PlacementGroupPlaced) -> None:
             group.bundle_nodes[index] = node_id
     group.status, group.explanation = "placed", None
     view.pending.pop(event.pg_id, None)
-    settle(root, event.pg_id)
+    end_if_placed_or_gone(root, event.pg_id)
 
 
 @fold_of(PlacementGroupPending)
@@ -236,7 +236,7 @@ def on_group_removed(root: ClusterView, event: PlacementGroupRemoved) -> None:
     for index in range(len(group.bundles)):
         release_bundle(view, group, index)
     view.pending.pop(event.pg_id, None)
-    settle(root, event.pg_id)
+    end_if_placed_or_gone(root, event.pg_id)
     _forget_if_gone(root, view, event.pg_id)
 
 

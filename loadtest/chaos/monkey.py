@@ -10,8 +10,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from services.cli.mesh import DECIDER, SERVICES, Mesh
-from services.cli.servers import LocalServer
+from services.local.mesh import DECIDER, SERVICES, Mesh
+from services.local.servers import LocalServer
 
 STANDBY = "scheduler-2"
 """The key of the standby scheduler the chaos mesh runs beside the first."""

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.chaos_figures import Request, fold_log, in_log, longest_gap, lost
-from loadtest.chaos_load import Load
-from loadtest.chaos_monkey import STANDBY, VICTIMS, Monkey
+from loadtest.chaos.figures import Request, fold_log, in_log, longest_gap, lost
+from loadtest.chaos.load import Load
+from loadtest.chaos.monkey import STANDBY, VICTIMS, Monkey
 from loadtest.digests import check_digests
 from services.cli.args import duration, non_negative_int, positive_int
-from services.cli.mesh import Mesh, start_mesh
 from services.client import Client
+from services.local.mesh import Mesh, start_mesh
 from services.runtime.settings import Settings
 
 MESH_SETTINGS = {"CORRAL_REQUEST_ACK_WAIT": "3", "CORRAL_LOG_LEVEL": "INFO"}

@@ -5,7 +5,7 @@ declare the streams, load the snapshot from Redis, replay the log's tail through
 `SchedulerView`, against a nats-server and a redis-server started in a temporary folder. Figures are printed,
 never judged by the exit status.
 
-The log is made by the scheduling core itself (`loadtest.replay_log` says how) and cut at exactly `--events`
+The log is made by the scheduling core itself (`loadtest.replay.log` says how) and cut at exactly `--events`
 events; the stream holds nothing else, so event k has sequence k.
 
 Phases: generate, append (pipelined, as `Bus.append` does), a cold start on an empty Redis (full replay), the
@@ -14,8 +14,8 @@ log read without folding (the bus floor of a replay), decode and fold without I/
 when a `DigestQuery` sent over NATS from another connection is answered; its digest must equal the fold's, and a
 start whose view differs, or that logged errors (an event it could not apply), meets no requirement.
 
-The pieces: `replay_log` (generation), `replay_starts` and `replay_measure` (measurement), `replay_verdict`
-(the requirements), `replay_report` (the text), this module (the command line).
+The pieces: `log` (generation), `starts` and `measure` (measurement), `verdict`
+(the requirements), `report` (the text), this module (the command line).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest.replay_figures import ReplayConfig
-from loadtest.replay_measure import run
-from loadtest.replay_report import format_report
+from loadtest.replay.figures import ReplayConfig
+from loadtest.replay.measure import run
+from loadtest.replay.report import format_report
 from services.cli.args import non_negative_int, positive_int
 
 

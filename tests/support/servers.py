@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from services.cli.servers import LocalServer, ServerError, free_port
+from services.local.servers import LocalServer, ServerError, free_port
 
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer

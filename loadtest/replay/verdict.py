@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.replay_figures import Goal, ReplayReport, Start
+from loadtest.replay.figures import Goal, ReplayReport, Start
 
 REPLAY_TARGET = 50_000.0
 """Events folded per second on start-up that the requirement asks for."""

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.cli.servers import LocalServer, free_port, nats_server, redis_server
+from services.local.servers import LocalServer, free_port, nats_server, redis_server
 from services.runtime.settings import Settings
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler")

@@ -15,7 +15,7 @@ import anyio
 import nats.errors
 import redis.asyncio as redis
 
-from loadtest.replay_figures import ReadOnly, ReplayConfig, Start, rate_of, say
+from loadtest.replay.figures import ReadOnly, ReplayConfig, Start, rate_of, say
 from schemas.queries import DigestQuery, DigestReply
 from schemas.subjects import digest_subject
 from services.runtime.bus import Bus

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from loadtest.replay_figures import Rate, ReplayConfig, rate_of, say
+from loadtest.replay.figures import Rate, ReplayConfig, rate_of, say
 from schemas import AnyEvent, SchedulerElected, ScheduleRequest, SelectorValue
 from services.core import Cluster
 from services.runtime.bus import Bus

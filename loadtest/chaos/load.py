@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from loadtest.chaos_figures import Kind, Request
+from loadtest.chaos.figures import Kind, Request
 from loadtest.nodes import NodeShape, node_shapes, register_node
 from loadtest.workloads import Mix, Ticket
 from schemas import ScheduleRequest, Taint, VirtualCluster

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import anyio
 
-from loadtest.replay_figures import ReplayConfig, ReplayReport, SnapshotFigures, rate_of, say
-from loadtest.replay_log import generate, write_log
-from loadtest.replay_starts import SERVICE, cold_start, read_only
-from loadtest.replay_verdict import targets
+from loadtest.replay.figures import ReplayConfig, ReplayReport, SnapshotFigures, rate_of, say
+from loadtest.replay.log import generate, write_log
+from loadtest.replay.starts import SERVICE, cold_start, read_only
+from loadtest.replay.verdict import targets
 from schemas import AnyEvent
-from services.cli.servers import LocalServer, nats_server, redis_server
+from services.local.servers import LocalServer, nats_server, redis_server
 from services.runtime import collector
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.replay_figures import ReplayReport, Start
+from loadtest.replay.figures import ReplayReport, Start
 
 
 def _verdict(met: bool) -> str:

@@ -24,9 +24,11 @@ from nats.js import api
 from schemas import Placed
 from schemas import subjects as s
 from schemas.replies import Accepted
-from services.runtime.bus import STREAMS, Bus
+from services.runtime.bus import Bus
 from services.runtime.codec import encode
+from services.runtime.connection import STREAMS
 from services.runtime.settings import Settings
+from services.runtime.work_queue import pull
 
 REQUESTS_STREAM = "LOADTEST_FLOOR"
 REQUESTS_SUBJECTS = "loadtest.req.>"
@@ -95,13 +97,13 @@ class NoOpDecider:
         config = api.ConsumerConfig(
             durable_name=CONSUMER, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=10.0, max_ack_pending=-1
         )
-        pull = await self.bus.pull(REQUESTS_SUBJECTS, REQUESTS_STREAM, config)  # the scheduler's own fetch
+        consumer = await pull(self.bus, REQUESTS_SUBJECTS, REQUESTS_STREAM, config)  # the scheduler's own fetch
         self.began = time.perf_counter()
         self.ready.set()
         try:
             while not stop.is_set():
                 try:
-                    batch = await pull.fetch(self.batch, timeout=0.5)
+                    batch = await consumer.fetch(self.batch, timeout=0.5)
                 except TimeoutError:
                     continue
                 fetched = time.perf_counter()
@@ -123,7 +125,7 @@ class NoOpDecider:
                 self.busy += time.perf_counter() - fetched
         finally:
             with contextlib.suppress(nats.errors.Error):
-                await pull.unsubscribe()
+                await consumer.unsubscribe()
 
     def figures(self) -> DeciderFigures:
         """Batches, requests, the mean batch and the time spent per batch."""

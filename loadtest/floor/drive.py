@@ -1,6 +1,6 @@
 """The bus floor driven from several processes, so that it measures the bus and not one Python process.
 
-Each generator process (`python -m loadtest.floor_drive`) runs its share of the users against the floor's streams
+Each generator process (`python -m loadtest.floor.drive`) runs its share of the users against the floor's streams
 from a wall-clock moment the parent chose, so every process measures the same window, then prints its recorder as
 one JSON line; the parent merges them into one recorder, as if one process had sent everything.
 """
@@ -67,7 +67,7 @@ def merged(dumps: Sequence[dict[str, Any]], seconds: float) -> tuple[Recorder, O
 async def spawn(nats_url: str, drive: Drive, start_at: float, timeout: float, connections: int) -> Any:
     """Start one generator process (its stdout piped)."""
     return await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "loadtest.floor_drive", "--nats-url", nats_url, "--drive"),
+        *(sys.executable, "-m", "loadtest.floor.drive", "--nats-url", nats_url, "--drive"),
         *(json.dumps(dataclasses.asdict(drive)), "--start-at", repr(start_at)),
         *("--timeout", repr(timeout), "--connections", str(connections)),
         stdout=asyncio.subprocess.PIPE,
@@ -106,8 +106,8 @@ async def generate(nats_url: str, drive: Drive, start_at: float, timeout: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """One generator: `python -m loadtest.floor_drive --nats-url URL --drive JSON --start-at EPOCH`."""
-    parser = argparse.ArgumentParser(prog="python -m loadtest.floor_drive", description=__doc__)
+    """One generator: `python -m loadtest.floor.drive --nats-url URL --drive JSON --start-at EPOCH`."""
+    parser = argparse.ArgumentParser(prog="python -m loadtest.floor.drive", description=__doc__)
     parser.add_argument("--nats-url", required=True)
     parser.add_argument("--drive", required=True, help="the Drive of this process, as JSON")
     parser.add_argument("--start-at", type=float, required=True, help="when to start (seconds since the epoch)")

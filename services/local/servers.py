@@ -1,7 +1,7 @@
 """Start the servers Corral needs on free ports of this machine: nats-server (JetStream) and redis-server.
 
 The embedded mesh (`corral up`, `make run`, the load tests) runs these local binaries; the tests may run the same
-servers in containers instead (`services.testing`).
+servers in containers instead (`tests.support`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,316 @@
+"""The bus's appends: events published in order with their ids, pipelined, their acks awaited at once, retried until
+the stream confirms them, each stored once; a lack of room told to whoever waits; dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+from schemas import AnyEvent
+from schemas import subjects as s
+from schemas.subjects import subject_of
+from services.runtime import telemetry
+from services.runtime.codec import encode
+from services.runtime.connection import DUPLICATE_WINDOW, BusConnection
+from services.runtime.room import no_room
+from services.runtime.settings import Settings
+
+log = logging.getLogger("corral.bus")
+
+NO_RESPONDERS = "503"
+"""The status of a publish no stream answered (JetStream not ready, for one): retried like a timeout."""
+
+
+class _PubAck(msgspec.Struct):
+    """The stream's answer to a publish: where it stored the message, or why not."""
+
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    error: dict[str, Any] | None = None
+
+
+_PUB_ACK = msgspec.json.Decoder(_PubAck)
+
+
+class AcksLost(nats.errors.Error):
+    """The connection was lost and made again while an append waited for its acks: some may never come."""
+
+
+APPEND_ACK_SECONDS = 3.0
+"""How long an append waits for its acks before publishing again (the stream's leader may have died with them)."""
+
+_RETRIED = (
+    AcksLost,
+    TimeoutError,
+    nats.errors.TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+"""Append failures after which the same batch is published again (the ids make a repeat a no-op); so is a refusal
+for lack of room (`room.no_room`), whatever its status code."""
+
+
+class _Batch:
+    """One append waiting for its acks."""
+
+    __slots__ = ("done", "left", "replies", "sequences")
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+        self.sequences = [0] * size
+        self.replies: list[str] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+class Appends(BusConnection):
+    """The bus's appends (and dead letters): what `Bus.append` publishes and how it waits for the acks."""
+
+    def __init__(self, nc: NatsClient, settings: Settings) -> None:
+        super().__init__(nc, settings)
+        self._acks_inbox = ""
+        self._acks_sent = 0
+        self._acks_waiting: dict[str, tuple[_Batch, int]] = {}
+        self._acked = 0
+        """The newest sequence of the last ack of a batch: whatever this bus publishes from now on is stored after it
+        (kept once per batch, so the hot path stays as it was)."""
+        self.duplicate_window = DUPLICATE_WINDOW
+        """The event stream's duplicate window that `append` counts on (a test that shortens the stream's sets it)."""
+        self.no_room = ""
+        """The server's words while JetStream refuses this bus's appends for lack of room ("" otherwise)."""
+        self._room_refused = asyncio.Event()
+        self._unconfirmed_since = 0.0
+        self._unconfirmed_reason = ""
+        """Why appends are not confirmed now ("" while they are): logged when it changes, not at every retry."""
+
+    async def append(self, events: Sequence[AnyEvent], expected_last: dict[str, int] | None = None) -> list[int]:
+        """Append events in order (each with `Nats-Msg-Id` = its event id); returns their stream sequences.
+
+        Publishing is pipelined; a failed batch is retried (see `_append_again`), so the log stores each event once.
+        `expected_last` maps a subject to the sequence its last event must have (optimistic concurrency).
+        """
+        expected, after, published_at = expected_last or {}, self._acked, asyncio.get_running_loop().time()
+        try:
+            sequences = await self._append_once(events, expected)
+        except (*_RETRIED, nats.js.errors.APIError) as error:
+            if self.nc.is_closed or not _retried(error):
+                raise
+            self._not_confirmed(events, error)
+        else:
+            if self._unconfirmed_reason:
+                self._confirmed()
+            return sequences
+        sequences = await self._append_again(events, expected, after, published_at)
+        self._confirmed()
+        return sequences
+
+    async def done_or_full(self, appending: asyncio.Future[Any]) -> str:
+        """Wait until `appending` (a task making this bus's appends) is done, or JetStream refuses them for lack of
+        room: "", or the server's words (the task goes on retrying; it is cancelled if this wait is)."""
+        try:
+            while not appending.done() and not self.no_room:
+                refused = asyncio.ensure_future(self._room_refused.wait())
+                try:
+                    await asyncio.wait((appending, refused), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    refused.cancel()
+        except BaseException:
+            appending.cancel()
+            raise
+        return "" if appending.done() else self.no_room
+
+    def _not_confirmed(self, events: Sequence[AnyEvent], error: Exception) -> None:
+        """Log why an append is not confirmed when the reason changed (not at every retry); note a lack of room."""
+        room = no_room(error)
+        reason = room or str(error) or f"no ack within {APPEND_ACK_SECONDS:g}s"
+        if reason != self._unconfirmed_reason:
+            if not self._unconfirmed_reason:
+                self._unconfirmed_since = asyncio.get_running_loop().time()
+            log.warning("append of %d events not confirmed (%s); retrying until it is", len(events), reason)
+            self._unconfirmed_reason = reason
+        if room != self.no_room:
+            self.no_room = room
+            if room:
+                self._room_refused.set()
+            else:
+                self._room_refused.clear()
+
+    def _confirmed(self) -> None:
+        """An append is confirmed: the end of a state of unconfirmed appends, logged once."""
+        if self._unconfirmed_reason:
+            took = asyncio.get_running_loop().time() - self._unconfirmed_since
+            log.info("appends confirmed again, after %.1fs of: %s", took, self._unconfirmed_reason)
+        self._unconfirmed_reason, self.no_room = "", ""
+        self._room_refused.clear()
+
+    async def _append_again(
+        self, events: Sequence[AnyEvent], expected: dict[str, int], after: int, published_at: float
+    ) -> list[int]:
+        """Publish the batch again, after its acks did not come, until the stream confirms it; its sequences.
+
+        The stream drops a repeated `Nats-Msg-Id` only within its duplicate window, so a copy must never reach it
+        later than that after one it stored. A retry is therefore published only while connected (nats-py would
+        hold a publish made while disconnected and send it whenever the connection is back, any time later; what it
+        held unwritten when the connection dropped is dropped then, see `nats_private`), and one more than half
+        the window after the batch was (last) published first looks up which of its events the log already holds
+        after sequence `after` (an ack this bus had before the first publish): only the others are published again.
+        The lookup's answer comes after the server read every earlier copy on this connection, so a copy stored
+        after the lookup is at most moments older than the republish, which it then drops. An event stored after
+        a later one of its batch stays there: the sequences returned are then not in ascending order.
+        """
+        loop = asyncio.get_running_loop()
+        stored: dict[str, int] = {}
+        left = list(events)
+        while True:
+            await asyncio.sleep(0.25)
+            try:
+                await self._until_connected()
+                if loop.time() - published_at > self.duplicate_window / 2:
+                    published_at = loop.time()
+                    stored.update(await self.stored_after(left, after))
+                    left = [event for event in left if event.event_id not in stored]
+                if left:
+                    sequences = await self._append_once(left, expected, only_connected=True)
+                    stored.update((event.event_id, sequence) for event, sequence in zip(left, sequences, strict=True))
+                return [stored[event.event_id] for event in events]
+            except (*_RETRIED, nats.js.errors.APIError) as error:
+                if self.nc.is_closed or not _retried(error):
+                    raise
+                self._not_confirmed(left, error)
+
+    async def _until_connected(self) -> None:
+        """Return once the connection is up (raises `ConnectionClosedError` once it is closed for good)."""
+        while not self.nc.is_connected:
+            if self.nc.is_closed:
+                raise nats.errors.ConnectionClosedError
+            await asyncio.sleep(0.25)
+
+    async def stored_after(self, events: Sequence[AnyEvent], after: int) -> dict[str, int]:
+        """Event id -> stream sequence, for those of `events` the log holds after sequence `after`.
+
+        Each event is looked for by its `Nats-Msg-Id` among its subject's messages after `after`, one request per
+        message (JetStream finds the next on a subject): not for a hot path. The first copy found counts.
+        """
+        wanted: dict[str, set[str]] = {}
+        for event in events:
+            wanted.setdefault(subject_of(event), set()).add(event.event_id)
+        found: dict[str, int] = {}
+        for subject, ids in wanted.items():
+            sequence = after + 1
+            while not ids.issubset(found):
+                try:
+                    msg = await self.js.get_msg(s.EVENTS_STREAM, seq=sequence, subject=subject, next=True)
+                except nats.js.errors.NotFoundError:
+                    break
+                msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+                sequence = int(msg.seq or 0)
+                if msg_id in ids and msg_id not in found:
+                    found[msg_id] = sequence
+                sequence += 1
+        return found
+
+    async def _append_once(
+        self, events: Sequence[AnyEvent], expected_last: dict[str, int], *, only_connected: bool = False
+    ) -> list[int]:
+        """Publish every event with a reply subject of our own, then wait for all the stream's acks at once;
+        `only_connected`: `AcksLost` rather than a publish nats-py would hold while disconnected.
+
+        `js.publish_async` does the same with a future, a random token and a JSON parse of the ack per event,
+        about twice the cost; here one future stands for the whole batch.
+        """
+        prefix = await self._ack_prefix()
+        batch = _Batch(len(events))
+        waiting = self._acks_waiting
+        try:
+            for index, event in enumerate(events):
+                subject = subject_of(event)
+                headers = telemetry.inject({"Nats-Msg-Id": event.event_id})
+                if subject in expected_last:
+                    headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last[subject])
+                self._acks_sent += 1
+                reply = f"{prefix}.{self._acks_sent}"
+                waiting[reply] = (batch, index)
+                batch.replies.append(reply)
+                if only_connected and not self.nc.is_connected:  # checked in the same step as the publish
+                    raise AcksLost("the connection dropped before the batch was published again")
+                await self.nc.publish(subject, encode(event), reply=reply, headers=headers)
+            if batch.left:
+                await asyncio.wait_for(batch.done, timeout=APPEND_ACK_SECONDS)
+            return batch.sequences
+        finally:
+            for reply in batch.replies:
+                waiting.pop(reply, None)
+            if batch.done.done() and not batch.done.cancelled():
+                batch.done.exception()  # retrieved: a publish that failed first is what propagates
+
+    def acks_lost(self) -> None:
+        """Fail every append waiting for acks (it publishes again): those sent to a server now gone never come."""
+        for batch, _index in list(self._acks_waiting.values()):
+            if not batch.done.done():
+                batch.done.set_exception(AcksLost("acks lost in a reconnect"))
+
+    async def _ack_prefix(self) -> str:
+        if not self._acks_inbox:
+            self._acks_inbox = self.nc.new_inbox()  # set before awaiting: a concurrent append uses the same one
+            await self.nc.subscribe(self._acks_inbox + ".*", cb=self._on_ack)
+        return self._acks_inbox
+
+    async def _on_ack(self, msg: Msg) -> None:
+        found = self._acks_waiting.pop(msg.subject, None)
+        if found is None:
+            return  # the ack of a batch that timed out (and is being retried)
+        batch, index = found
+        if batch.done.done():
+            return
+        if not msg.data and msg.headers and msg.headers.get("Status") == NO_RESPONDERS:
+            batch.done.set_exception(nats.js.errors.NoStreamResponseError())
+            return
+        try:
+            ack = _PUB_ACK.decode(msg.data)
+        except msgspec.DecodeError as error:
+            batch.done.set_exception(nats.js.errors.Error(f"unreadable publish ack {msg.data[:200]!r}: {error}"))
+            return
+        if ack.error is not None:
+            try:
+                nats.js.errors.APIError.from_error({"code": 0, **ack.error})  # raises the error's own type
+            except nats.js.errors.Error as error:
+                batch.done.set_exception(error)
+            except TypeError:  # fields nats-py does not know
+                batch.done.set_exception(nats.js.errors.APIError(description=str(ack.error)))
+            return
+        batch.sequences[index] = ack.seq
+        batch.left -= 1
+        if not batch.left:
+            self._acked = max(self._acked, ack.seq)
+            batch.done.set_result(None)
+
+    async def dead_letter(self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0) -> None:
+        """Keep an unreadable or unappliable message on `corral.dlq.<service>` with the reason in headers.
+
+        An event of the log (its `sequence` given) goes to `corral.dlq.<service>.events`, stored once per
+        service and sequence however many of the service's processes skip it at once.
+        """
+        headers = {s.DEAD_LETTER_REASON: reason[:1000], s.DEAD_LETTER_SUBJECT: subject}
+        where = s.dead_letter_subject(service)
+        if sequence:
+            headers[s.DEAD_LETTER_SEQUENCE] = str(sequence)
+            headers["Nats-Msg-Id"] = f"{service}-event-{sequence}"
+            where = s.event_dead_letter_subject(service)
+        try:
+            await self.js.publish(where, data, headers=headers)
+        except (TimeoutError, nats.errors.Error) as error:
+            log.error("dead letter from %s lost (%s): %s", service, error, reason)
+
+
+def _retried(error: Exception) -> bool:
+    """Whether an append that met `error` is published again (see `_RETRIED`)."""
+    return isinstance(error, _RETRIED) or bool(no_room(error))

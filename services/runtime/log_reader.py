@@ -1,0 +1,238 @@
+"""The bus's log reading: the event log followed from a sequence on (one ordered consumer), read in batches, or up
+to a sequence; elections no lease produced made unreadable; the newest sequences; the dead letters' newest."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext, api
+
+from schemas import AnyEvent, SchedulerElected
+from schemas import subjects as s
+from services.core.errors import CodecError
+from services.runtime.codec import decode
+from services.runtime.connection import BusConnection
+from services.runtime.delivery import delivery_of
+from services.runtime.elections import ElectionCheck
+from services.runtime.nats_private import pending_queue
+from services.runtime.settings import Settings
+
+log = logging.getLogger("corral.bus")
+
+ENTRIES_PER_TURN = 256
+"""Log entries a reader takes from its backlog between two turns of the event loop (the fold of 200,000 waiting
+events takes seconds; the lease, the answers and the heartbeats go on meanwhile)."""
+BATCH_CONSUMER_IDLE_S = 30.0
+"""How long the server keeps a batch reader's consumer that its reader left without deleting (a crash)."""
+BATCH_FETCH_S = 5.0
+"""How long one fetch of a batch waits for its messages."""
+
+
+class LogEntry:
+    """One message of the event log: its stream sequence, subject and decoded event (None when unreadable).
+
+    `consumer` and `delivered` say which consumer delivered it and as its how-manieth message: a reader that
+    skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on; `pending`
+    is how many messages the consumer had left to deliver after it (the reader's lag); `time_ns` when the stream
+    stored it (Unix nanoseconds).
+    """
+
+    __slots__ = ("consumer", "delivered", "error", "event", "pending", "raw", "sequence", "subject", "time_ns")
+
+    def __init__(
+        self,
+        sequence: int,
+        event: AnyEvent | None,
+        raw: bytes,
+        error: str = "",
+        *,
+        consumer: str = "",
+        delivered: int = 0,
+        subject: str = "",
+        pending: int = 0,
+        time_ns: int = 0,
+    ) -> None:
+        self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
+        self.consumer, self.delivered, self.subject, self.pending = consumer, delivered, subject, pending
+        self.time_ns = time_ns
+
+
+Recognise = Callable[[Msg], AnyEvent | None]
+"""Names the event a message of the log stands for without decoding it (None: decode it)."""
+
+
+class LogReader(BusConnection):
+    """The bus's reading of the event log."""
+
+    def __init__(self, nc: NatsClient, settings: Settings) -> None:
+        super().__init__(nc, settings)
+        self.elections = ElectionCheck(self.js, settings.instance)
+        """Checks each `SchedulerElected` read from the log against the election records."""
+        self.recognise: Recognise | None = None
+        """Asked first for each message the log readers hand back (the scheduler's leader knows its own events)."""
+
+    async def last_dead_event(self, service: str) -> int:
+        """The sequence of the newest event `service` sent to dead letters (0 when none)."""
+        try:
+            msg = await self.js.get_last_msg(s.DEAD_LETTERS_STREAM, s.event_dead_letter_subject(service))
+        except nats.js.errors.NotFoundError:
+            return 0
+        except (TimeoutError, nats.errors.Error) as error:  # a skipped event may then be dead-lettered twice
+            log.warning("%s: dead letters not readable (%s)", service, error)
+            return 0
+        text = (msg.headers or {}).get(s.DEAD_LETTER_SEQUENCE, "0")
+        return int(text) if text.isdigit() else 0
+
+    # reading the log
+
+    async def last_sequence(self, stream: str = s.EVENTS_STREAM, subjects: Sequence[str] = ()) -> int:
+        """The sequence of the newest message in `stream`, or of the newest on one of `subjects` (0 when none)."""
+        if not subjects:
+            info = await self.js.stream_info(stream)
+            return int(info.state.last_seq)
+        newest = 0
+        for subject in subjects:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                newest = max(newest, (await self.js.get_last_msg(stream, subject)).seq or 0)
+        return newest
+
+    async def log_identity(self) -> tuple[str, int]:
+        """The event log's identity, the creation time of its stream (a store lost and made again gives a new
+        one), and the sequence of its newest event."""
+        info = await self.js.stream_info(s.EVENTS_STREAM)
+        created = info.created.isoformat() if info.created is not None else "at an unknown time"
+        return created, int(info.state.last_seq)
+
+    async def read_log(
+        self, start: int, *, subjects: Sequence[str] = (), max_bytes: int = 1_048_576
+    ) -> AsyncIterator[LogEntry]:
+        """Every event from sequence `start` on (only those on `subjects` when given), in order, then new ones as
+        they are appended (forever). Its consumer is asked for again while JetStream does not answer (a server
+        restarting, say)."""
+
+        def subscribe() -> Awaitable[JetStreamContext.PushSubscription]:
+            config = api.ConsumerConfig(  # anew each time: the library writes its delivery inbox into it
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE if start > 1 else api.DeliverPolicy.ALL,
+                opt_start_seq=start if start > 1 else None,
+                filter_subjects=list(subjects) or None,
+            )
+            return self.js.subscribe(
+                s.EVENTS_SUBJECTS,
+                stream=s.EVENTS_STREAM,
+                ordered_consumer=True,
+                config=config,
+                idle_heartbeat=1.0,
+                pending_msgs_limit=200_000,
+                pending_bytes_limit=512 * 1024 * 1024,
+            )
+
+        sub = await self.with_retries(subscribe, "the event log's reader")
+        # Messages already received are taken straight from the subscription's queue: the library's iterator
+        # starts a task and an `asyncio.wait` per message. It is still what waits for the next one (and ends
+        # when the subscription closes).
+        queue = pending_queue(sub)
+        messages = sub.messages
+        try:
+            while True:
+                drained = 0
+                while queue is not None and not queue.empty():
+                    msg = queue.get_nowait()
+                    entry = self._entry(msg, max_bytes)
+                    if isinstance(entry.event, SchedulerElected):
+                        await self._check_election(entry)
+                    yield entry
+                    drained += 1
+                    if drained % ENTRIES_PER_TURN == 0:
+                        await asyncio.sleep(0)  # a backlog folded in one go would starve the lease's renewal
+                try:
+                    msg = await anext(messages)
+                except StopAsyncIteration:
+                    return
+                entry = self._entry(msg, max_bytes)
+                if isinstance(entry.event, SchedulerElected):
+                    await self._check_election(entry)
+                yield entry
+        finally:
+            await sub.unsubscribe()
+
+    async def read_batch(self, start: int, count: int, *, max_bytes: int = 1_048_576) -> list[LogEntry]:
+        """Up to `count` events from sequence `start` on, in order, as the log holds them now (fewer at its end):
+        read through one short-lived pull consumer, deleted before this returns."""
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=max(1, start),
+            ack_policy=api.AckPolicy.NONE,
+            inactive_threshold=BATCH_CONSUMER_IDLE_S,
+        )
+
+        def subscribe() -> Awaitable[JetStreamContext.PullSubscription]:
+            return self.js.pull_subscribe(s.EVENTS_SUBJECTS, stream=s.EVENTS_STREAM, config=config)
+
+        sub = await self.with_retries(subscribe, "a batch of the event log")
+        name = ""
+        try:
+            info = await sub.consumer_info()
+            name = info.name
+            wanted = min(count, int(info.num_pending or 0))
+            entries: list[LogEntry] = []
+            while len(entries) < wanted:
+                msgs = await sub.fetch(wanted - len(entries), timeout=BATCH_FETCH_S)
+                entries.extend(self._entry(msg, max_bytes) for msg in msgs)
+            return entries
+        finally:
+            if name:
+                with contextlib.suppress(nats.errors.Error, TimeoutError):
+                    await self.js.delete_consumer(s.EVENTS_STREAM, name)
+            await sub.unsubscribe()
+
+    def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
+        delivery = delivery_of(msg)
+        event, error = self._event_of(msg, max_bytes)
+        return LogEntry(
+            delivery.stream_sequence,
+            event,
+            msg.data,
+            error,
+            consumer=delivery.consumer,
+            delivered=delivery.consumer_sequence,
+            subject=msg.subject,
+            pending=delivery.pending,
+            time_ns=delivery.time_ns,
+        )
+
+    async def _check_election(self, entry: LogEntry) -> None:
+        """Make an election no lease produced unreadable, so every reader skips it alike."""
+        assert isinstance(entry.event, SchedulerElected)
+        reason = await self.elections.why_not(entry.event)
+        if reason:
+            entry.event, entry.error = None, reason
+
+    def _event_of(self, msg: Msg, max_bytes: int) -> tuple[AnyEvent | None, str]:
+        """The message's event (as `recognise` names it, when it does), or None and why it is unreadable."""
+        if self.recognise is not None:
+            known = self.recognise(msg)
+            if known is not None:
+                return known, ""
+        try:
+            return decode(msg.data, AnyEvent, max_bytes=max_bytes), ""
+        except CodecError as error:
+            return None, str(error)
+
+    async def read_to(self, last: int) -> list[AnyEvent]:
+        """Every readable event from the start of the log up to sequence `last`, in order."""
+        events: list[AnyEvent] = []
+        if last < 1:
+            return events
+        async for entry in self.read_log(1):
+            if entry.event is not None:
+                events.append(entry.event)
+            if entry.sequence >= last:
+                break
+        return events
