@@ -83,6 +83,11 @@ def screenshot(driver: WebDriver, name: str) -> None:
     driver.save_screenshot(str(ARTEFACTS / f"{name}.png"))
 
 
+def row_ids(driver: WebDriver) -> list[str]:
+    """The node ids of the node table's rows on the page shown."""
+    return [str(row.get_attribute("data-id")) for row in driver.find_elements(By.CSS_SELECTOR, "tr.node-row")]
+
+
 def click(wait: WebDriverWait[WebDriver], selector: str) -> None:
     """Click what the selector finds, again if a live refresh replaced it between finding and clicking."""
 
@@ -106,14 +111,16 @@ def test_the_page_adds_a_taint_the_waiting_actors_reason_changes_and_removing_th
 
     driver.get(http_base(mesh) + "/")
     wait.until(shown.text_to_be_present_in_element((By.ID, "live"), "live"))
-    assert {"w1", "w2"} <= {card.get_attribute("data-node") for card in driver.find_elements(By.CSS_SELECTOR, ".node")}
-    assert "6 / 8" in driver.find_element(By.ID, "node-w2").text
+    wait.until(lambda _: {"w1", "w2"} <= set(row_ids(driver)))
+    assert "6 / 8" in driver.find_element(By.CSS_SELECTOR, 'tr[data-id="w2"]').text
     assert "untolerated taint {maint: now}" in driver.find_element(By.ID, "pending-w-slot").text
     driver.find_element(By.ID, "token").send_keys(TOKEN)
     driver.find_element(By.CSS_SELECTOR, "#login button").click()
     assert driver.execute_script("return sessionStorage.getItem('corral-token')") == TOKEN
     assert driver.get_cookies() == []
 
+    click(wait, 'tr[data-id="w1"] a.node-link')  # the node's detail view
+    wait.until(shown.presence_of_element_located((By.CSS_SELECTOR, "#node-w1 form.add-taint")))
     form = driver.find_element(By.CSS_SELECTOR, "#node-w1 form.add-taint")
     form.find_element(By.NAME, "key").send_keys("gpu_node")
     form.find_element(By.NAME, "value").send_keys("true")
@@ -122,6 +129,7 @@ def test_the_page_adds_a_taint_the_waiting_actors_reason_changes_and_removing_th
     wait.until(shown.text_to_be_present_in_element((By.CSS_SELECTOR, "#node-w1 .taints"), "gpu_node=true:NoSchedule"))
     assert sorted(taint.key for taint in corral.taints("w1")["w1"]) == ["gpu_node", "maint"]
     assert "tainted" in driver.find_element(By.CSS_SELECTOR, "#node-w1 .state").text
+    wait.until(shown.text_to_be_present_in_element((By.CSS_SELECTOR, 'tr[data-id="w1"]'), "gpu_node=true"))
     screenshot(driver, "page-taint-added")
 
     click(wait, "#node-w1 form.taint[data-key='maint'] button")  # the first taint goes: the reason is the new one
@@ -135,9 +143,9 @@ def test_the_page_adds_a_taint_the_waiting_actors_reason_changes_and_removing_th
     assert corral.wait_placed("w-slot").node_id == "w1"
     wait.until(shown.text_to_be_present_in_element((By.ID, "node-w1"), "1 / 1"))
     assert driver.find_elements(By.CSS_SELECTOR, "#node-w1 .chip.taint") == []
-    assert "alive" in driver.find_element(By.CSS_SELECTOR, "#node-w1 .state").text
+    wait.until(shown.text_to_be_present_in_element((By.CSS_SELECTOR, "#node-w1 .state"), "ready"))
     screenshot(driver, "page-taint-removed")
-    fills = driver.find_elements(By.CSS_SELECTOR, "#node-w2 .fill")  # CPU 6 / 8: its bar's width is a style attribute
+    fills = driver.find_elements(By.CSS_SELECTOR, "#summary .fill")  # CPU in use: its bar's width is a style attribute
     assert max(float(fill.value_of_css_property("width").removesuffix("px")) for fill in fills) > 0
     console = driver.execute("getLog", {"type": "browser"})["value"]  # Chromium's console (ChromiumDriver.get_log)
     refused = [entry["message"] for entry in console if "Content Security Policy" in entry["message"]]
@@ -150,7 +158,10 @@ def test_without_the_script_the_page_lists_the_cluster_and_its_forms_change_it(
     corral.register_node("f1", {"CPU": 2}, labels={"rack": "r1"}, heartbeat=False)
     page = http.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert 'id="node-f1"' in page.text and "rack=r1" in page.text and 'name="token"' in page.text
+    assert 'href="/?node=f1#detail"' in page.text  # the node list links each node's detail view
+    detail = http.get("/", params={"node": "f1"})
+    assert 'id="node-f1"' in detail.text and 'name="token"' in detail.text
+    assert "<th>rack</th><td>r1</td><td>agent</td>" in detail.text  # the label, from the agent's layer
 
     form = {"node_id": "f1", "key": "maint", "value": "now", "effect": "NoExecute"}
     refused = http.post("/ui/taints/add", data={**form, "token": "wrong"})
@@ -159,16 +170,17 @@ def test_without_the_script_the_page_lists_the_cluster_and_its_forms_change_it(
     assert "wrong or missing token" in http.get(refused.headers["location"]).text
 
     added = http.post("/ui/taints/add", data={**form, "token": TOKEN})
-    assert (added.status_code, added.headers["location"]) == (303, "/#node-f1")
+    assert (added.status_code, added.headers["location"]) == (303, "/?node=f1#detail")
     http.post("/ui/taints/add", data={**form, "effect": "NoSchedule", "token": TOKEN})
     assert {taint.effect for taint in corral.taints("f1")["f1"]} == {"NoExecute", "NoSchedule"}
-    assert "maint=now:NoExecute" in http.get("/").text
+    assert "maint=now:NoExecute" in http.get(added.headers["location"]).text
 
     removed = http.post(
         "/ui/taints/remove", data={"node_id": "f1", "key": "maint", "effect": "NoExecute", "token": TOKEN}
     )
     assert removed.status_code == 303
     assert [(taint.key, taint.effect) for taint in corral.taints("f1")["f1"]] == [("maint", "NoSchedule")]
+    assert "maint=now:NoSchedule</span> <span class=\"source\">operator</span>" in http.get("/?node=f1").text
 
     bad = http.post("/ui/taints/add", data={"node_id": "f1", "key": "bad key!", "token": TOKEN})
     assert bad.status_code == 303 and "bad%20key%21" in bad.headers["location"]
@@ -190,10 +202,13 @@ def test_every_value_on_the_page_is_escaped(
     page = http.get("/", params={"error": HOSTILE})
     assert HOSTILE not in page.text and hostile_id not in page.text and "<b>bold</b>" not in page.text
     assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in page.text and "&lt;b&gt;bold" in page.text
-    assert HOSTILE not in http.get("/ui/nodes").text
+    assert HOSTILE not in http.get("/ui/detail", params={"node": "x1"}).text
 
-    browser.get(http_base(mesh) + "/?error=" + HOSTILE)
+    browser.get(http_base(mesh) + "/?node=x1&error=" + HOSTILE)
     assert HOSTILE in browser.find_element(By.ID, "node-x1").text
+    wait = WebDriverWait(browser, WAIT)
+    wait.until(lambda driver: "x1" in row_ids(driver))
+    assert HOSTILE in browser.find_element(By.ID, "summary").text  # a resource kind, with its total
     assert hostile_id in browser.find_element(By.CSS_SELECTOR, f'article.pending[data-work="{hostile_id}"]').text
     assert HOSTILE in browser.find_element(By.CSS_SELECTOR, ".flash.error").text
     assert browser.execute_script("return window.pwned === undefined")
