@@ -50,7 +50,7 @@ def gateway_mesh(data_dir: Path, path: ServerPath, heartbeat_timeout: float = 60
     }
     mesh = start_test_mesh(data_dir, path, services=(*SERVICES, "gateway"), settings=settings, metrics_from=0)
     try:
-        wait_ready(http_base(mesh))
+        wait_ready(http_base(mesh), timeout=90.0)  # a loaded machine starts the gateway slowly
         yield mesh
     finally:
         mesh.close()
