@@ -158,7 +158,8 @@ def node_links(nodes: list[NodeView]) -> str:
     if not nodes:
         return '<p class="empty">No live nodes.</p>'
     rows = "".join(
-        f'<li><a href="/?node={esc(quote(node.node_id, safe=""))}#detail">{esc(node.node_id)}</a> {state_chip(state_of(node))} '
+        f'<li><a href="/?node={esc(quote(node.node_id, safe=""))}#detail">{esc(node.node_id)}</a> '
+        f"{state_chip(state_of(node))} "
         f'<span class="muted">{esc(node.labels.get(ZONE, ""))}</span></li>'
         for node in nodes[:NODES_LISTED]
     )
@@ -366,9 +367,12 @@ GROUP_TOOLS = (
 TOOLS = {"nodes": NODE_TOOLS, "actors": ACTOR_TOOLS, "groups": GROUP_TOOLS}
 
 
-def page(bodies: dict[str, str], *, token_required: bool, since: int, node_id: str, error: str = "") -> str:
+def page(
+    bodies: dict[str, str], *, token_required: bool, since: int, node_id: str, nodes: str = "null", error: str = ""
+) -> str:
     """The whole page around each section's rendered body; the script is told where the event stream starts,
-    which events change which section, the zone label and the node shown in detail."""
+    which events change which section, the zone label, the node shown in detail, and the nodes (`nodes`: their
+    JSON, `<` escaped; `null` to make the script ask for them)."""
     blocks = "".join(
         f'<section id="{name}" class="panel {name}"><h2>{TITLES[name]}</h2>{TOOLS.get(name, "")}'
         f'<div class="body" data-section="{name}">{body}</div></section>'
@@ -391,5 +395,6 @@ def page(bodies: dict[str, str], *, token_required: bool, since: int, node_id: s
         '<header class="top"><h1>Corral</h1><span id="live" class="muted">server-rendered</span>'
         f'{login}<nav><a href="/docs">API docs</a> <a href="/api/v1">API index</a></nav></header>'
         f'<p id="status" class="flash" role="status" hidden></p>{flash}<main>{blocks}</main>'
+        f'<script type="application/json" id="nodes-data">{nodes}</script>'
         '<script src="/static/page.js" defer></script></body></html>'
     )

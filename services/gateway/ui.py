@@ -122,17 +122,55 @@ async def api_index(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return route_index(request)
 
 
+def or_why_not(render: Callable[..., str], *reads: Any) -> str:
+    """A section rendered from what was read, or which service did not answer for it (the rest still shows)."""
+    for read in reads:
+        if isinstance(read, UnavailableError):
+            return page.unavailable(str(read))
+        if isinstance(read, BaseException):
+            raise read
+    return render(*reads)
+
+
+def embedded(nodes: list[NodeView] | BaseException) -> str:
+    """The nodes as JSON the page carries for its table, without their layers (the detail view shows them): a
+    data block, `<` escaped so that no tag can end it."""
+    if isinstance(nodes, BaseException):
+        return "null"
+    slim = [msgspec.structs.replace(node, layers=None) for node in nodes]
+    return msgspec.json.encode(slim).decode().replace("<", "\\u003c")
+
+
 @get("/", include_in_schema=False)
 async def home(request: Request[Any, Any, Any], client: Client, error: str = "", node: str = "") -> Response[Any]:
-    """The page: every section rendered here (it reads well without the script), the event stream's start for
-    the script, `node` in the detail view, and `error` (what a form post of the page was refused for) on top."""
+    """The page: every section rendered here from one reading of each listing (it reads well without the
+    script), the nodes as JSON for the script's table, the event stream's start, `node` in the detail view, and
+    `error` (what a form post of the page was refused for) on top."""
     if wants_json(request):
         return Response(route_index(request))
     required = token_required(request)
     since = await client.bus.last_sequence() + 1  # read first: an event after it and before the sections is sent
-    bodies = await asyncio.gather(*(section_or_why_not(client, name, required, node) for name in page.TITLES))
-    sections = dict(zip(page.TITLES, bodies, strict=True))
-    return html(page.page(sections, token_required=required, since=since, node_id=node, error=error))
+    nodes, pending, autoscaler, groups, tree, detail = await asyncio.gather(
+        nodes_of(client),
+        client.pending(),
+        autoscaler_or_none(client),
+        client.placement_groups(),
+        tree_of(client),
+        section_or_why_not(client, "detail", required, node),
+        return_exceptions=True,
+    )
+    sections = {
+        "summary": or_why_not(page.summary_section, nodes, pending, autoscaler),
+        "nodes": or_why_not(page.node_links, nodes),
+        "detail": or_why_not(str, detail),
+        "pending": or_why_not(page.pending_section, pending),
+        "actors": await section(client, "actors", required),
+        "groups": or_why_not(page.groups_section, groups),
+        "vclusters": or_why_not(page.vclusters_section, tree),
+    }
+    return html(
+        page.page(sections, token_required=required, since=since, node_id=node, nodes=embedded(nodes), error=error)
+    )
 
 
 @get("/ui/{name:str}", include_in_schema=False)

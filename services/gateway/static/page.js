@@ -13,6 +13,7 @@
   const TOKEN_KEY = "corral-token";
   const FRAGMENTS = ["summary", "pending", "vclusters"];
   const body = document.body;
+  body.dataset.scriptStart = String(Math.round(performance.now())); // ms from navigation start
   const status = document.getElementById("status");
   const live = document.getElementById("live");
   const zoneLabel = body.dataset.zoneLabel || "";
@@ -152,6 +153,7 @@
   }
 
   // What the page knows: the live nodes (by id), the actors, the groups.
+  const byName = new Intl.Collator(undefined, { numeric: true }).compare; // n2 before n10
   const nodes = new Map();
   let actors = [];
   let groups = {};
@@ -165,8 +167,8 @@
   const groupTable = new Table("groups", ["group", "bundles", "nodes"]);
   const tools = (id) => document.getElementById(id);
 
-  async function loadNodes() {
-    const listed = await getJson("/api/v1/nodes");
+  async function loadNodes(listed) { // the nodes the page came with, else asked for now
+    listed = listed || (await getJson("/api/v1/nodes"));
     nodes.clear();
     for (const node of listed) nodes.set(node.node_id, node);
   }
@@ -187,8 +189,10 @@
     groups = await getJson("/api/v1/placement-groups");
   }
 
+  let appliedSelector = "";
   async function applySelector() {
     const text = tools("node-selector").value.trim();
+    appliedSelector = text;
     if (!text) {
       selectorIds = null;
       tools("node-selector").classList.remove("invalid");
@@ -253,8 +257,7 @@
       (!taint || node.taints.some((one) => taintText(one).toLowerCase().includes(taint))) &&
       matchesSearch(node, search));
     const groupOf = (node) => (groupBy ? node.labels[groupBy] ?? "(none)" : "");
-    const byId = (a, b) => a.node_id.localeCompare(b.node_id, undefined, { numeric: true });
-    shown.sort((a, b) => groupOf(a).localeCompare(groupOf(b), undefined, { numeric: true }) || byId(a, b));
+    shown.sort((a, b) => (groupBy ? byName(groupOf(a), groupOf(b)) : 0) || byName(a.node_id, b.node_id));
     const kinds = resourceKinds(all);
     nodeTable.columns = ["node", "state", "zone", ...kinds, "labels", "taints", "actors"];
     const sizes = new Map();
@@ -309,7 +312,7 @@
 
   function renderGroups() {
     const search = tools("group-search").value.trim().toLowerCase();
-    const all = Object.entries(groups).sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }));
+    const all = Object.entries(groups).sort(([a], [b]) => byName(a, b));
     const shown = all.filter(([id, where]) => !search || [id, ...where].some((text) => text.toLowerCase().includes(search)));
     const rows = shown.map(([id, where]) => ({ cells: [id, where.length, [...new Set(where)].join(" ")] }));
     const counted = shown.length === all.length ? `${all.length} groups` : `${shown.length} of ${all.length}`;
@@ -419,7 +422,7 @@
     dirtySections.clear();
     everyNode = false;
     const work = [];
-    if (all) work.push(loadNodes());
+    if (all) work.push(loadNodes(null));
     else if (ids.length) work.push(loadSome(ids));
     if (sections.has("actors")) work.push(loadActors());
     if (sections.has("groups")) work.push(loadGroups());
@@ -455,10 +458,10 @@
 
   // The filters: the selector asks the gateway (its own syntax), the others filter what the page holds.
   let filterTimer = null;
-  function filterSoon(asksSelector) {
+  function filterSoon() {
     clearTimeout(filterTimer);
     filterTimer = setTimeout(async () => {
-      if (asksSelector) await applySelector();
+      if (tools("node-selector").value.trim() !== appliedSelector) await applySelector();
       nodeTable.page = actorTable.page = groupTable.page = 0;
       render();
     }, FILTER_MS);
@@ -466,7 +469,8 @@
   for (const form of ["node-tools", "actor-tools", "group-tools"]) {
     tools(form).hidden = false;
     tools(form).addEventListener("submit", (event) => event.preventDefault());
-    tools(form).addEventListener("input", (event) => filterSoon(event.target.id === "node-selector"));
+    tools(form).addEventListener("input", filterSoon);
+    tools(form).addEventListener("change", filterSoon);
   }
 
   document.addEventListener("click", (event) => {
@@ -513,7 +517,8 @@
     history.replaceState(null, "", location.pathname + kept + location.hash);
   }
   listen();
-  loadNodes()
+  const carried = document.getElementById("nodes-data");
+  loadNodes(carried ? JSON.parse(carried.textContent) : null)
     .then(() => {
       loaded = true;
       renderNodes();
