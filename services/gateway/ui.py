@@ -1,5 +1,7 @@
-"""The web page's routes: `/` (the page, or the route index as JSON to a caller that asks for JSON), each section
-as an HTML fragment under `/ui/`, the taint forms of a browser without the script, and the static files."""
+"""The web page's routes: `/` (the page, or the route index as JSON to a caller that asks for JSON), the
+server-rendered sections as HTML fragments under `/ui/` (a node's detail at `/ui/detail?node=`), the nodes an
+event named as JSON (`/ui/data/nodes?id=`), the taint forms of a browser without the script, and the static
+files."""
 
 from __future__ import annotations
 
