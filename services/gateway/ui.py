@@ -1,5 +1,7 @@
-"""The web page's routes: `/` (the page, or the route index as JSON to a caller that asks for JSON), each section
-as an HTML fragment under `/ui/`, the taint forms of a browser without the script, and the static files."""
+"""The web page's routes: `/` (the page, or the route index as JSON to a caller that asks for JSON), the
+server-rendered sections as HTML fragments under `/ui/` (a node's detail at `/ui/detail?node=`), the nodes an
+event named as JSON (`/ui/data/nodes?id=`), the taint forms of a browser without the script, and the static
+files."""
 
 from __future__ import annotations
 
@@ -13,18 +15,21 @@ import msgspec
 from litestar import MediaType, Request, Response, get, post
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import NotFoundException, PermissionDeniedException
-from litestar.params import Body
+from litestar.params import Body, Parameter
 from litestar.response import Redirect
 
+from schemas.queries import AutoscalerStatusReply
 from services.client import Client
 from services.core.errors import CorralError, UnavailableError
 from services.gateway import page
-from services.gateway.cluster import nodes_of
+from services.gateway.cluster import NodeView, nodes_of
 from services.gateway.errors import token_matches
 from services.gateway.parsing import taints_of
 from services.gateway.taints import delete_taints_in
 from services.gateway.vclusters import tree_of
 
+EVENTS_SHOWN = 15
+"""A node's newest events its detail view lists."""
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}
 """The page's static files, the only ones served, and their media types."""
@@ -32,23 +37,56 @@ STATIC_FILES = {name: (STATIC / name).read_bytes() for name in STATIC_TYPES}
 """The page's stylesheet and script."""
 
 
-async def section(client: Client, name: str, token_required: bool) -> str:
+async def autoscaler_or_none(client: Client) -> AutoscalerStatusReply | None:
+    """The autoscaler's status, or None when none runs."""
+    try:
+        return await client.autoscaler_status()
+    except UnavailableError:
+        return None
+
+
+async def summary(client: Client) -> str:
+    """The summary: nodes by state, resources, pending by first reason, the autoscaler."""
+    nodes, pending, autoscaler = await asyncio.gather(nodes_of(client), client.pending(), autoscaler_or_none(client))
+    return page.summary_section(nodes, pending, autoscaler)
+
+
+async def detail(client: Client, node_id: str, token_required: bool) -> str:
+    """One node's detail: the node, the actors placed on it and its newest events."""
+    if not node_id:
+        return page.detail_section(None, "", [], [], token_required)
+    nodes, placements, history = await asyncio.gather(
+        nodes_of(client), client.placements(), client.history(node_id=node_id)
+    )
+    node = next((node for node in nodes if node.node_id == node_id), None)
+    actors = sorted(actor for actor, where in placements.items() if where == node_id)
+    events = [(event.sequence, event.type, event.meaning) for event in reversed(history[-EVENTS_SHOWN:])]
+    return page.detail_section(node, node_id, actors, events, token_required)
+
+
+async def section(client: Client, name: str, token_required: bool, node_id: str = "") -> str:
     """One section's body, read from the services now."""
+    if name == "summary":
+        return await summary(client)
     if name == "nodes":
-        return page.nodes_section(await nodes_of(client), token_required)
+        return page.node_links(await nodes_of(client))
+    if name == "detail":
+        return await detail(client, node_id, token_required)
+    if name == "actors":
+        return '<p class="muted">The actor table needs the script: <a href="/api/v1/actors">/api/v1/actors</a>.</p>'
     if name == "pending":
         return page.pending_section(await client.pending())
     if name == "groups":
         return page.groups_section(await client.placement_groups())
     if name == "vclusters":
         return page.vclusters_section(await tree_of(client))
-    raise NotFoundException(f"no section {name!r}: one of {', '.join(page.TITLES)}")
+    raise NotFoundException(f"no section {name!r}: one of {', '.join(page.SERVER_SECTIONS)}")
 
 
-async def section_or_why_not(client: Client, name: str, token_required: bool) -> str:
+async def section_or_why_not(client: Client, name: str, token_required: bool, node_id: str = "") -> str:
     """One section's body, or which service did not answer for it (the rest of the page still shows)."""
     try:
-        return await section(client, name, token_required)
+        return await section(client, name, token_required, node_id)
     except UnavailableError as error:
         return page.unavailable(str(error))
 
@@ -86,24 +124,71 @@ async def api_index(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return route_index(request)
 
 
+def or_why_not(render: Callable[..., str], *reads: Any) -> str:
+    """A section rendered from what was read, or which service did not answer for it (the rest still shows)."""
+    for read in reads:
+        if isinstance(read, UnavailableError):
+            return page.unavailable(str(read))
+        if isinstance(read, BaseException):
+            raise read
+    return render(*reads)
+
+
+def embedded(nodes: list[NodeView] | BaseException) -> str:
+    """The nodes as JSON the page carries for its table, without their layers (the detail view shows them): a
+    data block, `<` escaped so that no tag can end it."""
+    if isinstance(nodes, BaseException):
+        return "null"
+    slim = [msgspec.structs.replace(node, layers=None) for node in nodes]
+    return msgspec.json.encode(slim).decode().replace("<", "\\u003c")
+
+
 @get("/", include_in_schema=False)
-async def home(request: Request[Any, Any, Any], client: Client, error: str = "") -> Response[Any]:
-    """The page: every section rendered here (it reads well without the script), the event stream's start for
-    the script, and `error` (what a form post of the page was refused for) shown on top."""
+async def home(request: Request[Any, Any, Any], client: Client, error: str = "", node: str = "") -> Response[Any]:
+    """The page: every section rendered here from one reading of each listing (it reads well without the
+    script), the nodes as JSON for the script's table, the event stream's start, `node` in the detail view, and
+    `error` (what a form post of the page was refused for) on top."""
     if wants_json(request):
         return Response(route_index(request))
     required = token_required(request)
     since = await client.bus.last_sequence() + 1  # read first: an event after it and before the sections is sent
-    bodies = await asyncio.gather(*(section_or_why_not(client, name, required) for name in page.TITLES))
+    nodes, pending, autoscaler, groups, tree, detail = await asyncio.gather(
+        nodes_of(client),
+        client.pending(),
+        autoscaler_or_none(client),
+        client.placement_groups(),
+        tree_of(client),
+        section_or_why_not(client, "detail", required, node),
+        return_exceptions=True,
+    )
+    sections = {
+        "summary": or_why_not(page.summary_section, nodes, pending, autoscaler),
+        "nodes": or_why_not(page.node_links, nodes),
+        "detail": or_why_not(str, detail),
+        "pending": or_why_not(page.pending_section, pending),
+        "actors": await section(client, "actors", required),
+        "groups": or_why_not(page.groups_section, groups),
+        "vclusters": or_why_not(page.vclusters_section, tree),
+    }
     return html(
-        page.page(dict(zip(page.TITLES, bodies, strict=True)), token_required=required, since=since, error=error)
+        page.page(sections, token_required=required, since=since, node_id=node, nodes=embedded(nodes), error=error)
     )
 
 
 @get("/ui/{name:str}", include_in_schema=False)
-async def fragment(request: Request[Any, Any, Any], client: Client, name: str) -> Response[str]:
-    """One section's body, what the script swaps in after an event changed it."""
-    return html(await section(client, name, token_required(request)))
+async def fragment(request: Request[Any, Any, Any], client: Client, name: str, node: str = "") -> Response[str]:
+    """One section's body, what the script swaps in after an event changed it (`detail`: of `node`)."""
+    if name not in (*page.SERVER_SECTIONS, "detail"):
+        raise NotFoundException(f"no section {name!r}: one of {', '.join((*page.SERVER_SECTIONS, 'detail'))}")
+    return html(await section(client, name, token_required(request), node))
+
+
+@get("/ui/data/nodes", include_in_schema=False)
+async def some_nodes(client: Client, node_id: Annotated[list[str], Parameter(query="id")]) -> list[NodeView]:
+    """The live nodes among these ids (`?id=a&id=b`), with their state: what the script fetches after events
+    named them (an id not answered is a node gone)."""
+    wanted = set(node_id)
+    return [node for node in await nodes_of(client) if node.node_id in wanted]
 
 
 class TaintForm(msgspec.Struct, frozen=True):
@@ -128,8 +213,8 @@ def same_origin(request: Request[Any, Any, Any]) -> None:
 
 def back(form: TaintForm, error: str = "") -> Redirect:
     """To the page (303, so a reload does not post again), at the node, with the refusal when there was one."""
-    query = f"?error={quote(error)}" if error else ""
-    return Redirect(f"/{query}#node-{quote(form.node_id)}", status_code=303)
+    query = f"&error={quote(error)}" if error else ""
+    return Redirect(f"/?node={quote(form.node_id)}{query}#detail", status_code=303)
 
 
 async def from_form(
@@ -174,6 +259,7 @@ def ui_routers() -> list[Any]:
         home,
         api_index,
         fragment,
+        some_nodes,
         add_taint,
         remove_taint,
         static,

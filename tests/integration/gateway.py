@@ -40,13 +40,17 @@ def wait_ready(base: str, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def gateway_mesh(data_dir: Path, path: ServerPath) -> Iterator[Mesh]:
-    """A mesh with the gateway (token set; nodes live a minute without heartbeats; each process's /metrics on a
-    free port), once /readyz says 200."""
-    settings = {"CORRAL_HTTP_PORT": str(free_port()), "CORRAL_HTTP_TOKEN": TOKEN, "CORRAL_HEARTBEAT_TIMEOUT": "60"}
+def gateway_mesh(data_dir: Path, path: ServerPath, heartbeat_timeout: float = 60) -> Iterator[Mesh]:
+    """A mesh with the gateway (token set; nodes live `heartbeat_timeout` seconds without heartbeats, a minute
+    by default; each process's /metrics on a free port), once /readyz says 200."""
+    settings = {
+        "CORRAL_HTTP_PORT": str(free_port()),
+        "CORRAL_HTTP_TOKEN": TOKEN,
+        "CORRAL_HEARTBEAT_TIMEOUT": str(heartbeat_timeout),
+    }
     mesh = start_test_mesh(data_dir, path, services=(*SERVICES, "gateway"), settings=settings, metrics_from=0)
     try:
-        wait_ready(http_base(mesh))
+        wait_ready(http_base(mesh), timeout=90.0)  # a loaded machine starts the gateway slowly
         yield mesh
     finally:
         mesh.close()

@@ -195,3 +195,35 @@ def test_hostile_event_stream_parameters_are_a_stream_from_the_right_place_or_a_
                     assert first_id(answer) == start, (since, last_event_id)
 
         streamed()
+
+
+page_values = st.one_of(
+    st.text(max_size=16),
+    st.sampled_from(["f1", "<script>x</script>", "f1&node=f1", "../f1", "%00", "f1#x"]),
+)
+
+
+def test_hostile_queries_of_the_page_are_answered_escaped_and_the_nodes_asked_for_are_the_live_ones(mesh: Mesh) -> None:
+    """The page's read routes (`/?node=`, `/ui/detail?node=`, `/ui/<section>`, `/ui/data/nodes?id=`) with any
+    values: 200 or a 4xx, never a 500; no value comes back as markup; the nodes asked for by id are exactly the
+    live ones among them; and nothing changes."""
+    with httpx.Client(base_url=http_base(mesh), timeout=15.0, headers={"Accept": "text/html"}) as http:
+        before = cluster_state(http)
+
+        @settings(max_examples=EXAMPLES // 4, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(
+            route=st.sampled_from(["/", "/ui/detail", "/ui/summary", "/ui/pending", "/ui/nodes", "/ui/data/nodes"]),
+            value=page_values,
+            ids=st.lists(page_values, max_size=3),
+        )
+        def answered(route: str, value: str, ids: list[str]) -> None:
+            params = {"id": [*ids, value]} if route == "/ui/data/nodes" else {"node": [value]}
+            answer = http.get(route, params=params)
+            assert answer.status_code == 200 or 400 <= answer.status_code < 500, (route, value, answer.status_code)
+            if route == "/ui/data/nodes":
+                assert [node["node_id"] for node in answer.json()] == (["f1"] if "f1" in [*ids, value] else [])
+            elif answer.status_code == 200 and "<" in value:
+                assert value not in answer.text, (route, value)
+
+        answered()
+        assert cluster_state(http) == before
