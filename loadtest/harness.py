@@ -32,11 +32,12 @@ from loadtest.autoscaled import (
 )
 from loadtest.autoscaled import WORKLOADS as AUTOSCALED_WORK
 from loadtest.autoscaler_latency import timed_events
+from loadtest.costs import costs_of
 from loadtest.floor import decider as floor
 from loadtest.floor import drive as floor_drive
 from loadtest.nodes import node_shapes, register_nodes, wait_until_seen
 from loadtest.procs import CpuMeter
-from loadtest.report import Phase, Report, autoscaler_goals, goals
+from loadtest.report import Phase, Report, autoscaler_goals, cost_goals, goals, replicas_goal
 from loadtest.stats import Recorder, latency
 from loadtest.tenants import (
     InsideTenants,
@@ -51,7 +52,9 @@ from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, T
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS, Workload
 from services.client import Client, CorralError
-from services.local.mesh import Mesh, start_mesh
+from services.local.cluster import NatsCluster, start_cluster, wait_for_jetstream
+from services.local.mesh import DECIDER, SERVICES, Mesh, decision_workers, start_mesh
+from services.local.servers import redis_server
 from services.runtime import collector
 
 
@@ -79,6 +82,10 @@ class Config:
     """Generator and decider processes of the floor phase, each (1: the users in this process, as for Corral)."""
     autoscaler_duration: float = 8.0
     """Seconds the users of the autoscaler phase run, on a mesh of its own with the autoscaler (0 skips it)."""
+    replicas: int = 1
+    """nats-servers of the embedded mesh, clustered on loopback, every stream on all of them (`CORRAL_REPLICAS`)."""
+    baseline_share: float | None = None
+    """The floor share of an earlier run at one replica, to judge this run's replicas against."""
 
 
 def progress(config: Config, text: str) -> None:
@@ -115,6 +122,8 @@ def _phase(
     total = rows[-1]
     removes = recorder.tallies[REMOVE].requests if REMOVE in recorder.tallies else 0
     seconds = recorder.seconds
+    placements_per_s = round(total["placed"] / seconds, 1)
+    requests_per_s = round(total["requests"] / seconds, 1)
     return Phase(
         name=name,
         target=target.name,
@@ -128,12 +137,13 @@ def _phase(
         pending=total["pending"],
         errors=total["errors"],
         removes=removes,
-        placements_per_s=round(total["placed"] / seconds, 1),
+        placements_per_s=placements_per_s,
         decisions_per_s=round((total["placed"] + total["pending"]) / seconds, 1),
-        requests_per_s=round(total["requests"] / seconds, 1),
+        requests_per_s=requests_per_s,
         latency_ms=latency(recorder.placed_latencies_ms),
         rows=rows,
         cpu=cpu,
+        costs=costs_of(cpu, placements_per_s, requests_per_s, serial=not isinstance(target, FloorTarget)),
         dropped=outcome.dropped,
         lag_p99_ms=outcome.lag_p99_ms,
         lag_max_ms=outcome.lag_max_ms,
@@ -155,14 +165,13 @@ async def drive_phase(
     """Run one phase (closed or open loop, requests drawn from `workloads`) and measure it, with each process's CPU."""
     how = f"{drive.users} users" if drive.rate <= 0 else f"{drive.rate:,.0f} req/s"
     progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
-    meter = CpuMeter(pids)
-    meter.start()
+    window = asyncio.create_task(CpuMeter(pids).window(drive.warmup, drive.seconds))  # the recorder's window
     with collector.paused(collect_after=True):  # the generator must not stall on its own results
         if drive.rate > 0:
             recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
         else:
             recorder, outcome = await closed_loop(target, conns, drive, workloads)
-    return _phase(name, target, drive, recorder, outcome, meter.stop(), workloads=workloads), outcome
+    return _phase(name, target, drive, recorder, outcome, await window, workloads=workloads), outcome
 
 
 async def floor_phase(
@@ -173,7 +182,7 @@ async def floor_phase(
     With `config.floor_processes` above 1, that many decider processes share the work queue and as many generator
     processes share the users (`loadtest.floor.drive`), so the floor is the bus's and not one process's."""
     bus = conns[0].client.bus
-    await floor.create_streams(bus)
+    await floor.create_streams(bus, config.replicas)
     count = config.floor_processes
     deciders = []
     try:
@@ -391,6 +400,9 @@ async def run_load(
                 clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
             )
         share, targets = goals(phases)
+        targets += cost_goals(phases)
+        if config.replicas > 1:
+            targets.append(replicas_goal(share, config.baseline_share, config.replicas))
         autoscaler = None
         if config.autoscaler_duration > 0:
             autoscaler, phases["autoscaler"] = await autoscaler_phase(config, data_dir, f"{prefix}a")
@@ -400,6 +412,7 @@ async def run_load(
         return Report(
             nats_url=nats_url,
             embedded_mesh=False,
+            replicas=config.replicas,
             nodes=config.nodes,
             users=config.users,
             connections=config.connections,
@@ -413,13 +426,34 @@ async def run_load(
         )
 
 
-def mesh_pids(mesh: Mesh) -> dict[str, int]:
-    """The process ids of an embedded mesh's servers and services."""
+def mesh_pids(mesh: Mesh, cluster: NatsCluster | None = None) -> dict[str, int]:
+    """The process ids of an embedded mesh's servers and services (each server of `cluster` as nats-server-sN)."""
     pids = {name: process.pid for name, process in mesh.processes.items()}
-    for server in (mesh.nats, mesh.redis):
+    servers = [(mesh.nats.name, mesh.nats), (mesh.redis.name, mesh.redis)]
+    if cluster is not None:
+        servers = [(f"nats-server-s{index}", server) for index, server in enumerate(cluster.servers)] + servers[1:]
+    for name, server in servers:
         if server.process is not None:
-            pids[server.name] = server.process.pid
+            pids[name] = server.process.pid
     return pids
+
+
+def start_replicated_mesh(data_dir: Path, replicas: int, stack: contextlib.ExitStack) -> tuple[Mesh, NatsCluster]:
+    """The services on `replicas` clustered nats-servers at `CORRAL_REPLICAS=replicas`, each connected to all of
+    them; stopped with `stack`."""
+    cluster = start_cluster(data_dir / "nats", replicas, name="corral-loadtest")
+    stack.callback(cluster.close)
+    asyncio.run(wait_for_jetstream(cluster.url))
+    redis = redis_server(data_dir / "redis").start()
+    settings = {"CORRAL_NATS_URL": cluster.url, "CORRAL_REPLICAS": str(replicas)}
+    mesh = Mesh(data_dir / "mesh", cluster.servers[0], redis, settings=settings)
+    mesh.data_dir.mkdir(parents=True)
+    stack.callback(mesh.stop)
+    for name in SERVICES:
+        mesh.start_service(name)
+    for index in range(decision_workers(mesh.env)):
+        mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
+    return mesh, cluster
 
 
 def run(config: Config, nats_url: str | None = None, data_dir: Path | None = None) -> Report:
@@ -429,10 +463,16 @@ def run(config: Config, nats_url: str | None = None, data_dir: Path | None = Non
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="corral-loadtest-")))
-        progress(config, f"starting an embedded mesh in {data_dir}")
-        mesh = start_mesh(data_dir)
-        stack.callback(mesh.stop)
-        report = asyncio.run(run_load(config, mesh.nats_url, mesh_pids(mesh), clean_up=False, data_dir=data_dir))
+        progress(config, f"starting an embedded mesh in {data_dir} ({config.replicas} replica(s))")
+        cluster = None
+        if config.replicas > 1:
+            mesh, cluster = start_replicated_mesh(data_dir, config.replicas, stack)
+            url = cluster.url
+        else:
+            mesh = start_mesh(data_dir)
+            stack.callback(mesh.stop)
+            url = mesh.nats_url
+        report = asyncio.run(run_load(config, url, mesh_pids(mesh, cluster), clean_up=False, data_dir=data_dir))
         report["embedded_mesh"] = True
         return report
     raise AssertionError("unreachable")

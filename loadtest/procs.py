@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -39,5 +40,12 @@ class CpuMeter:
         for name, before in self.before.items():
             after = cpu_seconds(self.pids[name])
             if after is not None and elapsed > 0:
-                shares[name] = round((after - before) / elapsed, 2)
+                shares[name] = round((after - before) / elapsed, 4)
         return shares
+
+    async def window(self, after: float, seconds: float) -> dict[str, float]:
+        """Core shares over the `seconds` that begin `after` seconds from now (a phase's measured window)."""
+        await asyncio.sleep(after)
+        self.start()
+        await asyncio.sleep(seconds)
+        return self.stop()

@@ -6,6 +6,7 @@ import json
 from typing import TypedDict
 
 from loadtest.autoscaled import IDLE_TIMEOUT_S, AutoscalerFigures
+from loadtest.costs import Costs, cost_lines
 from loadtest.floor.decider import DeciderFigures
 from loadtest.stats import Latency, Row
 from loadtest.tenants import TenantFigures
@@ -18,6 +19,14 @@ P99_TARGET_MS = 100.0
 """p99 submit-to-placed at half the measured throughput, in milliseconds."""
 INSIDE_COST_TARGET = 1.5
 """Scheduling inside a virtual cluster may cost at most this many times scheduling at the root."""
+SERIAL_US_TARGET = 30.0
+"""CPU microseconds of the serial path (the scheduler) per durable placement."""
+MESH_US_TARGET = 150.0
+"""CPU microseconds of every process of the mesh together per durable placement."""
+FAST_P99_TARGET_MS = 20.0
+"""p99 submit-to-placed at half the measured rate, with the serial path cut."""
+INSIDE_CPU_TARGET = 1.3
+"""The mesh's CPU per placement inside virtual clusters, at most this many times the root's."""
 
 
 class Phase(TypedDict):
@@ -42,6 +51,8 @@ class Phase(TypedDict):
     """Submit to Placed, over the placed requests."""
     rows: list[Row]
     cpu: dict[str, float]
+    """Each process's share of a core over the measured window."""
+    costs: Costs
     dropped: int
     lag_p99_ms: float
     lag_max_ms: float
@@ -64,6 +75,8 @@ class Report(TypedDict):
 
     nats_url: str
     embedded_mesh: bool
+    replicas: int
+    """nats-servers the mesh ran on, each stream kept on all of them."""
     nodes: int
     users: int
     connections: int
@@ -126,10 +139,59 @@ def _inside_cost(corral: Phase | None, tenants: Phase | None) -> Goal:
 
 
 def goals(phases: dict[str, Phase]) -> tuple[float | None, list[Goal]]:
-    """The floor share and the targets of the issues, judged on the phases that ran."""
+    """The floor share and the targets, judged on the phases that ran."""
     corral, floor, fixed = phases.get("corral"), phases.get("floor"), phases.get("fixed_rate")
     share, floor_goal = _floor_share(corral, floor)
     return share, [_throughput(corral), floor_goal, _p99(corral, fixed), _inside_cost(corral, phases.get("tenants"))]
+
+
+def _us_goal(name: str, measured: float | None, target: float, what: str) -> Goal:
+    goal = f"{what} <= {target:g} us per placement"
+    if measured is None:
+        return Goal(name=name, goal=goal, measured="not run", met=None)
+    return Goal(name=name, goal=goal, measured=f"{measured:,.1f} us", met=measured <= target)
+
+
+def cost_goals(phases: dict[str, Phase]) -> list[Goal]:
+    """The CPU targets: the serial path, the whole mesh, p99 at half rate, inside virtual clusters vs the root."""
+    corral, fixed, tenants = phases.get("corral"), phases.get("fixed_rate"), phases.get("tenants")
+    p99_goal = f"p99 submit-to-placed <= {FAST_P99_TARGET_MS:g} ms at half rate"
+    if fixed is None or fixed["placements"] == 0:
+        p99 = Goal(name="fast_p99", goal=p99_goal, measured="not run", met=None)
+    else:
+        ms = fixed["latency_ms"]["p99"]
+        p99 = Goal(
+            name="fast_p99",
+            goal=p99_goal,
+            measured=f"{ms:.1f} ms",
+            met=ms <= FAST_P99_TARGET_MS and fixed["errors"] == 0,
+        )
+    inside_goal = f"mesh CPU per placement inside virtual clusters <= x{INSIDE_CPU_TARGET:g} the root's"
+    root_us = corral["costs"]["mesh_us"] if corral is not None else None
+    inside_us = tenants["costs"]["mesh_us"] if tenants is not None else None
+    if not root_us or inside_us is None:
+        inside = Goal(name="inside_cpu", goal=inside_goal, measured="not run", met=None)
+    else:
+        ratio = round(inside_us / root_us, 2)
+        both = f"{inside_us:,.0f} us inside vs {root_us:,.0f} us at the root = x{ratio}"
+        inside = Goal(name="inside_cpu", goal=inside_goal, measured=both, met=ratio <= INSIDE_CPU_TARGET)
+    costs = corral["costs"] if corral is not None else None
+    return [
+        _us_goal("serial_us", costs and costs["serial_us"], SERIAL_US_TARGET, "serial path (scheduler) CPU"),
+        _us_goal("mesh_us", costs and costs["mesh_us"], MESH_US_TARGET, "CPU of the mesh (services, nats, redis)"),
+        p99,
+        inside,
+    ]
+
+
+def replicas_goal(share: float | None, baseline: float | None, replicas: int) -> Goal:
+    """At `replicas` servers, Corral keeps at least the share of its one-replica rate the bus floor keeps of its own:
+    corral_R/corral_1 >= floor_R/floor_1, that is the floor share at R at least the floor share at 1 (`baseline`)."""
+    goal = f"at {replicas} replicas, Corral keeps at least the share of its 1-replica rate the bus floor keeps"
+    if share is None or baseline is None:
+        return Goal(name="replicas_share", goal=goal, measured="not run (needs --baseline)", met=None)
+    measured = f"floor share {share:.0%} at {replicas} replicas vs {baseline:.0%} at 1"
+    return Goal(name="replicas_share", goal=goal, measured=measured, met=share >= baseline)
 
 
 def _ms(value: float) -> str:
@@ -193,8 +255,9 @@ def _summary(phase: Phase) -> list[str]:
             f"dropped {phase['dropped']:,}   unfinished {phase['unfinished']:,}"
         )
     if phase["cpu"]:
-        cpu = "  ".join(f"{name} {share:.2f}" for name, share in sorted(phase["cpu"].items(), key=lambda kv: -kv[1]))
+        cpu = "  ".join(f"{name} {share:.3f}" for name, share in sorted(phase["cpu"].items(), key=lambda kv: -kv[1]))
         lines.append(f"cpu (cores): {cpu}")
+        lines += cost_lines(phase["costs"])
     if phase["decider"] is not None:
         d = phase["decider"]
         lines.append(
@@ -292,7 +355,8 @@ def format_report(report: Report) -> str:
     parts = [
         f"corral load test: {report['nodes']:,} nodes (registered in {report['registration_s']:.1f} s), "
         f"{report['users']} users on {report['connections']} connections, each holding at most {report['hold']} actors",
-        f"mesh: {'embedded' if report['embedded_mesh'] else 'external'} at {report['nats_url']}",
+        f"mesh: {'embedded' if report['embedded_mesh'] else 'external'} at {report['nats_url']}, "
+        f"{report['replicas']} replica(s)",
     ]
     for phase in report["phases"].values():
         parts += ["", _heading(phase), phase_table(phase), *_summary(phase)]
@@ -300,7 +364,7 @@ def format_report(report: Report) -> str:
         parts += ["", *_tenant_lines(report["tenants"])]
     if report["autoscaler"] is not None:
         parts += ["", *_autoscaler_lines(report["autoscaler"])]
-    parts += ["", "targets (from the issues):"]
+    parts += ["", "targets:"]
     width = max(len(_verdict(goal["met"])) for goal in report["targets"])
     for goal in report["targets"]:
         parts.append(f"  {_verdict(goal['met']).ljust(width)}  {goal['goal']}: {goal['measured']}")

@@ -13,6 +13,7 @@ def report_of(
     return Report(
         nats_url="nats://127.0.0.1:1",
         embedded_mesh=True,
+        replicas=1,
         nodes=1,
         users=1,
         connections=1,

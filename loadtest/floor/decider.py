@@ -56,11 +56,12 @@ FLOOR_STREAMS = (
 """Copies of Corral's request and event streams (same storage, retention, dedup window), under other names."""
 
 
-async def create_streams(bus: Bus) -> None:
-    """Create the floor's streams afresh (any left over from an earlier run are deleted first)."""
+async def create_streams(bus: Bus, replicas: int = 1) -> None:
+    """Create the floor's streams afresh, each on `replicas` servers (any left over from an earlier run are deleted
+    first)."""
     await delete_streams(bus)
     for config in FLOOR_STREAMS:
-        await bus.js.add_stream(config)
+        await bus.js.add_stream(dataclasses.replace(config, num_replicas=replicas))
 
 
 async def delete_streams(bus: Bus) -> None:

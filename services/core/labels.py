@@ -75,19 +75,26 @@ _NAME_RULE = "at most 63 characters, alphanumeric at both ends, with '-', '_' or
 
 def validate_label_key(key: str, *, allow_system: bool = False, value: str | None = None) -> None:
     """Raise `LabelError` unless `key` is `[prefix/]name` in Kubernetes syntax (and not reserved, by default)."""
-    where = f"label key {shown(key)}" + (f" (value {shown(value)})" if value is not None else "")
+    problem = _key_problem(key, allow_system)
+    if problem:
+        where = f"label key {shown(key)}" + (f" (value {shown(value)})" if value is not None else "")
+        raise LabelError(f"{where}: {problem}")
+
+
+def _key_problem(key: object, allow_system: bool) -> str:
+    """What is wrong with label key `key` ("" when nothing: the message is only made for a key refused, since
+    every request's keys are checked on the scheduler's serial path)."""
     if not isinstance(key, str) or not key:
-        raise LabelError(f"{where}: must be a non-empty string")
+        return "must be a non-empty string"
     prefix, slash, name = key.rpartition("/")
     if slash:
         if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
-            raise LabelError(
-                f"{where}: prefix {shown(prefix)} must be a lowercase DNS subdomain of at most 253 characters"
-            )
+            return f"prefix {shown(prefix)} must be a lowercase DNS subdomain of at most 253 characters"
         if not allow_system and key.startswith(SYSTEM_PREFIX):
-            raise LabelError(f"{where}: the prefix {SYSTEM_PREFIX!r} is reserved for system labels")
+            return f"the prefix {SYSTEM_PREFIX!r} is reserved for system labels"
     if len(name) > 63 or not _NAME.fullmatch(name):
-        raise LabelError(f"{where}: name {shown(name)} must be {_NAME_RULE}")
+        return f"name {shown(name)} must be {_NAME_RULE}"
+    return ""
 
 
 def validate_label_value(key: str, value: str) -> None:
