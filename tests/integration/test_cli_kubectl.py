@@ -16,7 +16,7 @@ from schemas import ScheduleRequest, Taint
 from services.cli.__main__ import main
 from services.cli.mesh import Mesh
 from services.client import SyncClient
-from tests.test_cli_commands import Lines, corral, run, stop
+from tests.cli.test_commands import Lines, corral, run, stop
 
 GIB = 2**30
 

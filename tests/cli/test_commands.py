@@ -30,7 +30,7 @@ from services.cli.mesh import Mesh, start_mesh
 from services.cli.servers import free_port
 from services.client import SyncClient
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5"}
 """Short heartbeats, so a stopped node agent's node is declared dead within a test's patience."""
 
