@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv redis nats chromium lint test run bench bench-replay clean
+.PHONY: venv redis nats chromium lint test test-fast run bench bench-replay clean
 
 venv: $(VENV)/.installed
 
@@ -43,8 +43,15 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The whole suite on TEST_WORKERS pytest-xdist workers: the tests that start servers mostly wait on them, so more
+# workers than cores pay. A module's tests that share one mesh run on one worker (tests/conftest.py).
+TEST_WORKERS ?= 4
 test: venv redis nats chromium lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# The tests that start no server (the pure core, parsers, the CLI's and the gateway's units): a minute or less.
+test-fast: venv
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'not integration and not chaos'
 
 # The fuzz suites with many more examples than `make test` sends (FUZZ_EXAMPLES messages, FUZZ_SNAPSHOTS restarts).
 FUZZ_EXAMPLES ?= 2000

@@ -98,9 +98,10 @@ def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
 
 
 @pytest.fixture
-def servers(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
-    """nats-server and redis-server alone: no services yet (`start_service` starts one)."""
-    running = start_test_mesh(tmp_path / "mesh", server_path, services=())
+def servers(request: pytest.FixtureRequest, tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """nats-server and redis-server alone: no services yet (`start_service` starts one); the settings of what joins
+    them are FAST, with a test's own over them when it parametrizes `servers` indirectly."""
+    running = start_test_mesh(tmp_path / "mesh", server_path, services=(), settings=getattr(request, "param", None))
     try:
         yield running
     finally:
@@ -117,9 +118,14 @@ async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[C
         yield connected
 
 
+READY_TIMEOUT_S = 60.0
+"""How long a test waits for a mesh's services to answer: a start is seconds on a quiet machine, many more when the
+suite's workers start meshes at once on a busy one (a wait for a condition: it costs nothing when they are quick)."""
+
+
 async def wait_ready(client: Client) -> None:
     """Wait until labels, taints and the scheduler answer queries (after a start or a restart)."""
-    await client.wait_ready(timeout=15.0)
+    await client.wait_ready(timeout=READY_TIMEOUT_S)
 
 
 async def holds_within(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> bool:

@@ -16,9 +16,9 @@ import yaml
 from schemas import ScheduleRequest
 from services.client import SyncClient
 from services.local.servers import free_port
+from tests.autoscaler.test_start import alias_bomb
+from tests.cli.test_commands import Lines, corral, stop
 from tests.integration.autoscaling import write_config
-from tests.test_autoscaler_start import alias_bomb
-from tests.test_cli_commands import Lines, corral, stop
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from schemas import ScheduleRequest, Taint
 from services.cli.__main__ import main
 from services.client import SyncClient
 from services.local.mesh import Mesh
-from tests.test_cli_commands import Lines, corral, run, stop
+from tests.cli.test_commands import Lines, corral, run, stop
 
 GIB = 2**30
 

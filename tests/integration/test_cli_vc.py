@@ -10,7 +10,7 @@ import pytest
 
 from services.client import SyncClient
 from services.local.mesh import Mesh
-from tests.test_cli_commands import run
+from tests.cli.test_commands import run
 
 TWO_STRICT = (
     '{"fixed_size_nodes": [{"nodes": [{"resources": {"CPU": 1}}, {"resources": {"CPU": 1}}],'

@@ -22,7 +22,7 @@ from services.cli.__main__ import main
 from services.client import CorralError, SyncClient
 from services.local.servers import free_port
 from services.runtime.runner import EXIT_LOG_REPLACED
-from tests.test_cli_commands import Lines, corral, stop
+from tests.cli.test_commands import Lines, corral, stop
 
 BACK_WITHIN_S = 2.0
 """How soon `corral up` has a killed server of its own back."""

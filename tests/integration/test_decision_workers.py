@@ -9,6 +9,7 @@ import contextlib
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import nats.errors
@@ -33,6 +34,7 @@ from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
 from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
+from tests.integration.in_flight import Timed
 from tests.integration.log import read_events
 from tests.integration.probe import differs_from_replay
 from tests.support.servers import ServerPath
@@ -42,10 +44,17 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 WORKERS = ("decider-1", "decider-2")
 
 
+PATIENT_LEASE = {"CORRAL_LEASE_TTL": "12"}
+"""A lease the scheduler keeps through seconds stopped (SIGSTOP) on a busy machine: a test pausing it waits for a
+condition up to a third of it, not a fraction of the mesh's 1.5 s."""
+
+
 @pytest.fixture
-def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
-    """The mesh with two decision workers beside the scheduler."""
-    running = start_test_mesh(tmp_path / "mesh", server_path, settings={"CORRAL_DECISION_WORKERS": str(len(WORKERS))})
+def mesh(request: pytest.FixtureRequest, tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """The mesh with two decision workers beside the scheduler (settings over the mesh's: parametrize it
+    indirectly)."""
+    settings = {"CORRAL_DECISION_WORKERS": str(len(WORKERS)), **getattr(request, "param", {})}
+    running = start_test_mesh(tmp_path / "mesh", server_path, settings=settings)
     try:
         yield running
     finally:
@@ -60,14 +69,18 @@ async def client(mesh: Mesh) -> AsyncIterator[Client]:
         yield connected
 
 
-async def submit_all(client: Client, count: int, prefix: str = "a", pause: float = 0.0) -> list[object]:
-    """`count` one-CPU submits sent at once (each `pause` seconds after the one before), each with its own key; each
-    answer is checked to be stored in the log already (durable before answered)."""
+async def submit_all(
+    client: Client, count: int, prefix: str = "a", pause: float = 0.0, timed: Timed | None = None
+) -> list[object]:
+    """`count` one-CPU submits sent at once (each `pause` seconds after the one before), each with its own key, timed
+    in `timed`; each answer is checked to be stored in the log already (durable before answered)."""
+    timed = timed or Timed()
 
     async def submit(index: int) -> object:
         await asyncio.sleep(index * pause)
         request = ScheduleRequest(f"{prefix}{index}", {"CPU": 1})
-        decision = await client.submit(request, timeout=30.0, command_id=f"{prefix}{index}")
+        sent = partial(client.submit, request, timeout=30.0, command_id=f"{prefix}{index}")
+        decision = await timed.send(request.actor_id, sent)
         subject = s.event_subject(s.ACTOR, request.actor_id)
         assert await client.bus.last_sequence(subjects=(subject,)), f"{request.actor_id} answered before stored"
         return decision
@@ -133,6 +146,7 @@ async def test_two_workers_proposing_the_last_room_get_one_placement_and_one_ref
     assert isinstance(await client.submit(ScheduleRequest("z", {"CPU": 1})), Pending)
 
 
+@pytest.mark.parametrize("mesh", [PATIENT_LEASE], ids=["lease 12 s"], indirect=True)
 async def test_killing_a_worker_mid_batch_loses_no_request_and_decides_nothing_twice(
     client: Client, mesh: Mesh
 ) -> None:
@@ -151,10 +165,11 @@ async def test_killing_a_worker_mid_batch_loses_no_request_and_decides_nothing_t
 
     assert await holds_within(lambda: consumer_has(lambda info: (info.num_waiting or 0) >= len(WORKERS)), 15)
     scheduler = mesh.processes["scheduler"]
-    scheduler.send_signal(signal.SIGSTOP)  # briefly: well within its lease
+    scheduler.send_signal(signal.SIGSTOP)  # well within its lease
     try:
         stream = asyncio.ensure_future(submit_all(client, 20))
-        assert await holds_within(lambda: consumer_has(lambda info: (info.num_ack_pending or 0) >= 2), 0.8)
+        patience = float(PATIENT_LEASE["CORRAL_LEASE_TTL"]) / 3
+        assert await holds_within(lambda: consumer_has(lambda info: (info.num_ack_pending or 0) >= 2), patience)
         mesh.stop_service("decider-1", hard=True)
     finally:
         scheduler.send_signal(signal.SIGCONT)
@@ -189,10 +204,13 @@ async def test_killing_the_leading_scheduler_mid_stream_loses_nothing_and_the_st
     mesh.start_service("scheduler", instance="standby")
     for index in range(4):
         await client.register_node(f"n{index}", {"CPU": 40})
-    stream = asyncio.ensure_future(submit_all(client, 100, pause=0.01))
-    await asyncio.sleep(0.4)
+    timed = Timed()
+    stream = asyncio.ensure_future(submit_all(client, 100, pause=0.01, timed=timed))
+    await timed.flowing()
     mesh.stop_service("scheduler", hard=True)
+    killed = asyncio.get_running_loop().time()
     decisions = await asyncio.wait_for(stream, timeout=60)
+    assert timed.in_flight_at(killed), "no request was in flight at the kill"
     assert all(isinstance(d, Placed) for d in decisions)
     assert "won the lease" in log_of(mesh, "standby")
     assert sum((await placed_once(mesh, 100)).values()) == 100

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from functools import partial
 
 import pytest
 
@@ -25,6 +26,7 @@ from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
 from tests.integration.conftest import holds_within, log_of, wait_ready
+from tests.integration.in_flight import Timed
 from tests.integration.log import read_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -40,15 +42,20 @@ async def test_killing_the_active_scheduler_loses_no_request_and_allocates_nothi
     for index in range(4):
         await client.register_node(f"n{index}", {"CPU": 40})
 
+    timed = Timed()
+
     async def submit(index: int) -> object:
         await asyncio.sleep(index * 0.01)
-        return await client.submit(ScheduleRequest(f"a{index}", {"CPU": 1}), timeout=20.0)
+        request = ScheduleRequest(f"a{index}", {"CPU": 1})
+        return await timed.send(request.actor_id, lambda: client.submit(request, timeout=20.0))
 
     stream = asyncio.gather(*(submit(i) for i in range(REQUESTS)))
-    await asyncio.sleep(0.4)
+    await timed.flowing()
     mesh.stop_service("scheduler", hard=True)
+    killed = asyncio.get_running_loop().time()
     decisions = await asyncio.wait_for(stream, timeout=60)
 
+    assert timed.in_flight_at(killed), "no request was in flight at the kill"
     assert all(isinstance(d, Placed) for d in decisions)
     assert "won the lease" in log_of(mesh, "standby")
     events = await read_events(mesh.nats_url)
@@ -72,18 +79,22 @@ async def test_a_standby_taking_over_mid_stream_admits_and_schedules_virtual_clu
         await client.register_node(f"n{index}", {"CPU": 40})
     tenants = [f"t{index}" for index in range(8)]
 
+    timed = Timed()
+
     async def tenant(index: int, vc_id: str) -> list[object]:
         await asyncio.sleep(index * 0.05)
         spec = VirtualCluster(flexible_resource_min={"CPU": 2}, flexible_resource_max={"CPU": 8})
-        await client.create_virtual_cluster(vc_id, spec, timeout=20.0)
+        await timed.send(vc_id, lambda: client.create_virtual_cluster(vc_id, spec, timeout=20.0))
         work = [ScheduleRequest(f"{vc_id}-a{i}", {"CPU": 1}, vcluster_id=vc_id) for i in range(6)]
-        return [await client.submit(request, timeout=20.0) for request in work]
+        return [await timed.send(r.actor_id, partial(client.submit, r, timeout=20.0)) for r in work]
 
     stream = asyncio.gather(*(tenant(i, vc_id) for i, vc_id in enumerate(tenants)))
-    await asyncio.sleep(0.3)
+    await timed.flowing()
     mesh.stop_service("scheduler", hard=True)
+    killed = asyncio.get_running_loop().time()
     decisions = [d for per_tenant in await asyncio.wait_for(stream, timeout=60) for d in per_tenant]
 
+    assert timed.in_flight_at(killed), "no request was in flight at the kill"
     assert all(isinstance(d, Placed) for d in decisions)
     assert "won the lease" in log_of(mesh, "standby")
     events = await read_events(mesh.nats_url)

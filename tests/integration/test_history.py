@@ -26,9 +26,9 @@ from services.client.history import LoggedEvent
 from services.local.mesh import Mesh
 from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
+from tests.cli.test_commands import run
 from tests.integration.conftest import holds_within, start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
-from tests.test_cli_commands import run
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -53,7 +53,7 @@ async def live(snapshotting: Mesh) -> AsyncIterator[Client]:
 
 
 async def cli(argv: list[str], mesh: Mesh, capsys: pytest.CaptureFixture[str], status: int = 0) -> str:
-    """`corral argv` run in a thread (it runs its own event loop), as `tests.test_cli_commands.run`."""
+    """`corral argv` run in a thread (it runs its own event loop), as `tests.cli.test_commands.run`."""
     return await asyncio.to_thread(run, argv, mesh, capsys, status)
 
 

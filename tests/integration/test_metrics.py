@@ -29,10 +29,10 @@ from services.cli.supervisor import last_line
 from services.client import Client
 from services.local.mesh import SERVICES, Mesh
 from services.local.servers import LOWEST_PORT, ephemeral_ports, free_port
+from tests.cli.test_commands import Lines, stop
 from tests.integration.autoscaling import autoscaled_mesh, write_config
 from tests.integration.conftest import start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
-from tests.test_cli_commands import Lines, stop
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -62,8 +62,9 @@ def http(mesh: Mesh) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    """Headless Chromium, from the system's packages (selenium-manager downloads nothing)."""
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    """Headless Chromium, from the system's packages (selenium-manager downloads nothing), its profile in the test's
+    own folder (tests on other xdist workers run browsers of their own)."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         if os.geteuid() == 0:
             pytest.fail("chromium and chromedriver are missing: `make chromium` installs them (make test does)")
@@ -71,7 +72,8 @@ def browser() -> Iterator[WebDriver]:
     os.environ["SE_OFFLINE"] = "true"  # selenium-manager must not look for a browser or a driver to download
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,860"):
+    profile = f"--user-data-dir={tmp_path / 'chromium'}"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,860", profile):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console: Content-Security-Policy reports
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)

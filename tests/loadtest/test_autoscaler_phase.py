@@ -17,7 +17,7 @@ from schemas import (
     NodeTerminationRequested,
 )
 from services.core.labels import LAUNCH_ID, NODE_TYPE
-from tests.loadtest_reports import report_of
+from tests.loadtest.reports import report_of
 
 WAITS = Explanation(total=2, message="0/2 nodes are available: 2 node(s) didn't match the label selector.")
 

@@ -30,7 +30,7 @@ from schemas.subjects import subject_of
 from services.cli.__main__ import main
 from services.cli.commands.schema import DEFAULT_OUT, export, subject_constants
 
-CHECKED_IN = Path(__file__).resolve().parent.parent / "schemas" / "jsonschema"
+CHECKED_IN = Path(__file__).resolve().parents[2] / "schemas" / "jsonschema"
 FILES = ("commands.json", "events.json", "replies.json", "queries.json", "subjects.json")
 
 

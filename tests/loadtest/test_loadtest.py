@@ -20,7 +20,7 @@ from loadtest.report import Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
 from services.local.mesh import Mesh, start_mesh
-from tests.loadtest_reports import report_of
+from tests.loadtest.reports import report_of
 
 TINY = Config(
     nodes=20,

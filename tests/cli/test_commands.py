@@ -30,7 +30,7 @@ from services.client import SyncClient
 from services.local.mesh import Mesh, start_mesh
 from services.local.servers import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5"}
 """Short heartbeats, so a stopped node agent's node is declared dead within a test's patience."""
 
