@@ -36,6 +36,7 @@ PURE_STDLIB = (
     "hashlib",
     "re",
     "reprlib",  # services.core.errors shows values in messages, cut short
+    "difflib",  # an explanation suggests the closest label key to a mistyped one
     "operator",
     "types",
     "abc",

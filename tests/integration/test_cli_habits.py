@@ -77,3 +77,19 @@ async def test_flag_errors_show_the_subcommands_usage_and_the_closest_flag(mesh:
     assert (late.returncode, late.stdout) == (0, "node/n1 labeled\n"), late.stderr
     (node,) = await client.nodes()
     assert "disk" not in node.labels
+
+
+async def test_quantities_read_one_way_in_tables_totals_and_events(mesh: Mesh, client: Client) -> None:
+    await client.register_node("big", {"CPU": 1796, "memory": 32 * 2**30})
+    await client.submit(ScheduleRequest("odd", {"CPU": 1, "memory": 4 * 2**30 + 1}))
+
+    listed = await corral(mesh, "get", "nodes")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split()[3:5] == ["1/1796", "4Gi/32Gi"]  # not 4.29497e+09, not 1.796k
+    assert "Resources (used/total): CPU 1/1796, memory 4Gi/32Gi" in listed.stdout
+    described = await corral(mesh, "describe", "node", "big")
+    assert "e+" not in described.stdout and "32Gi" in described.stdout
+
+    events = await corral(mesh, "events", "--node", "big")
+    assert "node big joined with CPU=1796, memory=32Gi" in events.stdout  # not memory=3.43597e+10
+    assert "e+" not in events.stdout

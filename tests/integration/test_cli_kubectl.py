@@ -285,7 +285,7 @@ def test_create_and_delete_placement_groups_and_actors(
 
     run(["submit", "a1"], mesh, capsys)
     assert run(["delete", "actor", "a1"], mesh, capsys).startswith("actor/a1 deleted")
-    assert "no such live actor" in fails(["delete", "actor", "a1"], mesh, capsys, status=1)
+    assert 'actors "a1" not found' in fails(["delete", "actor", "a1"], mesh, capsys, status=1)
 
 
 @pytest.mark.integration
