@@ -5,6 +5,7 @@ and flag errors with the subcommand's usage and a "did you mean"."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,20 @@ async def test_quantities_read_one_way_in_tables_totals_and_events(mesh: Mesh, c
     events = await corral(mesh, "events", "--node", "big")
     assert "node big joined with CPU=1796, memory=32Gi" in events.stdout  # not memory=3.43597e+10
     assert "e+" not in events.stdout
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+"""The request files the README points to: each one must be taken by the command its first line names."""
+
+
+async def test_every_example_request_file_is_taken_by_the_cli(mesh: Mesh, client: Client) -> None:
+    await client.register_node("n1", {"CPU": 8, "memory": 16 * 2**30}, {"disk": "ssd"})
+    await client.register_node("n2", {"CPU": 8, "memory": 16 * 2**30})
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert [path.name for path in files] == ["actor.yaml", "pg.yaml", "vc.yaml"]
+    commands = {"actor.yaml": ["submit"], "pg.yaml": ["create", "pg"], "vc.yaml": ["vc", "create", "team-a"]}
+    for path in files:
+        assert path.read_text().startswith(f"# corral {' '.join(commands[path.name])} -f docs/examples/{path.name}")
+        done = await corral(mesh, *commands[path.name], "-f", str(path))
+        assert done.returncode == 0, (path.name, done.stdout, done.stderr)
+        assert "placed" in done.stdout or "admitted" in done.stdout, (path.name, done.stdout)
