@@ -33,9 +33,11 @@ from services.cli.commands import (
 )
 from services.cli.commands.meta import corral_version
 from services.cli.common import CliError, ConfigFileError, UsageError, not_answering
+from services.cli.parser import CorralParser, parse
 from services.cli.registry import Registers, Subcommands, register
 from services.client import (
     CorralError,
+    NotFoundError,
     RejectedError,
     ServiceFailedError,
     StorageFullError,
@@ -97,16 +99,18 @@ class GroupedHelp(argparse.RawDescriptionHelpFormatter):
         super().add_arguments([action for action in actions if not isinstance(action, argparse._SubParsersAction)])
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> CorralParser:
     """The `corral` parser: every command of COMMANDS, listed in GROUPS by `--help`."""
-    parser = argparse.ArgumentParser(
+    parser = CorralParser(
         prog="corral",
         usage="corral [-h] [--version] COMMAND ...",
         formatter_class=GroupedHelp,
         description="Corral: a scheduling control plane for actors, tasks and placement groups.",
     )
     parser.add_argument("--version", action="version", version=f"corral {corral_version()}")
-    commands = parser.add_subparsers(prog="corral", dest="command", metavar="COMMAND", required=True)
+    commands: Subcommands = parser.add_subparsers(  # type: ignore[assignment]  # its parsers are CorralParsers
+        prog="corral", dest="command", metavar="COMMAND", required=True
+    )
     register(commands, COMMANDS)
     parser.epilog = (
         f"{command_groups(commands)}\n\nMesh commands connect to --nats-url (default: $CORRAL_NATS_URL, else the "
@@ -120,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `corral` with `argv` (default: the process arguments); returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     prog = args.parser.prog
     try:
         result: int = args.run(args)
@@ -140,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except TooLargeError as error:  # never sent, so nobody refused it
         print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1
+    except NotFoundError as error:  # kubectl's words for it
+        print(f"Error from server (NotFound): {error}", file=sys.stderr)
         return 1
     except RejectedError as error:
         print(f"{prog}: error: the {getattr(args, 'service', 'mesh')} refused it: {error}", file=sys.stderr)

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import TypeVar, get_args
 
 from schemas import Exists, SelectorValue, Taint, TaintEffect
-from services.cli.quantity import format_amount, parse_quantity
+from services.cli.quantity import parse_quantity
+from services.core.amounts import format_amount
 from services.core.errors import LabelError, RejectedError
 from services.core.labels import parse_labels, validate_label_key, validate_label_value
 from services.core.request import MAX_TOLERATION_S

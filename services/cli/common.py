@@ -115,6 +115,11 @@ def not_answering(args: argparse.Namespace, detail: str) -> CliError:
     )
 
 
+def not_found(kind: str, name: str) -> str:
+    """kubectl's line for a name that is not there: `Error from server (NotFound): nodes "n2" not found`."""
+    return f'Error from server (NotFound): {kind} "{name}" not found'
+
+
 def chosen(args: argparse.Namespace, *, warn_always: bool = False) -> Chosen:
     """The mesh the command's flags, the environment and the endpoints file name (`args.nats_url` set to its NATS
     URL); an endpoints file that cannot be trusted is said on stderr when a default is taken in its stead (or

@@ -10,7 +10,7 @@ from typing import cast
 from schemas import Taint, TaintEffect
 from services.cli import args as types
 from services.cli.common import UsageError
-from services.core.errors import LabelError
+from services.core.errors import LabelError, NotFoundError
 from services.core.labels import parse_labels, validate_label_key
 
 
@@ -78,15 +78,15 @@ def taint_edit(words: list[str]) -> TaintEdit:
     return edit
 
 
-def removals(current: list[Taint], edit: TaintEdit) -> tuple[list[str], dict[str, list[TaintEffect]]]:
+def removals(current: list[Taint], edit: TaintEdit, node_id: str) -> tuple[list[str], dict[str, list[TaintEffect]]]:
     """The keys whose taints go (every effect), and per key the effects whose taint goes; a removal that matches
-    no taint is an error naming it."""
+    no taint is `NotFoundError` naming it (before anything changes)."""
     for key in edit.remove_keys:
         if all(taint.key != key for taint in current):
-            raise UsageError(f"taint {key}- : the node has no taint with key {key!r}")
+            raise NotFoundError(f"taint {key!r} not found on node {node_id}")
     effects: dict[str, list[TaintEffect]] = {}
     for key, effect in edit.remove_effects:
         if all((taint.key, taint.effect) != (key, effect) for taint in current):
-            raise UsageError(f"taint {key}:{effect}- : the node has no taint {key!r} with effect {effect}")
+            raise NotFoundError(f"taint {key}:{effect} not found on node {node_id}")
         effects.setdefault(key, []).append(effect)
     return list(dict.fromkeys(edit.remove_keys)), effects

@@ -13,9 +13,9 @@ import msgspec
 from schemas import Pending, Taint, VirtualClusterInfo
 from schemas.queries import ActorInfo, NodeInfo
 from services.cli.args import format_taint
-from services.cli.quantity import format_amount
 from services.cli.records import age
 from services.client import Client
+from services.core.amounts import format_amount
 from services.core.errors import NotFoundError
 from services.core.labels import CORDON_TAINT, DRAIN_TAINT, ZONE, node_condition, user_labels
 from services.core.selectors import LabelSelector
@@ -85,6 +85,14 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     items: list[Any]
+
+    def only(self, names: list[str]) -> Table:
+        """The rows (and items) of `names` alone, in the order of `names` (all rows when none are given)."""
+        if not names:
+            return self
+        index = {row[0]: position for position, row in enumerate(self.rows)}
+        kept = [index[name] for name in dict.fromkeys(names) if name in index]
+        return Table(self.headers, [self.rows[i] for i in kept], [self.items[i] for i in kept])
 
 
 def used_total(name: str, total: float, available: float) -> str:

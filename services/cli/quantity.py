@@ -1,5 +1,5 @@
-"""Resource quantities with the Kubernetes suffixes: `4Gi`, `500m`, `1.5`, `2k` in (`parse_quantity`), `4Gi`, `500m`
-out (`format_amount`, kept in services.core.quantity where the gateway's page shares it).
+"""Resource quantities read with the Kubernetes suffixes: `4Gi`, `500m`, `1.5`, `2k` (services.core.amounts spells
+them out: `format_amount`).
 
 Corral's amounts are plain numbers (memory in bytes, CPU in cores); the suffixes only scale them: binary `Ki Mi Gi
 Ti Pi Ei` (powers of 1024), decimal `k M G T P E` (powers of 1000) and `m` (thousandths).
@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import re
 
+from services.core.amounts import SUFFIXES, format_amount, format_quantity
 from services.core.errors import rule_error
-from services.core.quantity import SUFFIXES, format_amount, format_quantity
 
 __all__ = ["RULE", "format_amount", "format_quantity", "parse_quantity"]
 

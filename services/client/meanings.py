@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from schemas import events as e
 from schemas.events import AnyEvent
+from services.core.amounts import format_amounts
 from services.core.labels import utc_text
-
-
-def _amounts(amounts: Mapping[str, float]) -> str:
-    return ", ".join(f"{name}={amount:g}" for name, amount in sorted(amounts.items())) or "nothing"
 
 
 def _placed(event: e.ActorPlaced) -> str:
     bundle = f" in bundle {event.bundle_index} of {event.placement_group_id}" if event.placement_group_id else ""
-    asked = f" as submitted ({_amounts(event.request.resources)})" if event.request is not None else ""
+    asked = f" as submitted ({format_amounts(event.request.resources)})" if event.request is not None else ""
     return f"actor {event.actor_id} placed on {event.node_id}{bundle}{asked}"
 
 
@@ -33,10 +30,10 @@ def _taints(event: e.TaintsChanged) -> str:
 
 def _registered(event: e.NodeRegistered) -> str:
     if event.removed_before is None:
-        return f"node {event.node_id} joined with {_amounts(event.resources)}"
+        return f"node {event.node_id} joined with {format_amounts(event.resources)}"
     return (
         f"node {event.node_id} registered again (it was removed {event.removed_before:.0f}s before: its agent still "
-        f"ran) with {_amounts(event.resources)}"
+        f"ran) with {format_amounts(event.resources)}"
     )
 
 
@@ -63,7 +60,7 @@ MEANINGS: dict[type[Any], Callable[[Any], str]] = {
         f"node {ev.node_id} relabelled: " + (", ".join(f"{k}={v}" for k, v in sorted(ev.labels.items())) or "no labels")
     ),
     e.TaintsChanged: _taints,
-    e.ActorSubmitted: lambda ev: f"actor {ev.request.actor_id} submitted ({_amounts(ev.request.resources)})",
+    e.ActorSubmitted: lambda ev: f"actor {ev.request.actor_id} submitted ({format_amounts(ev.request.resources)})",
     e.ActorPlaced: _placed,
     e.ActorPending: lambda ev: f"actor {ev.actor_id} pending: {ev.explanation.message}",
     e.ActorFailed: _failed,
@@ -86,7 +83,7 @@ MEANINGS: dict[type[Any], Callable[[Any], str]] = {
     ),
     e.VirtualNodeResized: lambda ev: (
         f"virtual node {ev.vnode_id} of {ev.vc_id} on {ev.parent_node} now holds "
-        f"{_amounts(ev.resources) if ev.resources else 'nothing (gone)'}"
+        f"{format_amounts(ev.resources) if ev.resources else 'nothing (gone)'}"
     ),
     e.VirtualClusterDestroyRequested: lambda ev: (
         f"virtual cluster {ev.vc_id} to be destroyed" + (" (forced)" if ev.force else "")

@@ -8,7 +8,7 @@ value and the rule.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -83,3 +83,57 @@ def _bounds(info: mi.FloatType | mi.IntType) -> str:
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
+
+
+# amounts spelled for people: one spelling in every table, message and event meaning
+
+SUFFIXES: dict[str, float] = {
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
+}
+"""The Kubernetes quantity suffixes: decimal `k M G T P E`, binary `Ki ... Ei` (powers of 1024), `m` thousandths."""
+_BINARY_FIRST = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+_LARGE_DECIMAL_FIRST = ("E", "P", "T", "G", "M")
+
+
+def _decimals(value: float, places: int) -> str:
+    """`value` with at most `places` decimals, trailing zeros dropped, never in exponent notation."""
+    return f"{value:.{places}f}".rstrip("0").rstrip(".")
+
+
+def format_quantity(value: float, *, binary: bool = False) -> str:
+    """`value` as a Kubernetes quantity, never in exponent notation: with `binary` (memory) in the largest binary
+    unit it fills (`4Gi`, `1.5Gi`, `3.2Gi` rounded to 2 decimals; bytes below 1Ki); else `500m` below 1, plain
+    numbers up to a million (`1796`, `1.5`), then `M`, `G`, ... (`2.5M`)."""
+    if not math.isfinite(value):
+        return str(value)
+    if value < 0:
+        return "-" + format_quantity(-value, binary=binary)
+    for suffix in _BINARY_FIRST if binary else _LARGE_DECIMAL_FIRST:
+        if value >= SUFFIXES[suffix]:
+            return _decimals(value / SUFFIXES[suffix], 2 if binary else 3) + suffix
+    if 0 < value < 1 and not binary:
+        return _decimals(value * 1000, 3) + "m"
+    return _decimals(value, 3) or "0"
+
+
+def format_amount(name: str, value: float) -> str:
+    """A resource's amount: memory-like resources in binary units (`4Gi`), the others decimal (`500m`, `8`)."""
+    return format_quantity(value, binary="memory" in name.lower())
+
+
+def format_amounts(amounts: Mapping[str, float], *, joiner: str = "=") -> str:
+    """`CPU=8, memory=4Gi` (names sorted, CPU first; `joiner` between a name and its amount), `nothing` if empty."""
+    names = sorted(amounts, key=lambda name: (name != "CPU", name))
+    return ", ".join(f"{name}{joiner}{format_amount(name, amounts[name])}" for name in names) or "nothing"

@@ -138,6 +138,30 @@ def taints_removed(
     return TaintsChanged(node_id=node_id, taints=effective_taints(with_taints(layers, edits)), operator=edits)
 
 
+def check_present(
+    view: ClusterView,
+    node_id: str,
+    *,
+    labels: Sequence[str] = (),
+    taints: Sequence[str] = (),
+    effects: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """An operator's removal names only what the live node has: `NotFoundError` naming the first label key, taint
+    key or taint key and effect it lacks (as kubectl answers, and before anything changes)."""
+    node = live_node(view, node_id)
+    present = user_labels(node.labels)
+    for key in labels:
+        if key not in present:
+            raise NotFoundError(f"label {key!r} not found on node {node_id}")
+    for key in taints:
+        if all(taint.key != key for taint in node.taints):
+            raise NotFoundError(f"taint {key!r} not found on node {node_id}")
+    for key, named in (effects or {}).items():
+        for effect in named:
+            if all((taint.key, taint.effect) != (key, effect) for taint in node.taints):
+                raise NotFoundError(f"taint {key}:{effect} not found on node {node_id}")
+
+
 def node_layers(node: NodeState) -> Layers:
     """The node's layers (a node without: all its labels and taints its agent's)."""
     return node.layers or Layers(node.labels, list(node.declared_taints))

@@ -65,13 +65,18 @@ def check_new_work(request: Work) -> None:
 
 
 def check_same_request(field: str, work_id: str, existing: Work, new: Work) -> None:
-    """A `ConflictError` naming every field in which `new` differs from the live `existing` request."""
-    changed = [f"{name} {old!r} -> {value!r}" for name, old, value in differences(existing, new)]
+    """A `ConflictError` naming every field in which `new` differs from the live `existing` request (the values in
+    the API's JSON spelling)."""
+    changed = [f"{name} {_json(old)} -> {_json(value)}" for name, old, value in differences(existing, new)]
     if changed:
         raise ConflictError(
             f"{field} {work_id!r}: already live with another request ({'; '.join(changed)}); "
             "the same request returns its decision, another needs it removed first or a new id"
         )
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value, order="sorted").decode()
 
 
 ENVELOPE = ("command_id", "correlation_id")

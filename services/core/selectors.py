@@ -41,6 +41,20 @@ class Term:
     def __repr__(self) -> str:
         return f"Term({self.key!r}, {self.op!r}, {sorted(self.values)!r})"
 
+    def text(self) -> str:
+        """The condition as the CLI and the API spell it: `tier=db`, `tier!=db`, `tier=in(a,b)`, `gpu=exists()`."""
+        values = ",".join(sorted(self.values))
+        if self.op in (IN, NOT_IN) and len(self.values) == 1:
+            return f"{self.key}={values}" if self.op == IN else f"{self.key}!={values}"
+        negated = "!" if self.op in (NOT_IN, DOES_NOT_EXIST) else ""
+        condition = f"in({values})" if self.op in (IN, NOT_IN) else "exists()"
+        return f"{self.key}={negated}{condition}"
+
+
+def selector_text(spec: Mapping[str, SelectorValue]) -> str:
+    """A selector (or tolerations) mapping as the CLI spells it: `tier=db,zone=in(z1,z2)`, keys sorted."""
+    return ",".join(parse_condition(key, spec[key]).text() for key in sorted(spec))
+
 
 def _split_values(key: str, text: str, inner: str) -> frozenset[str]:
     values = [part.strip() for part in inner.split(",")]

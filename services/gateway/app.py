@@ -26,6 +26,7 @@ from services.gateway.events import Watching, events
 from services.gateway.feed import Feed
 from services.gateway.health import healthz, readyz
 from services.gateway.measure import measured
+from services.gateway.reference import documented
 from services.gateway.shield import shielded
 from services.gateway.taints import taint_routers
 from services.gateway.ui import ui_routers
@@ -73,30 +74,32 @@ def create_app(settings: Settings) -> Litestar:
             finally:
                 await app.state.watching.feed.close()
 
-    return Litestar(
-        route_handlers=[
-            *ui_routers(),
-            openapi,
-            docs,
-            healthz,
-            readyz,
-            events,
-            cluster_router,
-            vclusters_router,
-            *taint_routers(),
-        ],
-        dependencies={"client": Provide(client_of, sync_to_thread=False)},
-        exception_handlers={CorralError: corral_error, HTTPException: http_error, Exception: bug},
-        lifespan=[connected],
-        state=State({"token": settings.http_token}),
-        request_max_body_size=settings.http_max_body_bytes,
-        openapi_config=OpenAPIConfig(
-            title="Corral",
-            version="1",
-            description="Corral's HTTP API: the cluster, pending work and why it waits, and the commands.",
-            path=SCHEMA_PATH,
-            render_plugins=[SwaggerRenderPlugin(), JsonRenderPlugin()],
-        ),
+    return documented(
+        Litestar(
+            route_handlers=[
+                *ui_routers(),
+                openapi,
+                docs,
+                healthz,
+                readyz,
+                events,
+                cluster_router,
+                vclusters_router,
+                *taint_routers(),
+            ],
+            dependencies={"client": Provide(client_of, sync_to_thread=False)},
+            exception_handlers={CorralError: corral_error, HTTPException: http_error, Exception: bug},
+            lifespan=[connected],
+            state=State({"token": settings.http_token}),
+            request_max_body_size=settings.http_max_body_bytes,
+            openapi_config=OpenAPIConfig(
+                title="Corral",
+                version="1",
+                description="Corral's HTTP API: the cluster, pending work and why it waits, and the commands.",
+                path=SCHEMA_PATH,
+                render_plugins=[SwaggerRenderPlugin(), JsonRenderPlugin()],
+            ),
+        )
     )
 
 

@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 from schemas import AnyEvent, Pending, Taint
 from schemas.queries import AutoscalerStatusReply
+from services.core.amounts import format_amount
 from services.core.labels import ZONE
-from services.core.quantity import format_amount
 from services.gateway.cluster import NodeView
 from services.gateway.parsing import EFFECTS
 from services.gateway.vclusters import TreeEntry

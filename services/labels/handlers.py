@@ -7,7 +7,7 @@ import time
 from schemas import NodeDied
 from schemas.commands import RegisterNode, RemoveNode, SetLabels
 from services.core.errors import ConflictError
-from services.core.node_events import labels_changed, live_node, node_registered
+from services.core.node_events import check_present, labels_changed, live_node, node_registered
 from services.core.request import check_resources
 from services.labels.view import LabelsView
 from services.runtime.commands import Noted, Outcome
@@ -60,10 +60,13 @@ class LabelsHandlers:
         return [event]
 
     def set_labels(self, command: SetLabels) -> Outcome:
-        """Replace the user labels of a live node, or (`merge`) set and remove single keys."""
+        """Replace the user labels of a live node, or (`merge`) set and remove single keys (a key the node lacks:
+        `NotFoundError`)."""
         cluster, node_id = self.view.cluster, command.node_id
         merge, remove, overwrite = command.merge, command.remove, command.overwrite
-        return [labels_changed(cluster, node_id, command.labels, merge=merge, remove=remove, overwrite=overwrite)]
+        event = labels_changed(cluster, node_id, command.labels, merge=merge, remove=remove, overwrite=overwrite)
+        check_present(cluster, node_id, labels=remove)
+        return [event]
 
     def remove(self, command: RemoveNode) -> Outcome:
         """Take a live node out now (its actors fail and restart elsewhere when they may) and forget the operator's

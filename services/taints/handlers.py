@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas import Taint
 from schemas.commands import AddTaints, RemoveTaints
-from services.core.node_events import taints_added, taints_removed
+from services.core.node_events import check_present, taints_added, taints_removed
 from services.core.request import rare_taint_key
 from services.runtime.commands import Outcome
 from services.taints.view import TaintsView
@@ -23,12 +23,11 @@ class TaintsHandlers:
         return [taints_added(self.view.cluster, node_id, list(command.taints))]
 
     def remove(self, command: RemoveTaints) -> Outcome:
-        """Delete every taint with one of the keys, and those whose key and effect `effects` names."""
+        """Delete every taint with one of the keys, and those whose key and effect `effects` names (one the node
+        lacks: `NotFoundError`)."""
         node_id = self.view.resolve(command.node_id, command.node_address)
         event = taints_removed(self.view.cluster, node_id, list(command.keys), command.effects)
-        if len(event.taints) == len(self.view.cluster.nodes[node_id].taints):
-            named = [*command.keys, *(f"{key}:{effect}" for key, each in command.effects.items() for effect in each)]
-            return f"node {node_id} has no taint {', '.join(named) or '(none given)'}"
+        check_present(self.view.cluster, node_id, taints=command.keys, effects=command.effects)
         return [event]
 
     def isolate_rare(self) -> Outcome:

@@ -16,9 +16,10 @@ from services.cli.__main__ import main
 from services.cli.common import UsageError
 from services.cli.edits import LabelEdit, label_edit, removals, taint_edit
 from services.cli.listing import Snapshot, first_reason, node_status, select, table_of, totals
-from services.cli.quantity import format_amount, format_quantity, parse_quantity
+from services.cli.quantity import parse_quantity
 from services.cli.records import age
-from services.core.errors import RejectedError
+from services.core.amounts import format_amount, format_quantity
+from services.core.errors import NotFoundError, RejectedError
 from services.core.labels import validate_label_key
 from services.core.selectors import LabelSelector
 
@@ -57,9 +58,14 @@ def test_amounts_show_human_friendly_memory_in_binary_units() -> None:
     assert format_amount("memory", 1.5 * 2**30) == "1.5Gi"
     assert format_amount("CPU", 0.5) == "500m"
     assert format_amount("CPU", 4) == "4"
-    assert format_amount("CPU", 2000) == "2k"
+    assert format_amount("CPU", 1796) == "1796"  # cores read as cores, not 1.796k
+    assert format_amount("CPU", 2.5e7) == "25M"
+    assert format_amount("memory", 2**32 + 7) == "4Gi"  # never 4.29497e+09
+    assert format_amount("memory", 3.43597e10) == "32Gi"
+    assert format_amount("memory", 1000) == "1000"
     assert format_quantity(0) == "0"
     assert format_quantity(1.25) == "1.25"
+    assert format_quantity(1e30) == "1000000000000E"
 
 
 def test_resource_flags_take_quantities_and_kubectl_lowercase_names() -> None:
@@ -104,14 +110,14 @@ def test_taint_edits_add_remove_by_key_and_by_key_and_effect() -> None:
     assert edit.add == [Taint("gpu", "true", "NoSchedule")]
     assert (edit.remove_keys, edit.remove_effects) == (["maint"], [("spot", "NoExecute")])
     current = [Taint("spot", "yes", "NoExecute"), Taint("spot", "yes", "NoSchedule"), Taint("maint")]
-    assert removals(current, edit) == (["maint"], {"spot": ["NoExecute"]})  # one command: spot:NoSchedule stays
+    assert removals(current, edit, "n1") == (["maint"], {"spot": ["NoExecute"]})  # one command: spot:NoSchedule stays
 
 
-def test_removing_a_taint_the_node_lacks_names_it() -> None:
-    with pytest.raises(UsageError, match="no taint 'gpu' with effect NoExecute"):
-        removals([Taint("gpu", "true", "NoSchedule")], taint_edit(["gpu:NoExecute-"]))
-    with pytest.raises(UsageError, match="no taint with key 'maint'"):
-        removals([], taint_edit(["maint-"]))
+def test_removing_a_taint_the_node_lacks_is_not_found_naming_it() -> None:
+    with pytest.raises(NotFoundError, match="taint gpu:NoExecute not found on node n1"):
+        removals([Taint("gpu", "true", "NoSchedule")], taint_edit(["gpu:NoExecute-"]), "n1")
+    with pytest.raises(NotFoundError, match="taint 'maint' not found on node n1"):
+        removals([], taint_edit(["maint-"]), "n1")
     with pytest.raises(UsageError, match="effect 'Never' must be one of"):
         taint_edit(["gpu:Never-"])
 
@@ -289,7 +295,13 @@ def test_retired_spellings_are_hidden_from_help(capsys: pytest.CaptureFixture[st
         (["taint", "node", "n1", "gpu=true:Never"], "effect 'Never' must be one of"),
         (["create", "pg", "pg1"], "at least one --bundle"),
         (["create", "pg", "-f", "-", "--bundle", "CPU=1"], "drop --bundle"),
-        (["delete", "node", "n1"], "invalid choice: 'node'"),
+        (["delete", "pods", "p1"], "'pods': not a kind to delete"),
+        (["delete", "pending", "p1"], "'pending': not a kind to delete"),
+        (["delete", "actors"], "give the objects' names or -l SELECTOR"),
+        (["delete", "pgs", "-l", "a=b"], "placement groups and virtual clusters carry no labels"),
+        (["get", "nodes", "--selecter", "a=b"], "unrecognized arguments: --selecter a=b; did you mean --selector?"),
+        (["node", "strat"], "did you mean start?"),
+        (["events", "--actor", "a", "--pg", "p"], "--actor and --pg: give one of them"),
         (["completion", "fish"], "invalid choice: 'fish'"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
@@ -300,3 +312,12 @@ def test_bad_kubectl_style_command_lines_exit_2_and_say_why(
     err = out_of(argv, capsys, status=2)
     assert f"usage: corral {argv[0]}" in err
     assert complaint in err
+
+
+def test_a_mistyped_command_suggests_the_closest_and_words_after_a_flag_still_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = out_of(["gett", "nodes"], capsys, status=2)
+    assert err.startswith("usage: corral [-h]") and err.rstrip().endswith("did you mean get?")
+    assert "did you mean --overwrite?" in out_of(["label", "node", "n1", "--overwirte", "a=b"], capsys, status=2)
+    assert "did you mean" not in out_of(["get", "nodes", "--zzz"], capsys, status=2)

@@ -137,7 +137,7 @@ def test_a_placement_group_says_which_launch_it_waits_for() -> None:
     cluster.fold(launch({"L1": {"pg": {"CPU": 2}}, "L2": {"pg": {"CPU": 2}}}))
     cluster.fold(registered("n1", "L1"))
     (pending,) = cluster.pending()
-    assert pending.message.startswith("waits for the nodes launched for it (launch L2)")
+    assert pending.message.startswith("the autoscaler is launching cpu-4 for it (launch L2)")
 
 
 def test_an_actor_says_which_launch_it_waits_for() -> None:
@@ -145,7 +145,18 @@ def test_an_actor_says_which_launch_it_waits_for() -> None:
     cluster.submit(actor("a", 2))
     cluster.fold(launch({"L1": {"a": {"CPU": 2}}}))
     (pending,) = cluster.pending()
-    assert pending.message.startswith("waits for the nodes launched for it (launch L1); 0/0 nodes are available")
+    assert pending.message.startswith("the autoscaler is launching cpu-4 for it (launch L1); 0/0 nodes are available")
+
+
+def test_work_a_launch_is_for_never_reads_no_node_could_ever_host_it() -> None:
+    cluster = Cluster()
+    cluster.fold(registered("small", cpu=1))
+    cluster.submit(actor("a", 2))
+    assert cluster.pending()[0].message.startswith("no node could ever host it")  # true: nothing is coming
+    cluster.fold(launch({"L1": {"a": {"CPU": 2}}}))
+    (pending,) = cluster.pending()
+    assert pending.message.startswith("the autoscaler is launching cpu-4 for it (launch L1); 0/1 nodes are")
+    assert "ever" not in pending.message
 
 
 def test_nominations_survive_a_snapshot_with_the_same_digest_and_effect() -> None:

@@ -322,7 +322,9 @@ def test_an_unmatched_selector_explains_itself_in_the_kubernetes_style() -> None
     cluster = make_cluster(3)
     decision = cluster.submit(make_actor("a", label_selector={"disk": "ssd"}))
     assert isinstance(decision, Pending)
-    assert decision.message == "0/3 nodes are available: 3 node(s) didn't match the label selector."
+    assert decision.message == (
+        "0/3 nodes are available: 3 node(s) didn't match the label selector; no node has a label key 'disk'."
+    )
     assert decision.reasons == {"didn't match the label selector": 3}
     assert decision.nodes_by_reason == {"didn't match the label selector": ["n0", "n1", "n2"]}
 

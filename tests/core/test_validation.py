@@ -187,8 +187,8 @@ def test_submitting_a_live_id_returns_its_decision_and_records_nothing(again: Sc
 @pytest.mark.parametrize(
     ("again", "named"),
     [
-        (make_actor("placed", 3, label_selector={"disk": "nvme"}), "resources {'CPU': 1} -> {'CPU': 3}"),
-        (make_actor("waiting"), "label_selector {'disk': 'ssd'} -> {}"),
+        (make_actor("placed", 3, label_selector={"disk": "nvme"}), 'resources {"CPU":1} -> {"CPU":3}'),
+        (make_actor("waiting"), 'label_selector {"disk":"ssd"} -> {}'),
     ],
     ids=[
         "resubmitting a placed actor with another request is a conflict naming both",
@@ -209,7 +209,7 @@ def test_creating_a_live_placement_group_again_returns_its_decision_and_records_
     groups = cluster.placement_groups()
     decision = cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 1}]))
     assert decision == Placed("pg", bundle_nodes=groups["pg"])
-    with pytest.raises(ConflictError, match=re.escape("bundles [{'CPU': 1}] -> [{'CPU': 2}, {'CPU': 2}]")):
+    with pytest.raises(ConflictError, match=re.escape('bundles [{"CPU":1}] -> [{"CPU":2},{"CPU":2}]')):
         cluster.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}, {"CPU": 2}]))
     assert cluster.events() == events
 

@@ -57,13 +57,13 @@ async def test_resubmitting_a_live_id_with_another_request_is_a_conflict_naming_
 
     with pytest.raises(ConflictError) as conflict:
         await client.submit(ScheduleRequest("a2", {"CPU": 3}, label_selector={"tier": "web"}))
-    assert "resources {'CPU': 1.0} -> {'CPU': 3.0}" in str(conflict.value)
-    assert "label_selector {'tier': 'gpu'} -> {'tier': 'web'}" in str(conflict.value)
+    assert 'resources {"CPU":1.0} -> {"CPU":3.0}' in str(conflict.value)
+    assert 'label_selector {"tier":"gpu"} -> {"tier":"web"}' in str(conflict.value)
     assert (await client.placements())["a2"] == "gpu-1"
 
     group = PlacementGroupRequest("pg", [{"CPU": 1}])
     await client.create_placement_group(group)
-    with pytest.raises(ConflictError, match=r"bundles \[\{'CPU': 1.0\}\] -> \[\{'CPU': 2.0\}\]"):
+    with pytest.raises(ConflictError, match=r'bundles \[\{"CPU":1.0\}\] -> \[\{"CPU":2.0\}\]'):
         await client.create_placement_group(PlacementGroupRequest("pg", [{"CPU": 2}]))
 
     cli = await corral(mesh, "submit", "a2", "--cpu", "3", "--selector", "tier=web")

@@ -306,6 +306,16 @@ def test_errors_are_4xx_with_the_services_message_and_change_nothing(http: httpx
     assert http.delete("/api/v1/actors/x-c", headers=AUTH).status_code == 200
 
 
+def test_removing_what_is_not_there_is_404_naming_it(http: httpx.Client, corral: SyncClient) -> None:
+    corral.register_node("nf1", {"CPU": 1}, heartbeat=False)
+    for path in ("/nodes/taints/nf1", "/api/v1/taints/nf1"):
+        gone = http.request("DELETE", path, json={"nosuch": ""}, headers=AUTH)
+        said = {"error": "taint 'nosuch' not found on node nf1", "kind": "not_found", "status": 404}
+        assert (gone.status_code, gone.json()) == (404, said)
+    for path in ("/api/v1/actors/ghost", "/api/v1/placement-groups/ghost", "/api/v1/vclusters/ghost"):
+        assert http.delete(path, headers=AUTH).status_code == 404, path
+
+
 def test_an_idempotency_key_reused_for_another_request_is_409_naming_the_key(
     http: httpx.Client, corral: SyncClient
 ) -> None:

@@ -16,7 +16,7 @@ from schemas import (
     ScheduleRequest,
     Taint,
 )
-from services.client import Client, RejectedError
+from services.client import Client, NotFoundError, RejectedError
 from tests.integration.conftest import holds_within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -68,11 +68,12 @@ async def test_taints_keep_work_off_and_a_removed_taint_unblocks_it(client: Clie
 
 
 async def test_a_taint_removed_by_key_and_effect_leaves_the_keys_other_effects(client: Client) -> None:
-    """`kubectl taint node N key:Effect-`: one command, one change; an effect the key lacks changes nothing."""
+    """`kubectl taint node N key:Effect-`: one command, one change; an effect the key lacks is not found and changes
+    nothing."""
     both = [Taint("gpu", "true", "NoSchedule"), Taint("gpu", "true", "PreferNoSchedule")]
     await client.register_node("gpu2", {"CPU": 2}, taints=both)
-    nothing = await client.remove_taints("gpu2", [], effects={"gpu": ["NoExecute"]})
-    assert nothing.sequence == 0 and nothing.message == "node gpu2 has no taint gpu:NoExecute"
+    with pytest.raises(NotFoundError, match="taint gpu:NoExecute not found on node gpu2"):
+        await client.remove_taints("gpu2", [], effects={"gpu": ["NoExecute"]})
     with pytest.raises(RejectedError, match=r"Invalid enum value 'NoWay' - at `\$\.effects"):
         await client.remove_taints("gpu2", [], effects={"gpu": ["NoWay"]})  # type: ignore[list-item]
     removed = await client.remove_taints("gpu2", [], effects={"gpu": ["NoSchedule"]})

@@ -24,8 +24,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from schemas import ScheduleRequest, Taint
 from services.client import Client, SyncClient
+from services.core.amounts import format_amount
 from services.core.labels import CORDON_TAINT, ZONE
-from services.core.quantity import format_amount
 from services.local.mesh import Mesh
 from tests.integration.gateway import AUTH, TOKEN, gateway_mesh, http_base
 from tests.support.servers import ServerPath
@@ -233,7 +233,7 @@ ZONES = ("z1", "z2", "z3")
 FIRST_SCREEN_BOUND_MS = 3_000
 """The issue's 1 s for the first screen, with margin for this shared, loaded machine."""
 QUANTITIES = [("memory", 4 * 2**30), ("CPU", 0.5), ("CPU", 2000), ("CPU", 1.5), ("memory", 34.4e9), ("GPU", 0.0)]
-"""Amounts the script must write as the CLI does (services.core.quantity.format_amount)."""
+"""Amounts the script must write as the CLI does (services.core.amounts.format_amount)."""
 
 
 async def register_many(nats_url: str) -> None:

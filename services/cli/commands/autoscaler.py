@@ -7,6 +7,7 @@ import argparse
 import asyncio
 
 from schemas.queries import AutoscalerStatusReply, LaunchInfo
+from services.cli.args import format_resources
 from services.cli.commands.status import section
 from services.cli.common import add_connection_arguments, connected, say
 from services.cli.output import add_output_argument, structured
@@ -45,7 +46,7 @@ def render(status: AutoscalerStatusReply) -> str:
     types = [
         (
             t.name,
-            ",".join(f"{name}={amount:g}" for name, amount in sorted(t.resources.items())),
+            format_resources(t.resources),
             t.min_workers,
             t.max_workers,
             t.running,

@@ -19,11 +19,11 @@ from services.cli.commands.vc import render_show
 from services.cli.common import CliError, add_connection_arguments, connected, say
 from services.cli.history import history_lines
 from services.cli.listing import NONE, Snapshot, node_status, read_snapshot, taints_text
-from services.cli.quantity import format_amount
 from services.cli.records import Record, age, first_record
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import Client, RejectedError
+from services.core.amounts import format_amount
 from services.core.labels import UNREACHABLE_TAINT
 
 KINDS = {"node": "node", "no": "node", "actor": "actor", "pg": "pg", "placementgroup": "pg", "vc": "vc"}

@@ -47,7 +47,7 @@ def add_parsers(commands: Subcommands) -> None:
     label.add_argument("--replace", action="store_true", help="replace every user label with the given ones")
     label.add_argument("--node-id", help=argparse.SUPPRESS)  # retired: `label node ID`
     add_connection_arguments(label, service="labels service")
-    label.set_defaults(run=run_label, parser=label)
+    label.set_defaults(run=run_label, parser=label, intermixed="words")
 
     taint = commands.add_parser(
         "taint",
@@ -68,7 +68,7 @@ def add_parsers(commands: Subcommands) -> None:
     taint.add_argument("--append", type=types.taint, nargs="+", action="extend", help=argparse.SUPPRESS)
     taint.add_argument("--delete", nargs="+", action="extend", help=argparse.SUPPRESS)
     add_connection_arguments(taint, service="taints service")
-    taint.set_defaults(run=run_taint, parser=taint)
+    taint.set_defaults(run=run_taint, parser=taint, intermixed="words")
 
     for verb, what in (
         ("cordon", f"mark a node unschedulable (taint {CORDON.key}:{CORDON.effect})"),
@@ -170,7 +170,7 @@ def run_taint(args: argparse.Namespace) -> int:
     async def main() -> str:
         async with connected(args) as client:
             node = await live_node(client, node_id, address)
-            keys, effects = removals(node.taints, edit)
+            keys, effects = removals(node.taints, edit, node.node_id)
             if edit.add:
                 await client.add_taints(node.node_id, edit.add)
             if keys or effects:

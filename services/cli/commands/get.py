@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from schemas import subjects as s
 from services.cli import args as types
-from services.cli.common import UsageError, add_connection_arguments, connected, say, stop_signals
+from services.cli.common import UsageError, add_connection_arguments, connected, not_found, say, stop_signals
 from services.cli.listing import (
     KINDS,
     RECORD_KIND,
@@ -71,6 +71,7 @@ def add_parsers(commands: Subcommands) -> None:
         metavar="KIND",
         help="nodes (node, no), actors (actor), pgs (pg, placementgroups), vcs (vc, virtualclusters) or pending",
     )
+    get.add_argument("names", nargs="*", metavar="NAME", help="only these objects (an unknown name: exit status 1)")
     add_output_argument(get)
     get.add_argument(
         "-l",
@@ -86,7 +87,7 @@ def add_parsers(commands: Subcommands) -> None:
         "-w", "--watch", action="store_true", help="then print rows again as events in the log change them"
     )
     add_connection_arguments(get, service="scheduler")
-    get.set_defaults(run=run_get, parser=get)
+    get.set_defaults(run=run_get, parser=get, intermixed="names")
 
 
 def label_selector(args: argparse.Namespace) -> LabelSelector:
@@ -132,7 +133,7 @@ class Listing:
             await self.learn_times("actor", [item.id for item in snapshot.pending if item.kind == "actor"])
             await self.learn_times("pg", [item.id for item in snapshot.pending if item.kind != "actor"])
         table = table_of(self.args.kind, snapshot, wide=wide, times=self.times, now=datetime.now(UTC))
-        return snapshot, table
+        return snapshot, table.only(self.args.names)
 
     async def learn_times(self, kind: str, ids: list[str]) -> None:
         """The first-event times of those of `ids` (objects of log aggregate `kind`) not known yet."""
@@ -146,12 +147,13 @@ class Listing:
             say(structured(table.items, self.args.output))
             return
         if not table.rows:
-            print("No resources found.", file=sys.stderr)
+            if not self.args.names:
+                print("No resources found.", file=sys.stderr)
             return
         cells = [table.headers, *table.rows]
         self.widths = [max(len(row[column]) for row in cells) for column in range(len(table.headers))]
         say(format_table(table.headers, table.rows))
-        if self.args.kind != "vcs" and not self.args.watch:
+        if self.args.kind != "vcs" and not self.args.watch and not self.args.names:
             say("\n" + "\n".join(totals(snapshot)))
 
     def print_changes(self, table: Table) -> None:
@@ -188,13 +190,16 @@ def run_get(args: argparse.Namespace) -> int:
     """`corral get KIND`."""
     selector = label_selector(args)
 
-    async def main() -> None:
+    async def main() -> int:
         async with connected(args) as client:
             listing = Listing(client, args, selector)
             start = (await client.bus.js.stream_info(s.EVENTS_STREAM)).state.last_seq + 1
             listing.print_all(*await listing.read())
+            missing = [name for name in dict.fromkeys(args.names) if name not in listing.shown]
+            for name in missing:
+                print(not_found(args.kind, name), file=sys.stderr)
             if not args.watch:
-                return
+                return 1 if missing else 0
             with stop_signals() as stop:
                 following = asyncio.create_task(listing.follow(start))
                 stopping = asyncio.create_task(stop.wait())
@@ -205,6 +210,6 @@ def run_get(args: argparse.Namespace) -> int:
                         await task
                 if following in done:
                     following.result()  # the log reader failed: its error is the command's
+            return 1 if missing else 0
 
-    asyncio.run(main())
-    return 0
+    return asyncio.run(main())

@@ -36,12 +36,14 @@ def add_parsers(commands: Subcommands) -> None:
     """Register `events` and `why-placed`."""
     events = commands.add_parser(
         "events",
-        help="list the events that touched an actor, a node or a virtual cluster, oldest first",
-        description="List the events of the log that touched the actor, node and virtual cluster given (all of "
+        help="list the events that touched an actor, a placement group, a node or a virtual cluster, oldest first",
+        description="List the events of the log that touched the actor (or placement group), node and virtual "
+        "cluster given (all of "
         "them; none given: every event), oldest first, with the sequence, the time (UTC), the event type and a "
         "one-line meaning. With -f, keep printing new ones as they are appended until interrupted.",
     )
     events.add_argument("--actor", metavar="ID", help="events of this actor or task")
+    events.add_argument("--pg", metavar="ID", help="events of this placement group")
     events.add_argument("--node", metavar="ID", help="events on this node (placements and failures on it too)")
     events.add_argument("--vc", metavar="ID", help="events of this virtual cluster and the work inside it")
     events.add_argument("--since", metavar="SPAN", help="only events of the last SPAN: 30s, 10m, 2h, 1d, 1h30m")
@@ -88,8 +90,11 @@ HEADERS = ("SEQ", "TIME", "TYPE", "MEANING")
 def run_events(args: argparse.Namespace) -> int:
     """`corral events`."""
     since: datetime | timedelta | None = flag_value(parse_since, "--since", args.since) if args.since else None
-    ids = {"actor_id": args.actor, "node_id": args.node, "vcluster_id": args.vc}
-    for flag, value in (("--actor", args.actor), ("--node", args.node), ("--vc", args.vc)):
+    if args.actor is not None and args.pg is not None:
+        raise UsageError("--actor and --pg: give one of them")
+    work = args.pg if args.pg is not None else args.actor  # the log names both by their work id
+    ids = {"actor_id": work, "node_id": args.node, "vcluster_id": args.vc}
+    for flag, value in (("--actor", args.actor), ("--pg", args.pg), ("--node", args.node), ("--vc", args.vc)):
         if value is not None and not value.strip():
             raise UsageError(f"{flag} {value!r}: must not be empty")
 

@@ -12,12 +12,12 @@ from services.cli.args import format_taint, positive_int
 from services.cli.commands.history import flag_value
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
 from services.cli.output import add_output_argument, structured
-from services.cli.quantity import format_amount
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.client import CorralError, RejectedError
 from services.client.client import WorkKind
 from services.client.times import parse_at
+from services.core.amounts import format_amount
 from services.core.labels import ZONE, user_labels
 
 MAX_NODE_IDS = 10

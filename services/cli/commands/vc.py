@@ -11,10 +11,12 @@ import msgspec
 from schemas import Admitted, Destroyed, Queued, VirtualCluster, VirtualClusterInfo
 from services.cli.common import CliError, add_connection_arguments, connected, read_input, say
 from services.cli.files import read_file
+from services.cli.listing import used_total
 from services.cli.output import add_output_argument, structured
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
 from services.cli.wait import wait_admitted
+from services.core.amounts import format_amount
 from services.core.errors import CodecError
 from services.core.labels import SYSTEM_PREFIX
 from services.runtime.codec import decode
@@ -28,13 +30,16 @@ def usage(info: VirtualClusterInfo) -> str:
     for name in sorted(info.total_resources):
         total = info.total_resources[name]
         used = total - info.available_resources.get(name, 0.0)
-        parts.append(f"{name} {used:g}/{total:g}")
+        parts.append(f"{name} {used_total(name, total, total - used)}")
     return ", ".join(parts) or NONE
 
 
 def maximum(info: VirtualClusterInfo) -> str:
     """`CPU 8, GPU unbounded`: what the cluster may reach."""
-    parts = [f"{name} {'unbounded' if bound is None else f'{bound:g}'}" for name, bound in info.max_resources.items()]
+    parts = [
+        f"{name} {'unbounded' if bound is None else format_amount(name, bound)}"
+        for name, bound in info.max_resources.items()
+    ]
     return ", ".join(parts) or "unbounded"
 
 
@@ -76,7 +81,8 @@ def render_show(info: VirtualClusterInfo) -> str:
         rows = []
         for node in info.nodes:
             used = ", ".join(
-                f"{n} {node.used_resources.get(n, 0.0):g}/{t:g}" for n, t in sorted(node.total_resources.items())
+                f"{n} {used_total(n, t, t - node.used_resources.get(n, 0.0))}"
+                for n, t in sorted(node.total_resources.items())
             )
             own = {k: v for k, v in sorted(node.node_labels.items()) if not k.startswith(SYSTEM_PREFIX)}
             labels = ",".join(f"{k}={v}" for k, v in own.items()) or NONE

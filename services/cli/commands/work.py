@@ -1,9 +1,12 @@
-"""`corral create pg` and `corral delete actor|pg`: reserve a placement group, remove an actor or a group."""
+"""`corral create pg` and `corral delete KIND NAME...|-l SELECTOR`: reserve a placement group; remove nodes, actors,
+placement groups or virtual clusters."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+from collections.abc import Awaitable, Callable
 from typing import get_args
 
 import msgspec
@@ -11,10 +14,15 @@ import msgspec
 from schemas import Pending, Placed, PlacementGroupRequest
 from schemas.requests import PlacementStrategy
 from services.cli import args as types
-from services.cli.common import UsageError, add_connection_arguments, connected, say
+from services.cli.commands.get import label_selector
+from services.cli.common import UsageError, add_connection_arguments, connected, not_found, say
 from services.cli.files import add_filename_argument, read_file
+from services.cli.listing import KINDS, read_snapshot, select
 from services.cli.registry import Subcommands
 from services.cli.wait import wait_placed
+from services.client import Client
+from services.core.errors import NotFoundError
+from services.core.selectors import LabelSelector
 
 STRATEGIES: tuple[str, ...] = get_args(PlacementStrategy)
 PG_WORDS = ("pg", "pgs", "placementgroup", "placementgroups")
@@ -48,14 +56,35 @@ def add_parsers(commands: Subcommands) -> None:
 
     delete = commands.add_parser(
         "delete",
-        help="remove an actor or a placement group (pg), freeing what it holds",
-        description="Remove an actor (it finished: its resources are freed) or a placement group (its bundles "
-        "are released).",
+        help="remove nodes, actors, placement groups (pgs) or virtual clusters (vcs), by name or -l selector",
+        description="Remove objects by name, or every node or actor whose labels match -l: a node is taken out "
+        "now (as `corral node remove`), an actor finishes (its resources are freed), a placement group's bundles "
+        "are released, a virtual cluster is destroyed with its children (refused while work lives in it, unless "
+        "--force). A name that is not there is said on stderr and makes the exit status 1; the others are "
+        "removed still.",
     )
-    delete.add_argument("kind", choices=("actor", "actors", *PG_WORDS), metavar="KIND", help="actor or pg")
-    delete.add_argument("work_id", metavar="ID", help="the actor's or the group's id")
-    add_connection_arguments(delete, service="scheduler")
-    delete.set_defaults(run=run_delete, parser=delete)
+    delete.add_argument("kind", type=deletable, metavar="KIND", help="nodes, actors, pgs or vcs (or a singular)")
+    delete.add_argument("names", nargs="*", metavar="NAME", help="the objects' ids")
+    delete.add_argument(
+        "-l",
+        "--selector",
+        type=types.selector_list,
+        action="extend",
+        default=[],
+        metavar="SELECTOR",
+        help="every node or actor whose labels match: app=web,tier=in(a,b)",
+    )
+    delete.add_argument("--force", action="store_true", help="vcs: stop the live work inside them")
+    add_connection_arguments(delete, service="scheduler", timeout=10.0)
+    delete.set_defaults(run=run_delete, parser=delete, intermixed="names")
+
+
+def deletable(text: str) -> str:
+    """An argparse type: a kind `delete` removes (nodes, actors, pgs, vcs), as its plural."""
+    found = KINDS.get(text.lower(), "")
+    if found not in DELETERS:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a kind to delete; use nodes, actors, pgs or vcs")
+    return found
 
 
 def pg_request(args: argparse.Namespace) -> PlacementGroupRequest:
@@ -98,16 +127,59 @@ def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _delete_node(client: Client, name: str, _args: argparse.Namespace) -> str:
+    return (await client.remove_node(name)).message
+
+
+async def _delete_actor(client: Client, name: str, _args: argparse.Namespace) -> str:
+    return (await client.remove_actor(name)).message
+
+
+async def _delete_pg(client: Client, name: str, _args: argparse.Namespace) -> str:
+    return (await client.remove_placement_group(name)).message
+
+
+async def _delete_vc(client: Client, name: str, args: argparse.Namespace) -> str:
+    stopped = (await client.destroy_virtual_cluster(name, force=args.force, timeout=args.timeout)).stopped
+    return f"stopped {', '.join(stopped)}" if stopped else ""
+
+
+DELETERS: dict[str, tuple[str, Callable[[Client, str, argparse.Namespace], Awaitable[str]]]] = {
+    "nodes": ("node", _delete_node),
+    "actors": ("actor", _delete_actor),
+    "pgs": ("pg", _delete_pg),
+    "vcs": ("vc", _delete_vc),
+}
+"""A kind -> the singular `delete` prints and how one object of it is removed."""
+
+
+async def selected(client: Client, kind: str, selector: LabelSelector) -> list[str]:
+    """The ids of the nodes or actors whose labels match `selector`."""
+    snapshot = select(await read_snapshot(client, kind, None), selector, kind)
+    return [node.node_id for node in snapshot.nodes] if kind == "nodes" else [a.actor_id for a in snapshot.actors]
+
+
 def run_delete(args: argparse.Namespace) -> int:
-    """`corral delete actor|pg ID`."""
-    is_actor = args.kind.startswith("actor")
+    """`corral delete KIND NAME... | -l SELECTOR`."""
+    if bool(args.names) == bool(args.selector):
+        raise UsageError("give the objects' names or -l SELECTOR (one of them)")
+    selector = label_selector(args)
+    singular, remove = DELETERS[args.kind]
 
-    async def main() -> str:
+    async def main() -> int:
         async with connected(args) as client:
-            if is_actor:
-                return (await client.remove_actor(args.work_id)).message
-            return (await client.remove_placement_group(args.work_id)).message
+            names = args.names or await selected(client, args.kind, selector)
+            if not names:
+                print("No resources found.", file=sys.stderr)
+            status = 0
+            for name in dict.fromkeys(names):
+                try:
+                    message = await remove(client, name, args)
+                except NotFoundError:
+                    print(not_found(args.kind, name), file=sys.stderr)
+                    status = 1
+                    continue
+                say(f"{singular}/{name} deleted" + (f" ({message})" if message else ""))
+            return status
 
-    message = asyncio.run(main())
-    say(f"{'actor' if is_actor else 'pg'}/{args.work_id} deleted" + (f" ({message})" if message else ""))
-    return 0
+    return asyncio.run(main())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
+from services.core.amounts import format_amount
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
@@ -84,7 +85,9 @@ class Chain:
         return self._limit(room, need)
 
     def _limit(self, room: Resources, need: Resources) -> str:
-        shown = ", ".join(f"{name} {room[name]:g}" for name in sorted(need) if room[name] != math.inf)
+        shown = ", ".join(
+            f"{name} {format_amount(name, room[name])}" for name in sorted(need) if room[name] != math.inf
+        )
         return f"virtual cluster {self.vc.vc_id} may borrow only {shown} more (its flexible maximum)"
 
     def cap(self, work_ids: list[str], need: Resources) -> tuple[list[str], str]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas import ScheduleRequest, SelectorSpec
+from services.core.amounts import format_amount
 from services.core.autoscale.bins import Bin, Bins, FreeRoom, FreeRooms, copies_in
 from services.core.autoscale.chain import Chain
 from services.core.autoscale.plan_types import DemandKind
@@ -26,7 +27,7 @@ def type_reason(template: NodeState, reason: str) -> str:
     if reason.startswith("Insufficient "):
         name = reason.removeprefix("Insufficient ")
         have = template.total.get(name, 0.0)
-        return f"lacks {name}" if have <= 0 else f"has only {name} {have:g}"
+        return f"lacks {name}" if have <= 0 else f"has only {name} {format_amount(name, have)}"
     if reason.startswith("had "):
         return "has " + reason.removeprefix("had ")
     if reason.startswith("didn't "):

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from schemas import SelectorSpec
+from services.core.amounts import format_amounts
+from services.core.selectors import selector_text
 from services.core.state import Resources
 
 DemandKind = Literal["actor", "placement_group", "virtual_cluster"]
@@ -77,17 +79,17 @@ class DemandGroup:
         return len(self.work_ids)
 
     def describe(self) -> str:
-        """One line, like `ray status`'s demand: `3 x {CPU: 1, GPU: 1} selector {...}: launching gpu-a100`."""
-        shape = " + ".join("{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(b.items())) + "}" for b in self.shape)
+        """One line, like `ray status`'s demand: `3 x actor {CPU: 1, GPU: 1} selector tier=db: launching gpu-a100`."""
+        shape = " + ".join("{" + format_amounts(bundle, joiner=": ") + "}" for bundle in self.shape)
         parts = [f"{self.count} x {self.kind} {shape}"]
         if self.strategy:
             parts.append(self.strategy)
         if any(any(bundle) for bundle in self.selectors[0]):
-            parts.append(f"selector {list(self.selectors[0]) if len(self.shape) > 1 else self.selectors[0][0]}")
+            parts.append("selector " + " + ".join(selector_text(bundle) or "-" for bundle in self.selectors[0]))
         if len(self.selectors) > 1:
             parts.append(f"{len(self.selectors) - 1} fallback(s)")
         if self.tolerations:
-            parts.append(f"tolerates {dict(self.tolerations)}")
+            parts.append(f"tolerates {selector_text(self.tolerations)}")
         return " ".join(parts) + f": {self.outcome()}"
 
     def outcome(self) -> str:

@@ -13,7 +13,7 @@ from services.core.prng import SplitMix64
 from services.core.request import Policy
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
-from services.core.state.nominations import closed_to, held_room, nominated_nodes
+from services.core.state.nominations import LAUNCHING, closed_to, held_room, nominated_nodes
 
 EXACT_PREFERRED_LIMIT = 512
 """Preferred nodes (positive soft weight) are all scored up to this many; beyond it they are sampled too."""
@@ -253,8 +253,9 @@ def explain(view: ClusterView, plan: Plan, group_reason: str = "", scope: str = 
     total = len(view.nodes)
     where = f" of {scope}" if scope else ""
     parts = ", ".join(f"{count} node(s) {reason}" for reason, count in reasons.items()) or "there are no nodes"
-    message = f"0/{total} nodes{where} are available: {parts}."
-    if not scope and ranked and beyond_capacity:
+    hints = "".join(f"; {hint}" for rule in plan.filters if total and (hint := rule.hint()))
+    message = f"0/{total} nodes{where} are available: {parts}{hints}."
+    if not scope and ranked and beyond_capacity and not group_reason.startswith(LAUNCHING):
         message = f"no node could ever host it ({beyond_every_node(view.nodes.values(), plan.need)}); {message}"
     if group_reason:
         message = f"{group_reason}; {message}"

@@ -28,6 +28,10 @@ class Filter:
         """None, or the rejection reason."""
         raise NotImplementedError
 
+    def hint(self) -> str:
+        """What an explanation adds when this rule rejects every node: a mistake it can see ("" for none)."""
+        return ""
+
 
 class Scorer:
     """A soft rule: `weight` adds to a node's soft weight; `preferred` lists the nodes it can add to."""

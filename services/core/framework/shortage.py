@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from services.core.amounts import format_amount
 from services.core.state import NodeState, Resources
 from services.core.state.model import EPSILON
 
@@ -24,8 +25,10 @@ def beyond_every_node(nodes: Iterable[NodeState], need: Resources) -> str:
     for name, amount in need.items():
         largest = max((total.get(name, 0.0) for total in totals), default=0.0)
         if largest + EPSILON < amount:
-            parts.append(f"needs {name} {amount:g}; the largest node has {largest:g}")
+            parts.append(
+                f"needs {name} {format_amount(name, amount)}; the largest node has {format_amount(name, largest)}"
+            )
     if parts:
         return "; ".join(parts)
-    wanted = ", ".join(f"{name} {amount:g}" for name, amount in need.items())
+    wanted = ", ".join(f"{name} {format_amount(name, amount)}" for name, amount in need.items())
     return f"needs {wanted} together; no node has all of them"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 from services.core.framework.plugin import RANK_NODE_LABELS, RANK_SELECTOR, Filter, Scorer
@@ -40,9 +41,26 @@ class SelectorFilter(Filter):
         self.rank = rank
         narrowed = [nodes for nodes in (term_nodes(view, term) for term in selector.terms) if nodes is not None]
         self.candidates = min(narrowed, key=len) if narrowed else None
+        self.unknown = unknown_keys(view, selector)
 
     def check(self, node: NodeState) -> str | None:
         return None if self.selector.matches(node.labels) else self.reason
+
+    def hint(self) -> str:
+        """`no node has a label key 'dsik' (did you mean 'disk'?)` for each key the selector needs and no node has."""
+        return "; ".join(self.unknown)
+
+
+def unknown_keys(view: ClusterView, selector: LabelSelector) -> list[str]:
+    """For each key a positive term needs (`k=v`, `k=in(..)`, `k=exists()`) that no node has: saying so, with the
+    closest key some node has."""
+    found = []
+    for term in selector.terms:
+        if term.positive and term.key not in view.labels.by_key:
+            close = difflib.get_close_matches(term.key, list(view.labels.by_key), n=1, cutoff=0.6)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            found.append(f"no node has a label key {term.key!r}{guess}")
+    return found
 
 
 class SoftLabels(Scorer):

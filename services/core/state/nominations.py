@@ -179,10 +179,18 @@ def launching_for(view: ClusterView, work_id: str) -> list[str]:
     return [launch_id for launch_id in launch_ids if view.launches[launch_id].state == "launching"]
 
 
+LAUNCHING = "the autoscaler is launching"
+"""How an explanation of work a launch is for begins: no "no node could ever host it" follows it."""
+
+
 def awaited(view: ClusterView, work_id: str) -> str:
-    """Why pending work waits for its launches, in words ("" when none of them is still coming)."""
+    """Why pending work waits for its launches, in words: `the autoscaler is launching gpu-a100 for it (launch
+    l-3)` ("" when none of them is still coming)."""
     launching = launching_for(view, work_id) if view.nominations else []
-    return f"waits for the nodes launched for it (launch {', '.join(launching)})" if launching else ""
+    if not launching:
+        return ""
+    types = ", ".join(sorted({view.launches[launch_id].node_type for launch_id in launching}))
+    return f"{LAUNCHING} {types} for it (launch {', '.join(launching)})"
 
 
 def closed_to(view: ClusterView, work_id: str, own: tuple[str, ...]) -> frozenset[str]:

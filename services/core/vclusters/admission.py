@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from schemas import Explanation, VirtualNodeGrant
+from services.core.amounts import format_amounts
 from services.core.decide.group import decide_group
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
@@ -143,7 +144,7 @@ def _carve_minimum(
         remaining = positive({name: need - share.get(name, 0.0) for name, need in remaining.items()})
         if not remaining:
             return grants
-    short = ", ".join(f"{name} {amount:g}" for name, amount in sorted(remaining.items()))
+    short = format_amounts(dict(sorted(remaining.items())), joiner=" ")
     where = f"virtual cluster {vc.parent}" if vc.parent else "the cluster"
     return f"the flexible minimum is {short} more than {where} has free on nodes it may use"
 
@@ -218,5 +219,5 @@ def degraded_message(vc: VClusterState, spec: CompiledSpec) -> str:
     if lost:
         parts.append(f"fixed-size node(s) {', '.join(lost)} lost and not reserved again yet")
     if missing:
-        parts.append("flexible minimum short by " + ", ".join(f"{n} {a:g}" for n, a in sorted(missing.items())))
+        parts.append("flexible minimum short by " + format_amounts(missing, joiner=" "))
     return "; ".join(parts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.core.amounts import format_amount
 from services.core.plugins.taints import TaintFilter
 from services.core.state import ClusterView, Resources, fits
 from services.core.state.nominations import unheld
@@ -223,4 +224,4 @@ def _add(into: Resources, amount: Resources, sign: float = 1.0) -> None:
 
 
 def _amounts(resources: Resources) -> str:
-    return ", ".join(f"{name} {amount:g}" for name, amount in sorted(resources.items()))
+    return ", ".join(f"{name} {format_amount(name, amount)}" for name, amount in sorted(resources.items()))

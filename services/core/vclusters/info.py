@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from schemas import VirtualClusterInfo, VirtualNodeInfo
+from services.core.amounts import format_amount
 from services.core.state import ClusterView, Resources
 from services.core.state.tree import positive
 from services.core.state.view import VClusterState
@@ -81,10 +82,11 @@ def quota_reason(root: ClusterView, vc: VClusterState, spec: CompiledSpec, lende
     for name, amount in sorted(need.items()):
         if headroom[name] + 1e-9 < amount:
             holds, kept = held.get(name, 0.0), taken.get(name, 0.0) - held.get(name, 0.0)
-            nominated = f", {kept:g} more kept for work a launch was for" if kept > 1e-9 else ""
+            nominated = f", {format_amount(name, kept)} more kept for work a launch was for" if kept > 1e-9 else ""
             return (
                 f"virtual cluster {vc.vc_id} is at its flexible maximum of {name}"
-                f" ({holds:g} of {holds + kept + headroom[name]:g} held{nominated})"
+                f" ({format_amount(name, holds)} of {format_amount(name, holds + kept + headroom[name])} held"
+                f"{nominated})"
             )
     if vc.parent:
         parent = root.tree.clusters[vc.parent]

@@ -9,6 +9,7 @@ from schemas import (
     VirtualClusterDestroyRequested,
     VirtualClusterRequested,
 )
+from services.core.amounts import format_amount
 from services.core.errors import LabelError, NotFoundError, RejectedError, rule_error
 from services.core.labels import validate_label_value, validate_labels
 from services.core.request import (
@@ -94,7 +95,7 @@ class CompiledSpec:
                 raise rule_error(
                     f"flexible_resource_max[{name!r}]",
                     spec.flexible_resource_max.get(name),
-                    f"must be >= flexible_resource_min[{name!r}] ({self.minimum[name]:g})",
+                    f"must be >= flexible_resource_min[{name!r}] ({format_amount(name, self.minimum[name])})",
                 )
         return maximum
 
@@ -163,5 +164,8 @@ def destroy_requested(tree: VTree, vc_id: str, force: bool) -> VirtualClusterDes
         shown = ", ".join(live[:SHOWN_WORK])
         if len(live) > SHOWN_WORK:
             shown += f" and {len(live) - SHOWN_WORK} more"
-        raise RejectedError(f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy with force=True")
+        raise RejectedError(
+            f"vc_id {vc_id!r}: still has live work ({shown}); stop it first or destroy it with --force (`force: true` "
+            "in the API)"
+        )
     return VirtualClusterDestroyRequested(vc_id=vc_id, force=force)

@@ -1,0 +1,113 @@
+"""kubectl's habits through the `corral` entry point against a real mesh: `get KIND NAME...`, `delete KIND NAME...`
+and `delete KIND -l SELECTOR`, `events --pg`, a removal of what is not there said as kubectl's NotFound (exit 1),
+and flag errors with the subcommand's usage and a "did you mean"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from schemas import NodeDied, PlacementGroupRequest, ScheduleRequest
+from services.client import Client
+from services.local.mesh import Mesh
+from tests.integration.conftest import corral
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def test_get_and_delete_take_names_and_selectors_as_kubectl_does(mesh: Mesh, client: Client) -> None:
+    await client.register_node("n1", {"CPU": 8}, {"disk": "ssd"})
+    await client.register_node("n2", {"CPU": 8})
+    await client.register_node("n4", {"CPU": 1})
+    for index in range(5):
+        await client.submit(ScheduleRequest(f"load-{index}", {"CPU": 1}, labels={"run": "locust"}))
+    await client.submit(ScheduleRequest("keep", {"CPU": 1}, labels={"run": "other"}))
+    await client.create_placement_group(PlacementGroupRequest("pg1", [{"CPU": 1}]))
+
+    named = await corral(mesh, "get", "nodes", "n2", "n1", "-o", "json")
+    assert named.returncode == 0, named.stderr
+    assert [node["node_id"] for node in json.loads(named.stdout)] == ["n2", "n1"]
+    partly = await corral(mesh, "get", "nodes", "n1", "n9")
+    assert partly.returncode == 1 and partly.stdout.splitlines()[1].split()[0] == "n1"
+    assert partly.stderr.strip() == 'Error from server (NotFound): nodes "n9" not found'
+
+    swept = await corral(mesh, "delete", "actors", "-l", "run=locust")
+    assert swept.returncode == 0, swept.stderr
+    assert sorted(swept.stdout.splitlines()) == [f"actor/load-{i} deleted (actor load-{i} removed)" for i in range(5)]
+    assert sorted((await client.placements()).keys()) == ["keep"]
+
+    node = await corral(mesh, "delete", "node", "n4", "n9")  # (this test's client heartbeats n4: it comes back)
+    assert (node.returncode, node.stdout.split()[0]) == (1, "node/n4")
+    assert node.stderr.splitlines() == ['Error from server (NotFound): nodes "n9" not found']
+    assert any(
+        isinstance(logged.event, NodeDied) and logged.event.removed for logged in await client.history(node_id="n4")
+    )
+    assert (await corral(mesh, "delete", "pg", "pg1")).stdout == "pg/pg1 deleted (placement group pg1 removed)\n"
+
+    events = await corral(mesh, "events", "--pg", "pg1")
+    assert events.returncode == 0, events.stderr
+    types = [line.split()[2] for line in events.stdout.splitlines()[1:]]
+    assert types == ["PlacementGroupSubmitted", "PlacementGroupPlaced", "PlacementGroupRemoved"]
+
+
+async def test_removing_what_is_not_there_is_not_found_with_exit_1(mesh: Mesh, client: Client) -> None:
+    await client.register_node("n1", {"CPU": 2}, {"disk": "ssd"})
+    for argv, said in [
+        (("label", "node", "n1", "nosuch-"), "label 'nosuch' not found on node n1"),
+        (("taint", "node", "n1", "nosuch-"), "taint 'nosuch' not found on node n1"),
+        (("delete", "actor", "ghost"), 'actors "ghost" not found'),
+        (("delete", "vc", "ghost"), 'vcs "ghost" not found'),
+    ]:
+        done = await corral(mesh, *argv)
+        assert (done.returncode, done.stdout) == (1, ""), (argv, done.stdout, done.stderr)
+        assert done.stderr.strip() == f"Error from server (NotFound): {said}"
+    (node,) = await client.nodes()
+    assert node.labels["disk"] == "ssd"
+
+
+async def test_flag_errors_show_the_subcommands_usage_and_the_closest_flag(mesh: Mesh, client: Client) -> None:
+    await client.register_node("n1", {"CPU": 2}, {"disk": "ssd"})
+    typo = await corral(mesh, "get", "nodes", "--selecter", "disk=ssd")
+    assert typo.returncode == 2
+    assert typo.stderr.startswith("usage: corral get ")
+    assert typo.stderr.rstrip().endswith("unrecognized arguments: --selecter disk=ssd; did you mean --selector?")
+
+    late = await corral(mesh, "label", "node", "n1", "--overwrite", "disk-")  # words after a flag count
+    assert (late.returncode, late.stdout) == (0, "node/n1 labeled\n"), late.stderr
+    (node,) = await client.nodes()
+    assert "disk" not in node.labels
+
+
+async def test_quantities_read_one_way_in_tables_totals_and_events(mesh: Mesh, client: Client) -> None:
+    await client.register_node("big", {"CPU": 1796, "memory": 32 * 2**30})
+    await client.submit(ScheduleRequest("odd", {"CPU": 1, "memory": 4 * 2**30 + 1}))
+
+    listed = await corral(mesh, "get", "nodes")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split()[3:5] == ["1/1796", "4Gi/32Gi"]  # not 4.29497e+09, not 1.796k
+    assert "Resources (used/total): CPU 1/1796, memory 4Gi/32Gi" in listed.stdout
+    described = await corral(mesh, "describe", "node", "big")
+    assert "e+" not in described.stdout and "32Gi" in described.stdout
+
+    events = await corral(mesh, "events", "--node", "big")
+    assert "node big joined with CPU=1796, memory=32Gi" in events.stdout  # not memory=3.43597e+10
+    assert "e+" not in events.stdout
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+"""The request files the README points to: each one must be taken by the command its first line names."""
+
+
+async def test_every_example_request_file_is_taken_by_the_cli(mesh: Mesh, client: Client) -> None:
+    await client.register_node("n1", {"CPU": 8, "memory": 16 * 2**30}, {"disk": "ssd"})
+    await client.register_node("n2", {"CPU": 8, "memory": 16 * 2**30})
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert [path.name for path in files] == ["actor.yaml", "pg.yaml", "vc.yaml"]
+    commands = {"actor.yaml": ["submit"], "pg.yaml": ["create", "pg"], "vc.yaml": ["vc", "create", "team-a"]}
+    for path in files:
+        assert path.read_text().startswith(f"# corral {' '.join(commands[path.name])} -f docs/examples/{path.name}")
+        done = await corral(mesh, *commands[path.name], "-f", str(path))
+        assert done.returncode == 0, (path.name, done.stdout, done.stderr)
+        assert "placed" in done.stdout or "admitted" in done.stdout, (path.name, done.stdout)
