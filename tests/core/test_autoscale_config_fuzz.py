@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -94,7 +95,7 @@ def test_a_file_past_the_size_limit_is_refused_naming_its_size_and_the_limit(ove
 def test_any_anchor_or_alias_in_a_file_is_refused(path: tuple[str, ...], value: object) -> None:
     document = with_value(yaml.safe_load(ISSUE_EXAMPLE), path, [value, value, value])
     text = yaml.safe_dump(document)  # a list or mapping met three times: an anchor and two aliases
-    if "&" in text:
+    if re.search(r"&id\d+", text):  # PyYAML names its anchors id001, id002, ...
         with pytest.raises(TooLargeError, match="anchors and aliases"):
             parse_config(text, "fuzz.yaml")
     else:

@@ -45,6 +45,6 @@ def test_free_text_is_escaped_and_amounts_read_well() -> None:
     assert (amount("memory", 4 * 2**30), amount("CPU", 0.5), amount("CPU", 2000), amount("CPU", None)) == (
         "4Gi",
         "500m",
-        "2k",
+        "2000",
         "∞",
     )
