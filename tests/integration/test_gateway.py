@@ -351,4 +351,4 @@ def test_a_service_that_does_not_answer_is_503_naming_it(tmp_path: Path, server_
         assert (submitted.status_code, submitted.json()["service"]) == (503, "scheduler")
         page = http.get("/", headers={"Accept": "text/html"})
         assert page.status_code == 200 and 'id="nodes"' in page.text
-        assert page.text.count("Not available now:") == 2  # pending work and placement groups ask the scheduler
+        assert page.text.count("Not available now:") == 3  # pending work, actors and placement groups ask the scheduler

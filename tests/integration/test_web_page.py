@@ -209,7 +209,7 @@ def test_every_value_on_the_page_is_escaped(
     corral.register_node("x1", {HOSTILE: 1}, address='"><b>bold</b>', heartbeat=False)
     work = {"actor_id": hostile_id, "resources": {"CPU": 1000}}
     assert http.post("/api/v1/actors", json=work, headers=AUTH).json()["type"] == "pending"
-    refused = http.put("/api/v1/nodes/w2/labels", json={"app": "<script>"}, headers=AUTH)
+    refused = http.put("/api/v1/nodes/x1/labels", json={"app": "<script>"}, headers=AUTH)
     assert refused.status_code == 400  # a label value cannot carry markup: the labels service refuses it
 
     page = http.get("/", params={"error": HOSTILE, "node": "x1"})
