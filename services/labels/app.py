@@ -32,7 +32,7 @@ async def main(settings: Settings) -> None:
     """Serve until cancelled."""
     view = LabelsView(time.monotonic, settings.seed, wall_clock=time.time)
     async with service_shell(settings, "labels", view) as shell:
-        handlers = LabelsHandlers(view, settings.rare_resources, settings.heartbeat_interval)
+        handlers = LabelsHandlers(view, settings.rare_resources, settings.heartbeat_timeout)
         desk = CommandDesk(shell.bus, shell.follower, "labels", before=shell.caught_up)
         routes = {
             s.REGISTER_NODE: desk.handler(RegisterNode, handlers.register),

@@ -12,18 +12,16 @@ from services.core.request import check_resources
 from services.labels.view import LabelsView
 from services.runtime.commands import Noted, Outcome
 
-HEARD_LATELY = 3
-"""Heartbeat intervals within which a node's agent counts as still running when the node is removed."""
-
 
 class LabelsHandlers:
     """Validate a command against the view and return the events it writes."""
 
-    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...], heartbeat_interval: float) -> None:
+    def __init__(self, view: LabelsView, rare_resources: tuple[str, ...], heard_within: float) -> None:
         self.view = view
         self.rare_resources = rare_resources
-        self.lately = HEARD_LATELY * heartbeat_interval
-        """A node heard from this many seconds ago or less has an agent that may still run."""
+        self.lately = heard_within
+        """A node heard from this many seconds ago or less (the heartbeat timeout: it is reachable) has an agent
+        that still runs and will register it again."""
 
     def register(self, command: RegisterNode) -> Outcome:
         """A new node, or the same live node again (a reconnecting agent): then it resumes with its actors."""

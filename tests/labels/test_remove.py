@@ -21,9 +21,9 @@ class Clock:
 
 
 def registered(clock: Clock) -> LabelsHandlers:
-    """The labels handlers (1 s heartbeats) over a view holding n4, just registered."""
+    """The labels handlers (a 3 s heartbeat timeout) over a view holding n4, just registered."""
     view = LabelsView(clock)
-    handlers = LabelsHandlers(view, (), heartbeat_interval=1.0)
+    handlers = LabelsHandlers(view, (), heard_within=3.0)
     outcome = handlers.register(RegisterNode(node_id="n4", resources={"CPU": 4}))
     assert isinstance(outcome, list)
     for sequence, event in enumerate(outcome, start=1):
@@ -42,7 +42,7 @@ def test_removing_a_node_heard_from_lately_warns_that_its_agent_may_bring_it_bac
     assert "corral cordon n4" in outcome.message and "corral drain n4" in outcome.message
 
 
-def test_removing_a_node_silent_for_a_few_heartbeats_only_removes_it() -> None:
+def test_removing_a_node_silent_past_the_heartbeat_timeout_only_removes_it() -> None:
     clock = Clock()
     handlers = registered(clock)
     clock.now += 3.5
