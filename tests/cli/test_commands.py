@@ -31,8 +31,8 @@ from services.local.mesh import Mesh, start_mesh
 from services.local.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5"}
-"""Short heartbeats, so a stopped node agent's node is declared dead within a test's patience."""
+FAST = {"CORRAL_HEARTBEAT_INTERVAL": "0.2", "CORRAL_HEARTBEAT_TIMEOUT": "1.5", "CORRAL_NODE_GRACE": "1.0"}
+"""Short heartbeats and grace, so a stopped node agent's node is unreachable, then dead, within a test's patience."""
 
 
 def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -472,11 +472,14 @@ def test_corral_up_serves_node_agents_until_a_signal_stops_it(tmp_path: Path) ->
         status, err = stop(agent, signal.SIGINT)
         assert status == 0
         assert "node n1 stopped" in err
-        with SyncClient(url) as client:  # not removed: declared dead once its heartbeats are missed
-            deadline = time.monotonic() + 10
-            while client.nodes() and time.monotonic() < deadline:
-                time.sleep(0.2)
+        with SyncClient(url) as client:  # not removed: unreachable once its heartbeats are missed, then dead
+            deadline = time.monotonic() + 20
+            seen_unreachable = False
+            while (nodes := client.nodes()) and time.monotonic() < deadline:
+                seen_unreachable |= any(t.key == "corral.io/unreachable" for t in nodes[0].taints)
+                time.sleep(0.1)
             assert client.nodes() == []
+            assert seen_unreachable
 
         status, err = stop(up, signal.SIGTERM)
         assert status == 0

@@ -45,6 +45,8 @@ WORKERS = ("decider-1", "decider-2")
 
 
 PATIENT_LEASE = {"CORRAL_LEASE_TTL": "12"}
+FLOOD_LEASE = {"CORRAL_LEASE_TTL": "4"}
+"""Long enough for a busy CI machine's scheduling delays, short against the seconds the floods once stalled a loop."""
 """A lease the scheduler keeps through seconds stopped (SIGSTOP) on a busy machine: a test pausing it waits for a
 condition up to a third of it, not a fraction of the mesh's 1.5 s."""
 
@@ -372,6 +374,7 @@ async def test_a_batch_with_a_negative_folded_sequence_or_generator_state_is_ref
     assert "forged" not in {e.actor_id for e in await read_events(mesh.nats_url) if isinstance(e, ActorPlaced)}
 
 
+@pytest.mark.parametrize("mesh", [FLOOD_LEASE], ids=["lease 4 s"], indirect=True)
 async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_requests_answered(
     client: Client, mesh: Mesh
 ) -> None:
@@ -379,7 +382,7 @@ async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_req
     them one at a time and decides them in rounds, yielding between, so the leader keeps renewing its lease and a
     real request sent beside them is answered. Before, it decided them all in one go and stalled its event loop
     for seconds; then it decoded all 64 before the first round (0.7 s here, more on a slower machine: CI lost the
-    lease, with the tests' 1.5 s TTL)."""
+    lease, with the tests' 1.5 s TTL, and lost it again under four busy test workers: this test's lease is 4 s)."""
     await client.register_node("n1", {"CPU": 4})
     await client.wait_ready(timeout=5)
     mesh.start_service("scheduler", instance="standby")
@@ -401,7 +404,7 @@ async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_req
         await client.bus.nc.publish(s.PROPOSALS, flood)
     await client.bus.nc.flush()
     assert isinstance(await client.submit(ScheduleRequest("real", {"CPU": 1}), timeout=60.0), Placed)
-    await asyncio.sleep(2 * Settings().lease_ttl)  # a lease lost to the floods would have lapsed by now
+    await asyncio.sleep(2 * float(FLOOD_LEASE["CORRAL_LEASE_TTL"]))  # a lease lost to the floods would have lapsed by now
     assert mesh.processes["scheduler"] is scheduler and scheduler.poll() is None, log_of(mesh, "scheduler")[-2000:]
     assert sum(isinstance(e, SchedulerElected) for e in await read_events(mesh.nats_url)) == elections
     assert "won the lease" not in log_of(mesh, "standby")

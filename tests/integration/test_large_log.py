@@ -122,7 +122,7 @@ async def test_two_hundred_thousand_placed_actors_list_completely_in_pages_under
         for name in SERVICES:
             servers.start_service(name)
         async with Client(servers.nats_url, timeout=30.0) as client:
-            await client.wait_ready(timeout=60.0)
+            await client.wait_ready(timeout=180.0)  # a replay of 200,000 actors beside three busy test workers
             status = await client.status()
             assert len(status.actors) == ACTORS
             assert {actor.actor_id: actor.node_id for actor in status.actors} == placements

@@ -19,35 +19,27 @@
   const zoneLabel = body.dataset.zoneLabel || "";
   document.documentElement.classList.add("js");
 
-  // Quantities as the CLI writes them (services/core/quantity.py's format_amount): 4Gi, 2k, 500m, 1.5.
+  // Quantities as the CLI writes them (services/core/amounts.py's format_quantity): 4Gi, 2000, 2.5M, 500m, 1.5.
   const SUFFIXES = {
-    m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+    M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
     Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
   };
   const BINARY_FIRST = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"];
-  const DECIMAL_FIRST = ["E", "P", "T", "G", "M", "k"];
+  const LARGE_DECIMAL_FIRST = ["E", "P", "T", "G", "M"];
 
-  function general(value) { // Python's format(value, "g"): 6 significant digits, no trailing zeros
-    if (value === 0) return "0";
-    if (!Number.isFinite(value)) return Number.isNaN(value) ? "nan" : value > 0 ? "inf" : "-inf";
-    const rounded = Number(value.toPrecision(6));
-    const exponent = Math.floor(Math.log10(Math.abs(rounded)));
-    if (exponent < -4 || exponent >= 6) {
-      const [mantissa, power] = value.toExponential(5).split("e");
-      const digits = String(Math.abs(Number(power))).padStart(2, "0");
-      return mantissa.replace(/\.?0+$/, "") + "e" + (Number(power) < 0 ? "-" : "+") + digits;
-    }
-    return String(rounded);
+  function decimals(value, places) { // at most `places` decimals, trailing zeros dropped, no exponent
+    const text = value.toFixed(places);
+    return text.includes(".") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
   }
 
   function formatQuantity(value, binary) {
-    if (value === 0 || !Number.isFinite(value)) return general(value);
-    for (const suffix of binary ? BINARY_FIRST : DECIMAL_FIRST) {
-      const scaled = value / SUFFIXES[suffix];
-      if (Math.abs(scaled) >= 1 && scaled === Math.round(scaled * 1000) / 1000) return general(scaled) + suffix;
+    if (!Number.isFinite(value)) return Number.isNaN(value) ? "nan" : value > 0 ? "inf" : "-inf";
+    if (value < 0) return "-" + formatQuantity(-value, binary);
+    for (const suffix of binary ? BINARY_FIRST : LARGE_DECIMAL_FIRST) {
+      if (value >= SUFFIXES[suffix]) return decimals(value / SUFFIXES[suffix], binary ? 2 : 3) + suffix;
     }
-    if (Math.abs(value) < 1 && value * 1000 === Math.round(value * 1000)) return general(value * 1000) + "m";
-    return general(value);
+    if (value > 0 && value < 1 && !binary) return decimals(value * 1000, 3) + "m";
+    return decimals(value, 3) || "0";
   }
 
   function formatAmount(name, value) {
