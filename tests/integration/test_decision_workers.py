@@ -404,7 +404,8 @@ async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_req
         await client.bus.nc.publish(s.PROPOSALS, flood)
     await client.bus.nc.flush()
     assert isinstance(await client.submit(ScheduleRequest("real", {"CPU": 1}), timeout=60.0), Placed)
-    await asyncio.sleep(2 * float(FLOOD_LEASE["CORRAL_LEASE_TTL"]))  # a lease lost to the floods would have lapsed by now
+    lease_ttl = float(FLOOD_LEASE["CORRAL_LEASE_TTL"])
+    await asyncio.sleep(2 * lease_ttl)  # a lease lost to the floods would have lapsed by now
     assert mesh.processes["scheduler"] is scheduler and scheduler.poll() is None, log_of(mesh, "scheduler")[-2000:]
     assert sum(isinstance(e, SchedulerElected) for e in await read_events(mesh.nats_url)) == elections
     assert "won the lease" not in log_of(mesh, "standby")
