@@ -24,6 +24,12 @@ settings.load_profile("suite")
 workers on few cores) fails it. A test whose speed is the behaviour asserts its own bound."""
 
 
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """Async tests (`pytest.mark.anyio`) run on asyncio: nats-py speaks asyncio only."""
+    return "asyncio"
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that start servers `integration`; group the tests sharing a module's fixture for xdist."""

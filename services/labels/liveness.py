@@ -38,7 +38,10 @@ class Liveness:
         return min(self.timeout, self.grace) / 4
 
     async def run(self) -> None:
-        """Judge every node each tick (after catching up with the log), appending what its silence calls for."""
+        """Judge every node each tick (after catching up with the log), appending what its silence calls for.
+
+        The start-up replay's folds started every clock while no heartbeat could be heard: they start again now."""
+        self.view.grace_all()
         clock = self.view.clock
         last = clock()
         while True:

@@ -9,6 +9,7 @@ scheduler appends its own decisions, checks it is still the elected leader, and 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import OrderedDict
@@ -45,8 +46,9 @@ NESTING = 4
 BATCHES_AT_ONCE = 64
 """Proposal batches (from any workers) applied together: one append and one election check for all of them."""
 PROPOSALS_AT_ONCE = 4_096
-"""At most this many proposals a round (a bigger batch is a round alone): between rounds the event loop renews the
-lease and reads the log, so a flood of proposals delays the next batches rather than stalling the leader."""
+"""At most this many proposals a round (a bigger batch is a round alone, decided this many at a time): between rounds
+the event loop renews the lease and reads the log, so a flood of proposals delays the next batches rather than
+stalling the leader."""
 
 Guard = Callable[
     [str, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
@@ -114,16 +116,23 @@ class Applier:
             yield msg, batch
 
     async def apply(self, batches: list[tuple[Msg, Proposals]]) -> None:
-        """Decide every proposal of `batches`, append, and answer once the events are stored and still count."""
-        async with self.writer.lock:
-            if self.view.deposed():
-                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
-            decided = [[await self._decide(p, batch.folded) for p in batch.proposals] for _msg, batch in batches]
-            appended_from = await self.writer.flush()
-        await self.still_elected(appended_from)
+        """Decide every proposal of `batches`, append, and answer once the events are stored and still count.
+
+        A batch over `PROPOSALS_AT_ONCE` proposals is decided and appended that many at a time, with a turn of the
+        event loop between: one big batch must not stall the lease's renewal either."""
+        proposals = [(proposal, batch.folded) for _msg, batch in batches for proposal in batch.proposals]
+        verdicts: list[Verdict] = []
+        for start in range(0, len(proposals), PROPOSALS_AT_ONCE):
+            if start:
+                await asyncio.sleep(0)
+            verdicts += await self._stored_verdicts(proposals[start : start + PROPOSALS_AT_ONCE])
         sequence = max(self.writer.confirmed, self.view.sequence)
-        for (msg, batch), verdicts in zip(batches, decided, strict=True):
-            for_workers = [await self._worker_verdict(p, v) for p, v in zip(batch.proposals, verdicts, strict=True)]
+        ends = list(itertools.accumulate(len(batch.proposals) for _msg, batch in batches))
+        decided = [verdicts[end - len(batch.proposals) : end] for (_msg, batch), end in zip(batches, ends, strict=True)]
+        for (msg, batch), batch_verdicts in zip(batches, decided, strict=True):
+            for_workers = [
+                await self._worker_verdict(p, v) for p, v in zip(batch.proposals, batch_verdicts, strict=True)
+            ]
             answer = encode(Verdicts(sequence, for_workers))
             if len(answer) > self.shell.bus.nc.max_payload:
                 # every reply sent from here instead: a verdict marked sent is shorter than any proposal, so this fits
@@ -134,6 +143,17 @@ class Applier:
                 answer = encode(Verdicts(sequence, direct))
             if msg.reply:  # never to a Corral or JetStream subject a forger named as the reply subject
                 await send_reply(self.shell.bus, s.PROPOSALS, msg.reply, answer)
+
+    async def _stored_verdicts(self, proposals: list[tuple[Proposal, int]]) -> list[Verdict]:
+        """Decide `proposals` (each with the sequence its worker had folded) and append what they decided; return
+        once the events are stored and still count."""
+        async with self.writer.lock:
+            if self.view.deposed():
+                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+            verdicts = [await self._decide(proposal, folded) for proposal, folded in proposals]
+            appended_from = await self.writer.flush()
+        await self.still_elected(appended_from)
+        return verdicts
 
     async def _decide(self, proposal: Proposal, folded: int) -> Verdict:
         known = self.answered.get(proposal.request_sequence)

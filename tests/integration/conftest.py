@@ -42,12 +42,6 @@ JETSTREAM_TIMEOUT_S = 5.0
 """How long a bus waits for a JetStream answer (`Bus.js`): an outage of a test outlasts the requests it must fail."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """nats-py speaks asyncio only."""
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def server_path(pytestconfig: pytest.Config) -> ServerPath:
     """Containers or local binaries, chosen once per session and said once on the terminal."""

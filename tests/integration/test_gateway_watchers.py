@@ -43,11 +43,6 @@ READING = 10
 NODE = "w1"
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def events_stream_with_a_consumer_limit(nats_url: str) -> None:
     """The event stream made before any service, as the services would make it but with `CONSUMER_LIMIT`."""
     nc = await nats.connect(nats_url)

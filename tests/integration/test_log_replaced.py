@@ -50,13 +50,17 @@ async def delete_streams(mesh: Mesh, streams: tuple[str, ...]) -> None:
         await connection.close()
 
 
+PROBE = "probe-"
+"""The prefix of the actors `revived_and_serving` submits to learn that the mesh serves."""
+
+
 async def revived_and_serving(mesh: Mesh, client: Client) -> None:
     """Restart what exits with a restartable code (the supervisor's job) until the new log's node is placeable."""
     deadline = time.monotonic() + PATIENCE
     while True:
         mesh.revive()
         with contextlib.suppress(CorralError, TimeoutError):
-            decision = await client.submit(ScheduleRequest(f"probe-{time.monotonic_ns()}", {"CPU": 0}), timeout=2.0)
+            decision = await client.submit(ScheduleRequest(f"{PROBE}{time.monotonic_ns()}", {"CPU": 0}), timeout=2.0)
             if isinstance(decision, Placed) and decision.node_id == "agent":
                 await client.remove_actor(decision.id)
                 return
@@ -151,5 +155,6 @@ async def test_the_lease_bucket_deleted_is_made_again_with_epochs_above_the_logs
         await revived_and_serving(mesh, client)
         decision = await client.submit(ScheduleRequest("after", {"CPU": 1}))
         assert isinstance(decision, Placed) and decision.node_id == "agent", decision
-        assert set(await client.placements()) == {"before", "after"}
+        placed = {actor for actor in await client.placements() if not actor.startswith(PROBE)}
+        assert placed == {"before", "after"}  # a probe that timed out may still be placed: it is durable
         assert (await service_digest(client, "scheduler")).digest == await full_replay_digest(mesh)

@@ -40,11 +40,6 @@ BUGS = [ValueError("a bug"), KeyError("n1"), TypeError("a bug"), UnfoldableEvent
 """What a handler may raise by mistake: none of it is the sender's fault."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_each_refusal_carries_its_wire_kind() -> None:
     refusals: list[tuple[RejectedError, RejectionKind]] = [
         (RejectedError("x"), "invalid"),

@@ -181,8 +181,3 @@ async def test_a_patient_catch_up_outlasts_a_stalled_log_says_so_once_and_ends_w
     assert follower.sequence == 6 and "the log reached sequence 6" in caplog.text
     running.cancel()
     await follower.close()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

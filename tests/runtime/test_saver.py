@@ -18,11 +18,6 @@ from services.runtime.snapshots import SnapshotStoreError
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class FlakyStore:
     """Fails while `down` says why; `gate` holds each save until set."""
 

@@ -6,14 +6,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterable
+from types import SimpleNamespace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
 from schemas.commands import RemoveActor
-from schemas.proposals import Proposal, Proposals
-from services.scheduler.applier import PROPOSALS_AT_ONCE, rounds
+from schemas.proposals import Proposal, Proposals, Verdicts
+from schemas.replies import Rejected
+from services.runtime.codec import decode
+from services.scheduler import applier as applier_module
+from services.scheduler.applier import PROPOSALS_AT_ONCE, Applier, rounds
 
 Batch = tuple[Msg, Proposals]
 
@@ -70,3 +75,58 @@ def test_a_round_is_handed_over_before_any_batch_after_the_next_is_taken(sizes: 
 def test_eight_floods_are_eight_rounds_and_small_batches_share_one() -> None:
     assert [len(group) for group in _grouped(_batch(i, 13_000) for i in range(8))] == [1] * 8
     assert [len(group) for group in _grouped(_batch(i, 256) for i in range(64))] == [16, 16, 16, 16]
+
+
+class Writer:
+    """The applier's writer: records, at each append, how many turns the event loop had taken."""
+
+    def __init__(self, turns: list[int]) -> None:
+        self.lock, self.confirmed, self.turns = asyncio.Lock(), 0, turns
+        self.appended_at: list[int] = []
+
+    async def flush(self) -> int:
+        self.appended_at.append(len(self.turns))
+        return 0
+
+
+def test_a_batch_over_the_limit_is_decided_in_parts_with_the_event_loop_turning_between_and_answered_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    size = 2 * PROPOSALS_AT_ONCE + 5
+    answers: list[Verdicts] = []
+
+    async def send_reply(_bus: object, _subject: str, _reply: str, data: bytes) -> None:
+        answers.append(decode(data, Verdicts))
+
+    async def guarded(_subject: str, _data: object, decide: object) -> tuple[Rejected, bool]:
+        return Rejected("actor a is not known", "not_found"), False
+
+    async def elected(_appended_from: int) -> None:
+        return None
+
+    async def apply_beside_a_ticker() -> Writer:
+        turns: list[int] = []
+        writer = Writer(turns)
+
+        async def ticker() -> None:
+            while True:
+                turns.append(1)
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        shell = SimpleNamespace(bus=SimpleNamespace(nc=SimpleNamespace(max_payload=1 << 20)))
+        view = SimpleNamespace(deposed=lambda: False, sequence=0)
+        applier = Applier(shell, view, writer, elected, guarded)  # type: ignore[arg-type]
+        msg, batch = _batch(0, size)
+        msg.reply = "inbox"
+        await applier.apply([(msg, batch)])
+        task.cancel()
+        return writer
+
+    monkeypatch.setattr(applier_module, "send_reply", send_reply)
+    writer = asyncio.run(apply_beside_a_ticker())
+    assert len(writer.appended_at) == 3  # 4,096 + 4,096 + 5
+    assert writer.appended_at == sorted(set(writer.appended_at))  # the loop turned between the parts
+    assert len(answers) == 1 and len(answers[0].verdicts) == size
+    assert {verdict.reply for verdict in answers[0].verdicts} == {Rejected("actor a is not known", "not_found")}
