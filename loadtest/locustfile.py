@@ -1,4 +1,4 @@
-"""Locust users that speak NATS to Corral: `locust -f loadtest/locustfile.py -H nats://127.0.0.1:4222`.
+"""Locust users that speak NATS to Corral: `corral loadtest -H nats://127.0.0.1:4222` (locust -f this file).
 
 Each user holds its own connection and works as the load test's closed-loop users do: it sends a durable schedule
 request drawn from the workload mix (loadtest/workloads.py), waits for the decision, and removes its oldest actor

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
 
 MatchOp = Literal["in", "not_in", "exists", "does_not_exist"]
 
@@ -12,8 +13,15 @@ MatchOp = Literal["in", "not_in", "exists", "does_not_exist"]
 class LabelMatch(msgspec.Struct, frozen=True, tag="match", forbid_unknown_fields=True):
     """One label condition in structured form; the string grammar (`in(a,b)`, `!v`, ...) parses to the same thing."""
 
-    op: MatchOp
-    values: tuple[str, ...] = ()
+    op: Annotated[
+        MatchOp,
+        Meta(
+            description="in: one of values; not_in: missing or none of values; exists: present; does_not_exist: absent."
+        ),
+    ]
+    values: Annotated[
+        tuple[str, ...], Meta(description="The values in and not_in compare with (unused otherwise).")
+    ] = ()
 
 
 SelectorValue = str | LabelMatch

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
 
 from schemas.requests import Amounts
 from schemas.selectors import SelectorSpec
@@ -16,15 +17,18 @@ VClusterStatus = Literal["admitted", "queued", "degraded"]
 class FixedSizeNode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One fixed-size virtual node: its resources and the labels it adds to those of the parent node."""
 
-    resources: Amounts
-    labels: dict[str, str] = {}
+    resources: Annotated[Amounts, Meta(description="Resource name -> amount the virtual node holds.")]
+    labels: Annotated[dict[str, str], Meta(description="Labels added to those of the node it is carved from.")] = {}
 
 
 class FixedSizeNodes(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A group of fixed-size virtual nodes placed PACK, SPREAD or STRICT_SPREAD over the parent's nodes."""
 
-    nodes: list[FixedSizeNode]
-    scheduling_policy: VNodePolicy = "PACK"
+    nodes: Annotated[list[FixedSizeNode], Meta(description="The virtual nodes of this group.")]
+    scheduling_policy: Annotated[
+        VNodePolicy,
+        Meta(description="PACK: few parent nodes; SPREAD: different ones, preferred; STRICT_SPREAD: one each."),
+    ] = "PACK"
 
 
 class VirtualCluster(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -35,10 +39,22 @@ class VirtualCluster(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     decide which tainted parent nodes virtual nodes may be carved from.
     """
 
-    flexible_resource_min: Amounts = {}
-    flexible_resource_max: Amounts = {}
-    fixed_size_nodes: list[FixedSizeNodes] = []
-    tolerations: SelectorSpec = {}
+    flexible_resource_min: Annotated[
+        Amounts, Meta(description="Resource name -> amount reserved for the cluster beyond its fixed-size nodes.")
+    ] = {}
+    flexible_resource_max: Annotated[
+        Amounts,
+        Meta(
+            description="Resource name -> the most flexible room it may grow to; a resource missing here is unbounded "
+            "without fixed-size nodes, and equal to its minimum with them."
+        ),
+    ] = {}
+    fixed_size_nodes: Annotated[
+        list[FixedSizeNodes], Meta(description="Groups of fixed-size virtual nodes, each with its placement policy.")
+    ] = []
+    tolerations: Annotated[
+        SelectorSpec, Meta(description="Taint key -> condition: the tainted parent nodes it may be carved from.")
+    ] = {}
 
 
 class VirtualNodeGrant(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

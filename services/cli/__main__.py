@@ -21,6 +21,7 @@ from services.cli.commands import (
     edit,
     get,
     history,
+    loadtest,
     meta,
     node,
     ops,
@@ -64,6 +65,7 @@ COMMANDS: tuple[Registers, ...] = (
     schema,
     demo,
     bench,
+    loadtest,
     meta,
 )
 """Every command module of `corral`."""
@@ -73,7 +75,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Cluster management", ("label", "taint", "cordon", "uncordon", "drain")),
     ("Mesh", ("up", "config", "node", "sim")),
     ("Troubleshooting", ("why", "why-placed", "events", "status", "dead-letters")),  # a name not registered is skipped
-    ("Other", ("vc", "autoscaler", "schema", "demo", "bench", "version", "completion")),
+    ("Other", ("vc", "autoscaler", "schema", "demo", "bench", "loadtest", "version", "completion")),
 )
 """How `corral --help` groups the commands, as kubectl's help does."""
 

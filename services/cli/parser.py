@@ -45,11 +45,15 @@ class CorralParser(argparse.ArgumentParser):
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """`argv` parsed; words past the positionals (`label node n1 --overwrite k-`) join the command's list of words
-    when it takes one (its `intermixed` default names it), and any other leftover is an error of the subcommand's
-    own parser, with its usage."""
+    when it takes one (its `intermixed` default names it), every leftover joins it when the command hands its
+    words to another program (its `passthrough` default names the list), and any other leftover is an error of the
+    subcommand's own parser, with its usage."""
     args, extras = parser.parse_known_args(argv)
     intermixed = getattr(args, "intermixed", "")
-    if intermixed and extras and all(word[:1] != "-" for word in extras):
+    passthrough = getattr(args, "passthrough", "")
+    if passthrough:
+        setattr(args, passthrough, extras)
+    elif intermixed and extras and all(word[:1] != "-" for word in extras):
         getattr(args, intermixed).extend(extras)
     elif extras:
         getattr(args, "parser", parser).error(UNRECOGNIZED + " ".join(extras))

@@ -191,3 +191,45 @@ def test_unknown_fields_and_negative_amounts_do_not_validate() -> None:
     assert not commands.is_valid({**request, "request": {**request["request"], "resourcez": {"CPU": 1}}})
     assert not commands.is_valid({**request, "request": {**request["request"], "resources": {"CPU": -1}}})
     assert load("commands.json")["$defs"]["ScheduleRequest"]["additionalProperties"] is False
+
+
+def refs_in(schema: Any) -> list[str]:
+    """The `$defs` names a schema (or any part of one) refers to."""
+    if isinstance(schema, list):
+        return [name for item in schema for name in refs_in(item)]
+    if not isinstance(schema, dict):
+        return []
+    own = [schema["$ref"].removeprefix("#/$defs/")] if "$ref" in schema else []
+    return own + [name for value in schema.values() for name in refs_in(value)]
+
+
+def reachable_defs(defs: dict[str, Any], roots: tuple[str, ...]) -> set[str]:
+    """The `$defs` names `roots` refer to, directly or through other definitions (roots included)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += refs_in(defs[name])
+    return seen
+
+
+def test_every_field_of_a_request_file_is_described_in_the_schema() -> None:
+    defs = load("commands.json")["$defs"]
+    request_types = reachable_defs(defs, ("ScheduleRequest", "PlacementGroupRequest", "VirtualCluster"))
+    assert {
+        "FallbackOption",
+        "RunAfter",
+        "ActorAffinityMatchExpression",
+        "LabelMatch",
+        "FixedSizeNode",
+    } <= request_types
+    undescribed = [name for name in request_types if not defs[name].get("description")]
+    undescribed += [
+        f"{name}.{field}"
+        for name in request_types
+        for field, schema in defs[name].get("properties", {}).items()
+        if not schema.get("description", "").strip()
+    ]
+    assert sorted(undescribed) == []

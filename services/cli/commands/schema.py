@@ -89,7 +89,7 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
 def group_schema(title: str, named: list[Named]) -> dict[str, Any]:
     """One group as a JSON Schema: the root accepts any of its messages; `$defs` holds every type by name."""
     roots, components = msgspec.json.schema_components([kind for _, kind in named])
-    defs: dict[str, Any] = dict(components)
+    defs: dict[str, Any] = {name: _tags_described(schema) for name, schema in components.items()}
     refs = []
     for (name, _), root in zip(named, roots, strict=True):
         ref = f"#/$defs/{name}"
@@ -97,6 +97,18 @@ def group_schema(title: str, named: list[Named]) -> dict[str, Any]:
             defs[name] = root
         refs.append({"$ref": ref})
     return {"$schema": DRAFT, "title": f"Corral {title}", "anyOf": refs, "$defs": defs}
+
+
+def _tags_described(schema: dict[str, Any]) -> dict[str, Any]:
+    """A type's schema with its tag property (msgspec writes `{"enum": [tag]}`, bare) described."""
+    properties = schema.get("properties", {})
+    for name, field in properties.items():
+        if set(field) == {"enum"} and len(field["enum"]) == 1:
+            properties[name] = {
+                **field,
+                "description": f"Which kind of {schema['title']} this is: always {json.dumps(field['enum'][0])}.",
+            }
+    return schema
 
 
 def route_entry(route: Route) -> dict[str, Any]:
