@@ -33,6 +33,8 @@ def check_amounts(message: object, kind: Any = None) -> None:
 
 
 def _check(value: Any, info: mi.Type, path: str) -> None:
+    while isinstance(info, mi.Metadata):  # a field's description (or other annotations) around its type
+        info = info.type
     if isinstance(info, mi.FloatType | mi.IntType):
         _check_number(value, info, path)
         return
