@@ -49,6 +49,12 @@ TEST_WORKERS ?= 4
 test: venv redis nats chromium lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
+# The tests whose point is their size (200,000 actors, 1,000 nodes in a browser, 300 event streams, 64 MB of
+# proposals): minutes of CPU each, so apart from `make test`, on fewer workers; `.ci/run` runs them after it.
+.PHONY: test-scale
+test-scale: venv redis nats chromium
+	$(BIN)/pytest -n 2 --dist loadgroup -m scale
+
 # The tests that start no server (the pure core, parsers, the CLI's and the gateway's units): a minute or less.
 test-fast: venv
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'not integration and not chaos'

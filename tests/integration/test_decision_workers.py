@@ -374,6 +374,7 @@ async def test_a_batch_with_a_negative_folded_sequence_or_generator_state_is_ref
     assert "forged" not in {e.actor_id for e in await read_events(mesh.nats_url) if isinstance(e, ActorPlaced)}
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("mesh", [FLOOD_LEASE], ids=["lease 4 s"], indirect=True)
 async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_requests_answered(
     client: Client, mesh: Mesh

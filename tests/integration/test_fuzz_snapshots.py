@@ -5,7 +5,7 @@ stops one service (it saves its snapshot), writes a record bent from the real on
 place, starts the service again, and checks: the process runs and answers, its live digest equals a replay of
 the log at the same sequence, every placement decided before stands, and a new actor is still placed.
 
-`make test` restarts CORRAL_FUZZ_SNAPSHOTS (default 25) times, about half a second each; `make fuzz` 300.
+`make test` restarts CORRAL_FUZZ_SNAPSHOTS (default 12) times, about half a second each; `make fuzz` 300.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
-EXAMPLES = int(os.environ.get("CORRAL_FUZZ_SNAPSHOTS", "25"))
+EXAMPLES = int(os.environ.get("CORRAL_FUZZ_SNAPSHOTS", "12"))
 PATIENCE_S = 20.0
 """How long a restarted service may take to answer again (a bound: one that never does is the finding)."""
 

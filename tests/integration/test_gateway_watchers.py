@@ -112,6 +112,7 @@ async def latencies_ms(http: httpx.AsyncClient, path: str, times: int) -> list[f
     return taken
 
 
+@pytest.mark.scale
 async def test_three_hundred_streams_of_a_long_log_share_one_reader_and_leave_the_api_and_the_bus_alone(
     mesh: Mesh, client: Client
 ) -> None:
@@ -159,6 +160,7 @@ async def test_three_hundred_streams_of_a_long_log_share_one_reader_and_leave_th
             watcher.close()
 
 
+@pytest.mark.scale
 async def test_a_client_that_stops_reading_is_dropped_and_resumes_with_last_event_id_losing_nothing(
     mesh: Mesh, client: Client
 ) -> None:

@@ -32,7 +32,7 @@ from services.runtime.codec import decode, encode
 from services.runtime.settings import Settings
 from tests.integration.conftest import FAST, log_of
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.scale]
 
 ACTORS = 200_000
 NODES = 20
@@ -138,7 +138,9 @@ async def test_two_hundred_thousand_placed_actors_list_completely_in_pages_under
             assert max(sizes) <= client.bus.nc.max_payload
 
         listed = json.loads(await corral(servers, "status", "-o", "json"))["actors"]
-        assert len(listed) == ACTORS
+        assert len(listed) == ACTORS, [
+            line for name in SERVICES for line in log_of(servers, name).splitlines() if "WARN" in line
+        ][:30]
         assert {actor["actor_id"]: actor["node_id"] for actor in listed} == placements
         table = (await corral(servers, "status")).splitlines()
         assert f"ACTORS ({ACTORS}):" in table

@@ -302,6 +302,7 @@ def count_of(driver: WebDriver) -> str:
     return text_of(driver, "#node-count")
 
 
+@pytest.mark.scale
 def test_the_page_at_1000_nodes_opens_on_a_summary_within_a_second_and_its_table_filters_and_groups(
     browser: WebDriver, big_mesh: Mesh
 ) -> None:
@@ -344,6 +345,7 @@ def test_the_page_at_1000_nodes_opens_on_a_summary_within_a_second_and_its_table
     Select(driver.find_element(By.ID, "node-group")).select_by_value("")
 
 
+@pytest.mark.scale
 def test_at_1000_nodes_a_taint_is_added_and_removed_in_the_detail_view(browser: WebDriver, big_mesh: Mesh) -> None:
     driver = browser
     wait = WebDriverWait(driver, WAIT, ignored_exceptions=[StaleElementReferenceException])
