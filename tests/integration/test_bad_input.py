@@ -80,7 +80,7 @@ async def dead_letter_senders(client: Client) -> set[str]:
     senders = set()
     for sequence in range(info.state.first_seq, info.state.last_seq + 1):
         letter = await client.bus.js.get_msg(s.DEAD_LETTERS_STREAM, sequence)
-        senders.add(letter.subject.split(".")[2])  # corral.dlq.<service>[.events]
+        senders.add((letter.subject or "").split(".")[2])  # corral.dlq.<service>[.events]
     return senders
 
 
