@@ -44,6 +44,10 @@ RESENT_POLL_SECONDS = 0.05
 STORE_RETRY_SECONDS = 0.1
 """How often a durable request is published again while no stream answers for it (a stream electing its leader)."""
 
+STORE_ATTEMPT_SECONDS = 2.0
+"""How long one publish of a durable request waits for JetStream's ack before it is sent again: a message sent to a
+stream leader that just died is lost without an answer, and its stream elects a new leader within seconds."""
+
 ELECTING = "the event log is electing a leader (NATS JetStream cluster); try again"
 """Why a request found no stream to store it for a while, most likely."""
 
@@ -183,7 +187,8 @@ class Connection:
         while True:
             try:
                 left = max(deadline - loop.time(), STORE_RETRY_SECONDS)
-                return await self.bus.js.publish(subject, payload, headers=headers, timeout=left)
+                attempt = min(left, STORE_ATTEMPT_SECONDS)
+                return await self.bus.js.publish(subject, payload, headers=headers, timeout=attempt)
             except nats.js.errors.APIError as error:
                 full = no_room(error)
                 if full:
@@ -194,9 +199,11 @@ class Connection:
             except nats.js.errors.NoStreamResponseError:
                 pass
             except (TimeoutError, nats.errors.TimeoutError):
-                raise UnavailableError(
-                    f"JetStream did not confirm {subject} within {timeout:g}s: a NATS server is down, or {ELECTING}"
-                ) from None
+                if loop.time() >= deadline:
+                    raise UnavailableError(
+                        f"JetStream did not confirm {subject} within {timeout:g}s: a NATS server is down, or {ELECTING}"
+                    ) from None
+                continue  # lost on its way to a stream leader that died: sent again (its `Nats-Msg-Id` stores it once)
             if loop.time() + STORE_RETRY_SECONDS > deadline:
                 raise UnavailableError(await self._not_stored(subject, timeout))
             await asyncio.sleep(STORE_RETRY_SECONDS)
