@@ -406,7 +406,7 @@ class Lines:
         for line in stream:
             self.lines.put(line)
 
-    def wait_for(self, text: str, timeout: float = 15.0) -> str:
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
         """The first line (from here on) containing `text`; fails after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

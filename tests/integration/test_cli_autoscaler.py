@@ -51,7 +51,7 @@ def test_corral_up_runs_the_autoscaler_that_status_and_why_report(
     ports = ("--nats-port", str(port), "--http-port", str(free_port()))
     up = corral("up", *ports, "--data-dir", str(tmp_path / "corral"), "--autoscaler", str(config))
     started.append(up)
-    Lines(up).wait_for("Corral is up", timeout=40)
+    Lines(up).wait_for("Corral is up")
     with SyncClient(url, timeout=10.0) as client:
         client.submit(ScheduleRequest("odd", {"CPU": 1}, label_selector={"rack": "r9"}))
         deadline = time.monotonic() + 10

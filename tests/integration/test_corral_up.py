@@ -51,7 +51,7 @@ def _up(data_dir: Path, port: int, started: list[subprocess.Popen[str]]) -> subp
         text=True,
     )
     started.append(process)
-    Lines(process).wait_for("Corral is up", timeout=30)
+    Lines(process).wait_for("Corral is up")
     return process
 
 
@@ -63,7 +63,7 @@ def test_a_second_corral_up_on_the_same_data_directory_is_refused_naming_the_fir
 
     second = corral("up", "--nats-port", str(free_port()), "--data-dir", str(data_dir))
     started.append(second)
-    _, err = second.communicate(timeout=10)
+    _, err = second.communicate(timeout=30)
     assert second.returncode == 1
     assert f"--data-dir {data_dir}: already used by another `corral up` (pid {first.pid}, started " in err
     assert err.count("\n") == 1, err

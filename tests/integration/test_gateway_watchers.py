@@ -214,7 +214,7 @@ async def test_a_service_started_while_the_log_has_no_room_for_its_consumer_wait
         async def refused_once_more() -> bool:
             return log_of(mesh, "taints").count("maximum consumers limit reached") > said
 
-        assert await holds_within(refused_once_more, 30)
+        assert await holds_within(refused_once_more, 60)  # a service start, on a busy machine
         assert mesh.processes["taints"].poll() is None  # waiting, not exited
         for name in fillers:
             await js.delete_consumer(s.EVENTS_STREAM, name)

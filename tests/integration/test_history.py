@@ -195,7 +195,7 @@ def pump(source: IO[str], lines: queue.Queue[str]) -> None:
         lines.put(line)
 
 
-def next_line(lines: queue.Queue[str], timeout: float = 10.0) -> str:
+def next_line(lines: queue.Queue[str], timeout: float = 30.0) -> str:
     """The next line the follower printed; fails the test after `timeout` seconds without one."""
     try:
         return lines.get(timeout=timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -252,7 +253,9 @@ def _free_run(length: int) -> int:
     inside it can be taken at any moment as the local end of an outgoing connection (the services' own to NATS
     and Redis), and the service meant to listen there would then fail to start."""
     low = ephemeral_ports()[0]
-    for first in range(max(low - 4000, LOWEST_PORT), low - length, length):
+    runs = list(range(max(low - 4000, LOWEST_PORT), low - length, length))
+    random.shuffle(runs)  # another test worker looking at once starts elsewhere
+    for first in runs:
         if not any(port_in_use(first + step) for step in range(length)):
             return first
     raise AssertionError(f"no {length} free consecutive ports below the ephemeral range (from {low})")
@@ -272,7 +275,7 @@ def test_corral_up_gives_each_service_its_own_metrics_port_and_prints_it(tmp_pat
     )
     try:
         lines = Lines(up)
-        lines.wait_for("Corral is up", timeout=60)
+        lines.wait_for("Corral is up")
         for step, service in enumerate(SERVICES):
             url = f"http://127.0.0.1:{first + step}/metrics"
             assert lines.wait_for(f"metrics of {service}:").split()[-1] == url
