@@ -28,6 +28,7 @@ from services.local.mesh import SERVICES, Mesh, start_mesh
 from services.local.servers import LocalServer
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
+from tests.conftest import shares_a_module_fixture
 from tests.support.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
@@ -121,10 +122,20 @@ def servers(request: pytest.FixtureRequest, tmp_path: Path, server_path: ServerP
 
 
 @pytest.fixture
-async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
-    """A client of the mesh, once every service answers (see `ready_client`)."""
+async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """A client of the mesh, once every service answers (see `ready_client`); on a mesh its module shares, the
+    nodes live at the end are taken out (see `remove_every_node`)."""
     async with ready_client(mesh, monkeypatch) as connected:
         yield connected
+        if isinstance(request.node, pytest.Function) and shares_a_module_fixture(request.node):
+            await remove_every_node(connected)
+
+
+async def remove_every_node(client: Client) -> None:
+    """Take out every live node: a node whose client is gone stops heartbeating and dies a moment later, with the
+    work the next test on the same mesh may have placed on it meanwhile."""
+    for node in await client.nodes():
+        await client.remove_node(node.node_id)
 
 
 @pytest.fixture
