@@ -123,8 +123,7 @@ async def test_dataflow_runs_after_an_operation_in_its_zone(client: Client) -> N
     """Proposal 003: RunAfter Require places the consumer in the producer's zone."""
     for index, zone in enumerate(["flow-z1", "flow-z2", "flow-z2"]):
         await client.register_node(f"flow-n{index}", {"CPU": 2}, zone=zone)
-    first = {"corral.io/node-id": "flow-n0"}
-    producer = await client.submit(ScheduleRequest("read", {"CPU": 1}, label_selector=first))
+    producer = await client.submit(ScheduleRequest("read", {"CPU": 1}, label_selector={"corral.io/node-id": "flow-n0"}))
     assert producer == Placed("read", "flow-n0")
     run_after = RunAfter("read", "Require", ["corral.io/availability-zone"])
     consumer = await client.submit(ScheduleRequest("map", {"CPU": 1}, run_after=run_after))
