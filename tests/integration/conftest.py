@@ -28,7 +28,6 @@ from services.local.mesh import SERVICES, Mesh, start_mesh
 from services.local.servers import LocalServer
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
-from tests.conftest import shares_a_module_fixture
 from tests.support.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
@@ -127,8 +126,14 @@ async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch, request: pytest.Fi
     nodes live at the end are taken out (see `remove_every_node`)."""
     async with ready_client(mesh, monkeypatch) as connected:
         yield connected
-        if isinstance(request.node, pytest.Function) and shares_a_module_fixture(request.node):
+        if on_a_shared_mesh(request.node):
             await remove_every_node(connected)
+
+
+def on_a_shared_mesh(item: pytest.Item) -> bool:
+    """Whether the test's `mesh` is one its module shares (an override with a wider scope)."""
+    definitions = item._fixtureinfo.name2fixturedefs.get("mesh", ()) if isinstance(item, pytest.Function) else ()
+    return bool(definitions) and definitions[-1].scope != "function"
 
 
 async def remove_every_node(client: Client) -> None:
