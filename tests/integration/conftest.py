@@ -3,7 +3,9 @@
 The servers are real: Docker containers (testcontainers: nats:2.11 with JetStream, redis:7) when a Docker engine
 answers a ping, else the local binaries; CORRAL_TEST_SERVERS=local|docker forces one. Both paths publish on free
 ports of 127.0.0.1 and hand out objects with the same start/stop/close, so tests do not care which one ran
-(restarting NATS under the services works on both). Each test gets fresh servers; only the choice is per session.
+(restarting NATS under the services works on both). Each test gets fresh servers unless its module overrides `mesh` with
+one for the module (its tests each using their own ids; `fresh_mesh` serves those that cannot share); only the
+choice is per session.
 """
 
 from __future__ import annotations
@@ -81,14 +83,30 @@ def start_test_mesh(
     )
 
 
-@pytest.fixture
-def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
-    """nats-server and redis-server on free ports, and the labels, taints and scheduler processes."""
-    running = start_test_mesh(tmp_path / "mesh", server_path)
+@contextlib.contextmanager
+def running_mesh(data_dir: Path, path: ServerPath, settings: dict[str, str] | None = None) -> Iterator[Mesh]:
+    """A mesh of the labels, taints and scheduler processes (`start_test_mesh`), closed on the way out."""
+    running = start_test_mesh(data_dir, path, settings=settings)
     try:
         yield running
     finally:
         running.close()
+
+
+@pytest.fixture
+def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """nats-server and redis-server on free ports, and the labels, taints and scheduler processes (a module whose
+    tests each use their own ids overrides it with one mesh for the module)."""
+    with running_mesh(tmp_path / "mesh", server_path) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """A mesh of the test's own in a module that shares one: for a test that stops, restarts or reconfigures what
+    runs, or asserts what the whole cluster holds."""
+    with running_mesh(tmp_path / "fresh" / "mesh", server_path) as running:
+        yield running
 
 
 @pytest.fixture
@@ -103,8 +121,38 @@ def servers(request: pytest.FixtureRequest, tmp_path: Path, server_path: ServerP
 
 
 @pytest.fixture
-async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
-    """A client of the mesh, once every service answers; it heartbeats the nodes it registers at the mesh's pace
+async def client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """A client of the mesh, once every service answers (see `ready_client`); on a mesh its module shares, the
+    nodes live at the end are taken out (see `remove_every_node`)."""
+    async with ready_client(mesh, monkeypatch) as connected:
+        yield connected
+        if on_a_shared_mesh(request.node):
+            await remove_every_node(connected)
+
+
+def on_a_shared_mesh(item: pytest.Item) -> bool:
+    """Whether the test's `mesh` is one its module shares (an override with a wider scope)."""
+    definitions = item._fixtureinfo.name2fixturedefs.get("mesh", ()) if isinstance(item, pytest.Function) else ()
+    return bool(definitions) and definitions[-1].scope != "function"
+
+
+async def remove_every_node(client: Client) -> None:
+    """Take out every live node: a node whose client is gone stops heartbeating and dies a moment later, with the
+    work the next test on the same mesh may have placed on it meanwhile."""
+    for node in await client.nodes():
+        await client.remove_node(node.node_id)
+
+
+@pytest.fixture
+async def fresh_client(fresh_mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
+    """A client of the test's own mesh (`fresh_mesh`), once every service answers."""
+    async with ready_client(fresh_mesh, monkeypatch) as connected:
+        yield connected
+
+
+@contextlib.asynccontextmanager
+async def ready_client(mesh: Mesh, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
+    """A client of the mesh once every service answers; it heartbeats the nodes it registers at the mesh's pace
     (its default second would leave half a second of the mesh's 1.5 s timeout to a busy test's loop)."""
     monkeypatch.setenv("CORRAL_HEARTBEAT_INTERVAL", FAST["CORRAL_HEARTBEAT_INTERVAL"])
     async with Client(mesh.nats_url, timeout=10.0) as connected:

@@ -4,6 +4,8 @@ the agent's return is an event that says it came back."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis.asyncio as redis
 
@@ -12,9 +14,22 @@ from schemas.queries import NodeInfo
 from services.client import Client
 from services.core.labels import SCALE_DOWN_TAINT, user_labels
 from services.local.mesh import SERVICES, Mesh
-from tests.integration.conftest import corral, holds_within, log_of, wait_ready
+from tests.integration.conftest import corral, holds_within, log_of, start_test_mesh, wait_ready
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
+    """One mesh for this module's tests that leave the services running (each uses its own node); the two that
+    restart every service have a mesh of their own (`fresh_mesh`)."""
+    running = start_test_mesh(tmp_path_factory.mktemp("node-layers") / "mesh", server_path)
+    try:
+        yield running
+    finally:
+        running.close()
+
 
 TEAM = Taint("team", "ml", "NoSchedule")
 SCALE_DOWN = Taint(SCALE_DOWN_TAINT, "true", "NoSchedule")
@@ -68,35 +83,35 @@ async def every_view_operated(client: Client) -> bool:
 
 
 async def test_an_operators_labels_and_taints_survive_the_agents_return_and_restarts(
-    client: Client, mesh: Mesh
+    fresh_client: Client, fresh_mesh: Mesh
 ) -> None:
-    await operated_and_back(client, mesh)
-    found = await node(client, "n2")
+    await operated_and_back(fresh_client, fresh_mesh)
+    found = await node(fresh_client, "n2")
     assert operated(found)
     assert found is not None and found.layers is not None
     assert found.layers.operator_labels.removed == ["rack"]
     assert set(found.layers.operator_taints.taints) == {TEAM, SCALE_DOWN}
-    assert await holds_within(lambda: every_view_operated(client), timeout=10)
+    assert await holds_within(lambda: every_view_operated(fresh_client), timeout=10)
     for service in SERVICES:  # each saves its snapshot as it stops
-        mesh.stop_service(service)
+        fresh_mesh.stop_service(service)
     for service in SERVICES:
-        mesh.start_service(service)
-    await wait_ready(client)
-    assert "snapshot at sequence" in log_of(mesh, "labels")
-    assert await holds_within(lambda: every_view_operated(client), timeout=10)
+        fresh_mesh.start_service(service)
+    await wait_ready(fresh_client)
+    assert "snapshot at sequence" in log_of(fresh_mesh, "labels")
+    assert await holds_within(lambda: every_view_operated(fresh_client), timeout=10)
 
 
-async def test_a_full_replay_gives_the_operators_edits_back(client: Client, mesh: Mesh) -> None:
-    await operated_and_back(client, mesh)
+async def test_a_full_replay_gives_the_operators_edits_back(fresh_client: Client, fresh_mesh: Mesh) -> None:
+    await operated_and_back(fresh_client, fresh_mesh)
     for service in SERVICES:
-        mesh.stop_service(service)
-    async with redis.Redis(port=mesh.redis.port) as store:
+        fresh_mesh.stop_service(service)
+    async with redis.Redis(port=fresh_mesh.redis.port) as store:
         await store.flushall()
     for service in SERVICES:
-        mesh.start_service(service)
-    await wait_ready(client)
-    assert "no snapshot of labels: replaying the whole log" in log_of(mesh, "labels")
-    assert await holds_within(lambda: every_view_operated(client), timeout=10)
+        fresh_mesh.start_service(service)
+    await wait_ready(fresh_client)
+    assert "no snapshot of labels: replaying the whole log" in log_of(fresh_mesh, "labels")
+    assert await holds_within(lambda: every_view_operated(fresh_client), timeout=10)
 
 
 async def test_describe_and_get_show_where_each_label_and_taint_comes_from(client: Client, mesh: Mesh) -> None:
