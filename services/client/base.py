@@ -157,7 +157,11 @@ class Connection:
         return answer
 
     async def _durable(self, subject: str, request: Any, timeout: float | None) -> RequestReply:
-        """Publish a durable request and wait for the scheduler's reply (a resend is stored once)."""
+        """Publish a durable request and wait for the scheduler's reply (a resend is stored once).
+
+        A request without a `command_id` gets a fresh `Nats-Msg-Id`, so the stream can only find it a duplicate of
+        this call's own earlier sending (its ack lost): the first sending, stored, names this call's inbox, whose
+        answer is awaited as usual. A keyed request may repeat another call's: `_duplicate_answer` decides."""
         inbox, answer = await self._replies.expect()
         headers = {"Nats-Msg-Id": request.command_id or uuid.uuid4().hex, s.REPLY_HEADER: inbox}
         if request.command_id:
@@ -165,7 +169,7 @@ class Connection:
         try:
             payload = self._payload(subject, request)
             stored = await self._stored(subject, payload, headers, timeout or self.timeout)
-            if stored.duplicate:
+            if stored.duplicate and request.command_id:  # without a key, a duplicate is this call's own resend
                 return await self._duplicate_answer(request, payload, stored.seq, timeout or self.timeout)
             async with asyncio.timeout(timeout or self.timeout):
                 data = await answer

@@ -220,3 +220,27 @@ async def test_a_key_used_for_a_removal_then_a_submission_is_a_conflict(client: 
         ConflictError, match="command_id 'kinds-k1': already used for a different request \\(a RemoveActor"
     ):
         await client.submit(ScheduleRequest("kinds-a1", {"CPU": 1}), command_id="kinds-k1")
+
+
+async def test_a_request_sent_again_after_its_ack_was_lost_gets_its_decision(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream stored the request and its ack was lost (a busy machine answered past the client's wait): the
+    client sends it again, the stream drops the copy as a duplicate, and the decision of the first sending (made
+    and acked meanwhile) is the answer, not an error about a key nobody gave."""
+    await client.register_node("lost-ack-n1", {"CPU": 2})
+    publish = client.bus.js.publish
+    sendings: list[bool] = []
+
+    async def ack_lost_once(*args: object, **kwargs: object) -> object:
+        ack = await publish(*args, **kwargs)  # type: ignore[arg-type]
+        sendings.append(bool(ack.duplicate))
+        if len(sendings) == 1:
+            await asyncio.sleep(1.0)  # the scheduler decides and acks it meanwhile
+            raise TimeoutError("the ack was lost")
+        return ack
+
+    monkeypatch.setattr(client.bus.js, "publish", ack_lost_once)
+    decision = await client.submit(ScheduleRequest("lost-ack-a1", {"CPU": 1}), timeout=20)
+    assert sendings == [False, True], "sent twice, stored once"
+    assert isinstance(decision, Placed) and decision.node_id == "lost-ack-n1"
