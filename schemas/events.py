@@ -270,6 +270,9 @@ class AutoscalerElected(Event, frozen=True, tag=True):
     append."""
 
     instance: str
+    node_type_labels: dict[str, dict[str, str]] = {}
+    """The labels each node type of its configuration gives the nodes it launches, by type name: work selecting a
+    key only a node type has waits for a launch, and is not told that no node has the key."""
 
 
 class NodesLaunchRequested(Event, frozen=True, tag=True):

@@ -9,7 +9,7 @@ from schemas.queries import NodeLayers
 from schemas.requests import PlacementGroupRequest, ScheduleRequest, Taint
 from schemas.vclusters import VirtualCluster
 
-SNAPSHOT_VERSION = 8
+SNAPSHOT_VERSION = 9
 """Bumped whenever the records change shape; a snapshot of another version is refused (the log is replayed)."""
 
 
@@ -126,3 +126,4 @@ class ViewSnapshot(msgspec.Struct, frozen=True):
     """The autoscaler's launches (live ones, then ended ones oldest first)."""
     launch_count: int = 0
     autoscaler_epoch: int = 0
+    node_type_labels: dict[str, dict[str, str]] = {}

@@ -233,7 +233,12 @@ class Autoscaler:
         and the log stalling are waited out, however long (the lease, lost meanwhile, ends the wait)."""
         while True:
             await self.shell.follower.caught_up(patient=True)
-            elected = AutoscalerElected(event_id=event_id(), instance=self.settings.instance, epoch=epoch)
+            elected = AutoscalerElected(
+                event_id=event_id(),
+                instance=self.settings.instance,
+                epoch=epoch,
+                node_type_labels={name: dict(kind.labels) for name, kind in sorted(self.config.node_types.items())},
+            )
             try:
                 stored = await self.decisions.append([elected], self.shell.follower.sequence)
             except TimeoutError as error:  # met before appending (the bus retries an append itself): try again

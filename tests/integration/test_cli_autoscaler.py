@@ -53,17 +53,22 @@ def test_corral_up_runs_the_autoscaler_that_status_and_why_report(
     started.append(up)
     Lines(up).wait_for("Corral is up")
     with SyncClient(url, timeout=10.0) as client:
+        client.register_node("n0", {"CPU": 2}, labels={"disk": "ssd"})
         client.submit(ScheduleRequest("odd", {"CPU": 1}, label_selector={"rack": "r9"}))
+        client.submit(ScheduleRequest("typo", {"CPU": 1}, label_selector={"acelerator-type": "A100"}))
         deadline = time.monotonic() + 10
         while "no node type" not in client.autoscaler_why("odd").message and time.monotonic() < deadline:
             time.sleep(0.05)  # the round after the actor's pending event
-    status = output("autoscaler", "status", "--nats-url", url)
-    assert "NODE TYPES (3):" in status and "gpu-a100" in status
-    assert "1 x actor {CPU: 1}" in status
-    reply = yaml.safe_load(output("autoscaler", "status", "-o", "yaml", "--nats-url", url))
-    assert "gpu-a100" in str(reply)
-    why = output("why", "odd", "--nats-url", url)
-    assert "Actor odd is pending." in why and "autoscaler: no node type can host it" in why
+        status = output("autoscaler", "status", "--nats-url", url)
+        assert "NODE TYPES (3):" in status and "gpu-a100" in status
+        assert "1 x actor {CPU: 1}" in status
+        reply = yaml.safe_load(output("autoscaler", "status", "-o", "yaml", "--nats-url", url))
+        assert "gpu-a100" in str(reply)
+        why = output("why", "odd", "--nats-url", url)
+        assert "Actor odd is pending." in why and "autoscaler: no node type can host it" in why
+        assert "no node or node type of the autoscaler has a label key 'rack'" in why
+        typo = output("why", "typo", "--nats-url", url)  # the key is suggested from the node types' labels
+        assert "label key 'acelerator-type' (did you mean 'accelerator-type'?)" in typo
     code, _ = stop(up, signal.SIGTERM)
     assert code == 0
 

@@ -52,14 +52,22 @@ class SelectorFilter(Filter):
 
 
 def unknown_keys(view: ClusterView, selector: LabelSelector) -> list[str]:
-    """For each key a positive term needs (`k=v`, `k=in(..)`, `k=exists()`) that no node has: saying so, with the
-    closest key some node has."""
+    """For each key a positive term needs (`k=v`, `k=in(..)`, `k=exists()`) that no node has, nor any node type
+    of the autoscaler: saying so, with the closest key some node or node type has."""
     found = []
+    launchable: set[str] | None = None
     for term in selector.terms:
-        if term.positive and term.key not in view.labels.by_key:
-            close = difflib.get_close_matches(term.key, list(view.labels.by_key), n=1, cutoff=0.6)
-            guess = f" (did you mean {close[0]!r}?)" if close else ""
-            found.append(f"no node has a label key {term.key!r}{guess}")
+        if not term.positive or term.key in view.labels.by_key:
+            continue
+        if launchable is None:
+            launchable = {key for labels in view.node_type_labels.values() for key in labels}
+        if term.key in launchable:
+            continue
+        known = [*view.labels.by_key, *sorted(launchable.difference(view.labels.by_key))]
+        close = difflib.get_close_matches(term.key, known, n=1, cutoff=0.6)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        holders = "no node or node type of the autoscaler has" if view.node_type_labels else "no node has"
+        found.append(f"{holders} a label key {term.key!r}{guess}")
     return found
 
 

@@ -28,7 +28,9 @@ LAUNCHES_KEPT = 1_000
 
 @fold_of(AutoscalerElected)
 def on_autoscaler_elected(view: ClusterView, event: AutoscalerElected) -> None:
-    """An autoscaler instance leads from here."""
+    """An autoscaler instance leads from here, with its node types' labels."""
+    if event.epoch >= view.autoscaler_epoch:
+        view.node_type_labels = {name: dict(labels) for name, labels in sorted(event.node_type_labels.items())}
     view.autoscaler_epoch = max(view.autoscaler_epoch, event.epoch)
 
 

@@ -87,6 +87,7 @@ def dump(view: ClusterView, sequence: int = 0) -> ViewSnapshot:
         launches=_launch_records(view),
         launch_count=view.launch_count,
         autoscaler_epoch=view.autoscaler_epoch,
+        node_type_labels=view.node_type_labels,
     )
 
 
@@ -177,6 +178,7 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
 
 def _restore_launches(view: ClusterView, snapshot: ViewSnapshot) -> None:
     view.launch_count, view.autoscaler_epoch = snapshot.launch_count, snapshot.autoscaler_epoch
+    view.node_type_labels = {name: dict(labels) for name, labels in snapshot.node_type_labels.items()}
     for saved in snapshot.launches:
         launch = Launch(saved.launch_id, saved.node_type, saved.requested_at, saved.reason, tuple(saved.work))
         launch.state, launch.node_id = cast(LaunchState, saved.state), saved.node_id

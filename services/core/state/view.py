@@ -133,6 +133,8 @@ class ClusterView:
         self.launch_count = 0
         """Launches ever requested (the next launch id is numbered from it)."""
         self.autoscaler_epoch = 0
+        self.node_type_labels: dict[str, dict[str, str]] = {}
+        """The leading autoscaler's node types: the labels each gives the nodes it launches (the root view's only)."""
         self.log_time = 0.0
         """The log time of the event being folded (Unix seconds, as given to `fold`; 0 when none was)."""
 
