@@ -103,6 +103,8 @@ async def service_shell(
         shell.subscriptions.append(await bus.serve(digest_subject(name), digest))
         health = query_handler(HealthQuery, lambda _q: _health(follower))
         shell.subscriptions.append(await bus.serve(health_subject(name), health))
+        with contextlib.suppress(TimeoutError, nats.errors.Error):  # a NATS outage: registered once it reconnects
+            await bus.nc.flush()  # the server knows the subscriptions: "serving" means a query reaches this one
         log.info("%s: serving", name)
         yield shell
     except Exception:
