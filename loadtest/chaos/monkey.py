@@ -99,9 +99,10 @@ class Monkey:
             await asyncio.sleep(0.5)
             for key in (*SERVICES, STANDBY, *self.workers):
                 process = self.mesh.processes.get(key)
-                if key in self.down or process is None or process.poll() is None:
+                code = process.poll() if process is not None else None
+                if key in self.down or code is None:
                     continue
-                self.exits.setdefault(key, []).append(int(process.returncode))
+                self.exits.setdefault(key, []).append(code)
                 self.mesh.processes.pop(key, None)
                 await asyncio.sleep(RESTART_PAUSE)
                 if key not in self.down and key not in self.mesh.processes:

@@ -10,7 +10,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
+from services.local import preloaded
 from services.local.servers import LocalServer, free_port, nats_server, redis_server
 from services.runtime.settings import Settings
 
@@ -30,6 +32,24 @@ STABLE_S = 60.0
 """A service that ran this long before exiting is started again at once (its back-off starts over)."""
 
 
+class ServiceProcess(Protocol):
+    """A running service process: a `subprocess.Popen`, or a `preloaded.PreloadedService`."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, signal: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
 @dataclass
 class Mesh:
     """Servers and services on this machine; `env` is what a process needs to join it."""
@@ -38,7 +58,7 @@ class Mesh:
     nats: LocalServer
     redis: LocalServer
     settings: dict[str, str] = field(default_factory=dict)
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    processes: dict[str, ServiceProcess] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     """Which service each process runs (a standby scheduler's key is its instance name)."""
     revived: list[str] = field(default_factory=list)
@@ -54,6 +74,8 @@ class Mesh:
     """Service process key -> how many times in a row it exited within `STABLE_S` of starting."""
     restart_at: dict[str, float] = field(default_factory=dict)
     """Service process key -> when (by `clock`) it is started again, for those that exited and wait."""
+    preloaded: bool = False
+    """Fork the services from a parent that imported them once (`preloaded`), rather than run `python -m`."""
 
     @property
     def nats_url(self) -> str:
@@ -75,14 +97,19 @@ class Mesh:
             **self.settings,
         }
 
-    def start_service(self, name: str, instance: str = "") -> subprocess.Popen[bytes]:
+    def start_service(self, name: str, instance: str = "") -> ServiceProcess:
         """Start one service process (a second scheduler is a standby); its log goes to the data folder."""
         key = instance or name
         env = {**self.env, "CORRAL_INSTANCE": key, "CORRAL_METRICS_PORT": str(self.metrics_port(key))}
-        with (self.data_dir / f"{key}.log").open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
-            )
+        log_path = self.data_dir / f"{key}.log"
+        process: ServiceProcess
+        if self.preloaded:
+            process = preloaded.start(name, env, log_path)
+        else:
+            with log_path.open("ab") as log:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
         self.processes[key] = process
         self.kinds[key] = name
         self.started_at[key] = self.clock()
@@ -175,6 +202,7 @@ def start_mesh(
     servers: Callable[[Path], tuple[LocalServer, LocalServer]] | None = None,
     durable: bool = False,
     metrics_from: int | None = None,
+    preloaded: bool = False,
 ) -> Mesh:
     """Start nats-server and redis-server on free (or given) ports, then the services (and beside the scheduler
     `CORRAL_DECISION_WORKERS` decision workers, from `settings` or the environment).
@@ -182,6 +210,7 @@ def start_mesh(
     Redis is throwaway unless `durable` (then its append-only file in the data folder keeps the snapshots across
     restarts, as `corral up` wants). `servers` makes the NATS and Redis servers from the data folder instead
     (containers, in tests). `metrics_from` gives each service its own `/metrics` port (see `Mesh.metrics_from`).
+    `preloaded` forks the services from a parent that imported them once (see `Mesh.preloaded`).
     """
     workers = decision_workers({**os.environ, **(settings or {})})
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -190,7 +219,7 @@ def start_mesh(
         redis = redis_server(data_dir / "redis", redis_port, durable=durable)
     else:
         nats, redis = servers(data_dir)
-    mesh = Mesh(data_dir, nats, redis, metrics_from=metrics_from)
+    mesh = Mesh(data_dir, nats, redis, metrics_from=metrics_from, preloaded=preloaded)
     mesh.settings = dict(settings or {})
     try:
         mesh.nats.start()

@@ -76,10 +76,15 @@ def start_test_mesh(
     metrics_from: int | None = None,
 ) -> Mesh:
     """start_mesh with FAST settings (and `settings` over them), its servers on the chosen path (with no
-    `services`: the servers alone)."""
+    `services`: the servers alone), its services forked from a parent that imported them once (`preloaded`)."""
     servers = None if path == "local" else containers
     return start_mesh(
-        data_dir, services=services, settings={**FAST, **(settings or {})}, servers=servers, metrics_from=metrics_from
+        data_dir,
+        services=services,
+        settings={**FAST, **(settings or {})},
+        servers=servers,
+        metrics_from=metrics_from,
+        preloaded=True,
     )
 
 

@@ -29,13 +29,20 @@ class Timed:
         self.answered[key] = loop.time()
         return result
 
-    async def flowing(self, answers: int = 5, timeout: float = 30.0) -> None:
-        """Wait until `answers` requests were answered: the stream is going, the kill comes in its middle."""
+    async def flowing(self, answers: int = 5, timeout: float = 30.0) -> float:
+        """Wait until `answers` requests were answered and one is in flight: the stream is going. Returns the
+        moment (the loop's clock) with a request in flight, with no turn of the loop after it, so a kill that
+        follows at once comes in the stream's middle (a fast scheduler answers a request before the next is sent,
+        so a kill at any other moment may fall between two requests)."""
+        loop = asyncio.get_running_loop()
 
-        async def answered() -> bool:
-            return len(self.answered) >= answers
+        async def answered_and_in_flight() -> bool:
+            return len(self.answered) >= answers and self.in_flight_at(loop.time()) > 0
 
-        assert await holds_within(answered, timeout), f"{len(self.answered)} answers within {timeout} s"
+        assert await holds_within(answered_and_in_flight, timeout), (
+            f"{len(self.answered)} answers within {timeout} s, and none in flight"
+        )
+        return loop.time()
 
     def in_flight_at(self, moment: float) -> int:
         """How many requests were sent before `moment` and answered after it."""

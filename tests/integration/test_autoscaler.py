@@ -4,7 +4,6 @@ Corral's own rules), scales idle nodes down through the scale-down taint, and re
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from schemas import (
 from schemas import subjects as s
 from services.client import Client, UnavailableError
 from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
-from services.local.mesh import SERVICES, Mesh
+from services.local.mesh import SERVICES, Mesh, ServiceProcess
 from services.runtime.codec import decode, encode
 from services.runtime.runner import EXIT_LEASE_LOST
 from tests.integration.autoscaling import FAST_AUTOSCALER, autoscaled_mesh, events_of, launch_requests, write_config
@@ -240,7 +239,7 @@ async def test_an_election_no_lease_backs_is_ignored_and_the_leader_goes_on(
         assert mesh.processes["autoscaler"].poll() is None
 
 
-async def exited(process: subprocess.Popen[bytes]) -> bool:
+async def exited(process: ServiceProcess) -> bool:
     """Whether the process has exited."""
     return process.poll() is not None
 

@@ -208,9 +208,8 @@ async def test_killing_the_leading_scheduler_mid_stream_loses_nothing_and_the_st
         await client.register_node(f"n{index}", {"CPU": 40})
     timed = Timed()
     stream = asyncio.ensure_future(submit_all(client, 100, pause=0.01, timed=timed))
-    await timed.flowing()
+    killed = await timed.flowing()
     mesh.stop_service("scheduler", hard=True)
-    killed = asyncio.get_running_loop().time()
     decisions = await asyncio.wait_for(stream, timeout=60)
     assert timed.in_flight_at(killed), "no request was in flight at the kill"
     assert all(isinstance(d, Placed) for d in decisions)
