@@ -55,7 +55,9 @@ def full_mesh(tmp_path: Path) -> Iterator[tuple[Mesh, Path]]:
         return limited, redis_server(data_dir / "redis")
 
     settings = {**FAST, "CORRAL_HTTP_PORT": str(free_port()), "CORRAL_HTTP_TOKEN": TOKEN}
-    mesh = start_mesh(tmp_path / "mesh", services=(*SERVICES, "gateway"), settings=settings, servers=servers)
+    mesh = start_mesh(
+        tmp_path / "mesh", services=(*SERVICES, "gateway"), settings=settings, servers=servers, preloaded=True
+    )
     try:
         gateway_ready(http_base(mesh))
         yield mesh, config

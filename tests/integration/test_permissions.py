@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from schemas import Exists, FixedSizeNode, FixedSizeNodes, Pending, Placed, Sche
 from schemas import subjects as s
 from services.client import Client
 from services.core.errors import ConflictError, NotFoundError
+from services.local import preloaded
 from services.local.mesh import SERVICES, Mesh, start_mesh
 from services.local.servers import LocalServer, find_binary, free_port, redis_server
 from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
@@ -83,11 +82,7 @@ def start_secured_mesh(data_dir: Path, settings: dict[str, str], workers: int = 
         users = [(name, name) for name in SERVICES] + [(f"decider-{n + 1}", "decider") for n in range(workers)]
         for instance, user in users:
             env = {**mesh.env, "CORRAL_INSTANCE": instance, "CORRAL_NATS_URL": url(mesh.nats.port, user)}
-            module = "services.decider" if user == "decider" else f"services.{user}"
-            with (mesh.data_dir / f"{instance}.log").open("ab") as log:
-                mesh.processes[instance] = subprocess.Popen(
-                    [sys.executable, "-m", module], env=env, stdout=log, stderr=subprocess.STDOUT
-                )
+            mesh.processes[instance] = preloaded.start(user, env, mesh.data_dir / f"{instance}.log")
     except BaseException:
         mesh.close()
         raise
@@ -274,10 +269,7 @@ async def test_the_autoscaler_works_with_only_its_own_permissions_and_alone_publ
         "CORRAL_INSTANCE": "autoscaler",
         "CORRAL_NATS_URL": url(port, "autoscaler"),
     }
-    with (secured_mesh.data_dir / "autoscaler.log").open("ab") as log:
-        secured_mesh.processes["autoscaler"] = subprocess.Popen(
-            [sys.executable, "-m", "services.autoscaler"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+    secured_mesh.processes["autoscaler"] = preloaded.start("autoscaler", env, secured_mesh.data_dir / "autoscaler.log")
     async with Client(url(port, "client")) as client:
         await client.wait_ready()
         await client.wait_autoscaler(timeout=20.0)
@@ -296,10 +288,7 @@ async def test_the_gateway_works_with_the_permissions_of_a_client(secured_mesh: 
     """The HTTP API as user `gateway`: readiness, proposal 002's taint call, a submit and the event stream."""
     port, http_port = secured_mesh.nats.port, free_port()
     env = {**secured_mesh.env, "CORRAL_NATS_URL": url(port, "gateway"), "CORRAL_HTTP_PORT": str(http_port)}
-    with (secured_mesh.data_dir / "gateway.log").open("ab") as log:
-        secured_mesh.processes["gateway"] = subprocess.Popen(
-            [sys.executable, "-m", "services.gateway"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+    secured_mesh.processes["gateway"] = preloaded.start("gateway", env, secured_mesh.data_dir / "gateway.log")
     async with (
         Client(url(port, "agent")) as agent,
         Client(url(port, "client")) as client,
