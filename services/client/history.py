@@ -21,7 +21,6 @@ from services.core.errors import NotFoundError, RejectedError, UnfoldableEventEr
 from services.core.explain_placed import PlacementTrace, explain_placed, known_when_deciding, view_for_decision
 from services.core.state import ClusterView
 from services.runtime.log_reader import LogEntry
-from services.runtime.snapshots import SnapshotStore
 from services.runtime.views import load_view
 
 SCHEDULER_SNAPSHOT = "scheduler"
@@ -181,6 +180,8 @@ class HistoryCalls(Connection):
     async def _snapshot_before(self, sequence: int) -> tuple[ClusterView, int]:
         """The scheduler's snapshot when it is sound and at or before `sequence`, and the sequence to read on
         from; else an empty view and 1."""
+        from services.runtime.snapshots import SnapshotStore  # noqa: PLC0415 - Redis is imported by `--at` alone
+
         store = SnapshotStore(self.settings.redis_url, timeout=min(self.timeout, 2.0))
         try:
             found = await store.load(SCHEDULER_SNAPSHOT)

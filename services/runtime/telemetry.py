@@ -6,22 +6,22 @@ over OTLP/HTTP when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from opentelemetry import context, metrics, propagate, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from services.runtime.settings import Settings, SettingsError
 
-MEMORY = InMemorySpanExporter()
-"""Spans of a process started with `tracing="memory"` (tests read them here)."""
+if TYPE_CHECKING:  # the SDK is imported by `configure` alone: a client or a service that exports nothing skips it
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
@@ -31,13 +31,15 @@ _configured = False
 def configure(settings: Settings, service: str) -> None:
     """Install the tracer and meter providers once (raises `SettingsError` when the metrics port cannot be served).
 
-    Spans: `none`, `console` (printed) or `memory` (kept in `MEMORY`) by `CORRAL_TRACING`, and over OTLP when
+    Spans: `none`, `console` (printed) or `memory` (kept in `memory()`) by `CORRAL_TRACING`, and over OTLP when
     `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Metrics: on `/metrics` of `CORRAL_METRICS_PORT` (0: off), and over OTLP.
     """
     global _configured  # noqa: PLW0603 - the providers are process-wide by OpenTelemetry's design
     otlp = bool(os.environ.get(OTLP_ENDPOINT))
     if _configured or (settings.tracing == "none" and not settings.metrics_port and not otlp):
         return
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
+
     resource = Resource.create({"service.name": service, "service.instance.id": settings.instance})
     if settings.tracing != "none" or otlp:
         trace.set_tracer_provider(_tracer_provider(resource, settings, otlp))
@@ -46,10 +48,25 @@ def configure(settings: Settings, service: str) -> None:
     _configured = True
 
 
+@functools.cache
+def memory() -> InMemorySpanExporter:
+    """Where a process started with `tracing="memory"` keeps its spans."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: PLC0415
+
+    return InMemorySpanExporter()
+
+
 def _tracer_provider(resource: Resource, settings: Settings, otlp: bool) -> TracerProvider:
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+    )
+
     provider = TracerProvider(resource=resource)
     if settings.tracing != "none":
-        exporter = ConsoleSpanExporter() if settings.tracing == "console" else MEMORY
+        exporter = ConsoleSpanExporter() if settings.tracing == "console" else memory()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     if otlp:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
@@ -59,6 +76,9 @@ def _tracer_provider(resource: Resource, settings: Settings, otlp: bool) -> Trac
 
 
 def _meter_provider(resource: Resource, settings: Settings, otlp: bool) -> MeterProvider:
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415
+
     readers: list[MetricReader] = []
     if settings.metrics_port:
         readers.append(_serve_prometheus(settings.metrics_host, settings.metrics_port))

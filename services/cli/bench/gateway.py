@@ -19,8 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import msgspec
 
 from schemas import ScheduleRequest
@@ -31,6 +31,9 @@ from services.cli.registry import Subcommands
 from services.client import Client
 from services.local.mesh import GATEWAY, SERVICES, Mesh, start_mesh
 from services.local.servers import free_port
+
+if TYPE_CHECKING:
+    import httpx
 
 ACTOR = {"CPU": 0.01}
 """What each submitted actor asks for: small enough that every one of a run keeps fitting."""
@@ -75,6 +78,8 @@ async def measure(operation: str, via: str, call: Call, seconds: float, workers:
 
 async def wait_for_gateway(http: httpx.AsyncClient, mesh: Mesh) -> None:
     """Poll `/readyz` until the gateway answers 200 (every service behind it answers)."""
+    import httpx  # noqa: PLC0415 - only this benchmark needs an HTTP client: `corral` starts without it
+
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
         try:
@@ -105,6 +110,8 @@ async def register(client: Client, count: int) -> None:
 
 async def bench(mesh: Mesh, port: int, token: str, args: argparse.Namespace) -> list[Row]:
     """Register the nodes, then measure the four operations one after another."""
+    import httpx  # noqa: PLC0415 - only this benchmark needs an HTTP client: `corral` starts without it
+
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     limits = httpx.Limits(max_connections=args.workers)
     async with (
