@@ -24,6 +24,7 @@ from services.core import replay
 from services.core.autoscale import parse_config
 from services.core.state import ClusterView, Resources
 from services.runtime.codec import encode
+from tests.support.examples import examples
 
 work_ids = st.text("abcdefghij", min_size=1, max_size=253)
 amounts = st.dictionaries(st.sampled_from(["CPU", "GPU", "memory"]), st.floats(0.5, 64.0), min_size=1, max_size=3)
@@ -53,7 +54,7 @@ def nominations_of(parts: list[NodesLaunchRequested | LaunchesNominated]) -> dic
     return found
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(puts=nodes, budget=budgets)
 def test_the_parts_of_a_launch_hold_it_whole_each_under_the_budget(
     puts: list[dict[str, Resources]], budget: int
@@ -71,7 +72,7 @@ def test_the_parts_of_a_launch_hold_it_whole_each_under_the_budget(
         assert part.node_type == "cpu-4" and part.reason == "pending work" and part.requested_at == 5.0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(puts=nodes, budget=budgets)
 def test_folding_the_parts_gives_the_launches_and_nominations_of_the_whole(
     puts: list[dict[str, Resources]], budget: int
@@ -138,7 +139,7 @@ def test_a_round_for_10000_pieces_of_work_with_the_longest_ids_decides_events_un
     assert sorted(view.nominations) == sorted(view.pending)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     on_nodes=st.dictionaries(
         st.sampled_from([f"L{k}" for k in range(8)]),

@@ -25,6 +25,7 @@ from services.cli.endpoints import (
     write_endpoints,
 )
 from services.cli.sources import DEFAULT, DEFAULT_NATS_URL, DEFAULT_REDIS_URL, choose
+from tests.support.examples import examples
 
 NATS, REDIS = "nats://127.0.0.1:14222", "redis://127.0.0.1:16379/0"
 NO_ENV: dict[str, str] = {}
@@ -162,7 +163,7 @@ FIELDS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200) | JSON.map(msgspec.json.encode) | FIELDS.map(msgspec.json.encode))
 def test_whatever_the_file_holds_it_is_used_whole_or_refused_in_one_line(content: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:

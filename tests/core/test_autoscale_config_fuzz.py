@@ -14,6 +14,7 @@ from services.core.autoscale import ScalingConfig, parse_config
 from services.core.documents import MAX_DOCUMENT_BYTES
 from services.core.errors import RejectedError, TooLargeError
 from tests.core.test_autoscale_config import ISSUE_EXAMPLE
+from tests.support.examples import examples
 
 SCALARS = st.one_of(
     st.none(),
@@ -64,7 +65,7 @@ def parses_or_refuses(text: str) -> None:
         assert str(error).startswith("fuzz.yaml: ")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(PATHS), DOCUMENTS)
 def test_the_issue_example_with_any_field_replaced_parses_or_is_refused_clearly(
     path: tuple[str, ...], value: object
@@ -72,13 +73,13 @@ def test_the_issue_example_with_any_field_replaced_parses_or_is_refused_clearly(
     parses_or_refuses(yaml.safe_dump(with_value(yaml.safe_load(ISSUE_EXAMPLE), path, value)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(DOCUMENTS | st.text(max_size=200) | st.binary(max_size=200).map(lambda raw: raw.decode("latin-1")))
 def test_any_document_or_text_parses_or_is_refused_clearly(document: object) -> None:
     parses_or_refuses(document if isinstance(document, str) else yaml.safe_dump(document))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.integers(1, 4096), st.sampled_from(["#", " ", "x"]))
 def test_a_file_past_the_size_limit_is_refused_naming_its_size_and_the_limit(over: int, padding: str) -> None:
     text = ISSUE_EXAMPLE + padding * (MAX_DOCUMENT_BYTES + over - len(ISSUE_EXAMPLE.encode()))
@@ -90,7 +91,7 @@ def test_a_file_past_the_size_limit_is_refused_naming_its_size_and_the_limit(ove
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from(PATHS), DOCUMENTS)
 def test_any_anchor_or_alias_in_a_file_is_refused(path: tuple[str, ...], value: object) -> None:
     document = with_value(yaml.safe_load(ISSUE_EXAMPLE), path, [value, value, value])

@@ -31,8 +31,9 @@ from services.core.state import ClusterView, give
 from services.core.state.snapshot import digest
 from tests.core.autoscale_builders import RARE, SPARE, TYPES, config
 from tests.core.builders import affinity
+from tests.support.examples import examples
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SCALING = config(TYPES + SPARE)
 ROOMY = Fleet(running={"spare": tuple(f"spare{i}" for i in range(100))})
 """100 running spare nodes: a budget of 100 launches, so every demand a type can serve is counted (work the round

@@ -22,6 +22,7 @@ from services.core.state.snapshot import decode, digest, dump, encode, restore
 from tests.core.builders import affinity, make_actor
 from tests.core.test_properties import NodeSpec, Op, Workload, add, apply, new_cluster, node_specs, ops
 from tests.core.vc_builders import fixed, spec
+from tests.support.examples import examples
 
 CUSTOM_KEYS = ["rack", "row", "power-domain"]
 
@@ -115,7 +116,7 @@ def run(cluster: Cluster, workload: Mix, op: Op | VcOp, step: int) -> None:
         pass
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

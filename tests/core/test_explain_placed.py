@@ -15,6 +15,7 @@ from services.core.explain_placed import (
     view_for_decision,
 )
 from tests.core.builders import make_actor, make_cluster
+from tests.support.examples import examples
 
 
 def traces(cluster: Cluster) -> list[PlacementTrace]:
@@ -99,7 +100,7 @@ def test_a_node_appended_while_the_scheduler_decided_is_left_out_of_the_view_it_
     assert not everything.reproduced and everything.options[0].chosen == "roomy"  # the view it did not have
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     seed=st.integers(0, 2**64 - 1),
     cpus=st.lists(st.integers(1, 8), min_size=1, max_size=6),

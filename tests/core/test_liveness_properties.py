@@ -20,6 +20,7 @@ from services.core.state.layers import layers_of
 from services.core.state.snapshot import decode, digest, dump, encode, restore
 from tests.core.builders import make_actor
 from tests.core.vc_builders import fixed, spec
+from tests.support.examples import examples
 
 NODES = ("n0", "n1", "n2")
 TIMEOUT, GRACE = 10.0, 30.0
@@ -102,7 +103,7 @@ def happen(cluster: Cluster, step: Step, index: int, clocks: dict[str, float]) -
     return []
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps, st.integers(0, 30))
 def test_liveness_folds_the_same_live_replayed_and_resumed_from_any_snapshot(script: list[Step], at_step: int) -> None:
     cluster = Cluster()

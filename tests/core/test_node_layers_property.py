@@ -14,6 +14,7 @@ from services.core.errors import RejectedError
 from services.core.node_events import labels_changed, node_registered, taints_added, taints_removed
 from services.core.state import ClusterView
 from services.core.state.snapshot import decode, digest, dump, encode, restore
+from tests.support.examples import examples
 
 NODES = ["n0", "n1"]
 KEYS = ["a", "b", "c"]
@@ -125,7 +126,7 @@ def retaint(view: ClusterView, model: Model, step: tuple[object, ...]) -> AnyEve
     return event
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(steps, max_size=30))
 def test_any_interleaving_keeps_the_operators_edits_through_replays_and_snapshots(
     plan: list[tuple[object, ...]],

@@ -29,11 +29,12 @@ from schemas import (
 )
 from services.core import Cluster, Pending, replay
 from services.core.state import ClusterView
+from tests.support.examples import examples
 
 ZONE = "corral.io/availability-zone"
 EPSILON = 1e-9
 MESSAGE = re.compile(r"^(?:.*; )?0/(\d+) nodes are available: (.*)\.$")
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,9 @@ def test_decisions_do_not_depend_on_the_order_nodes_were_added(workload: Workloa
     assert decisions_step_by_step(workload, shuffled(workload, rng)) == decisions_step_by_step(workload)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(large_workloads, st.randoms(use_true_random=False))
 def test_decisions_do_not_depend_on_the_order_nodes_were_added_when_decisions_sample_nodes(
     workload: Workload, rng: random.Random

@@ -59,8 +59,9 @@ from services.taints.view import TaintsView
 from services.vclusters.view import VClustersView
 from tests.core.builders import make_actor, make_cluster
 from tests.core.vc_builders import fixed, spec
+from tests.support.examples import examples
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def plain_cluster() -> Cluster:

@@ -14,8 +14,9 @@ from services.core import Cluster
 from services.core.state.model import EPSILON
 from tests.core.builders import make_actor
 from tests.core.vc_builders import Policy, admitted, fixed, parent_of, spec
+from tests.support.examples import examples
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def nodes(*cpus: float) -> Cluster:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from services.local import servers
 from services.local.servers import LOWEST_PORT, LocalServer, ServerError, ephemeral_ports, free_port, redis_server
+from tests.support.examples import examples
 from tests.support.servers import (
     NATS_IMAGE,
     REDIS_IMAGE,
@@ -266,7 +267,7 @@ def test_an_unreadable_ephemeral_range_is_linuxs_default_and_no_room_below_it_is
         probe.bind(("127.0.0.1", free_port()))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.binary(max_size=40)
     | st.tuples(st.integers(-(2**70), 2**70), st.integers(-(2**70), 2**70)).map(lambda p: b"%d %d" % p)

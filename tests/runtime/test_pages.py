@@ -49,6 +49,7 @@ class _Service:
         return pages
 
 
+@pytest.mark.scale  # its point is its size: half a minute of CPU (`make test-scale`)
 def test_two_hundred_thousand_actors_list_completely_in_pages_under_the_limit() -> None:
     view = SchedulerView(seed=0, rare_resources=())
     events: list[AnyEvent] = [

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.runtime.settings import COUNTS, DAY_S, LOG_LEVELS, SECONDS, Settings, SettingsError
+from tests.support.examples import examples
 
 NAMES = [f"CORRAL_{field.name.upper()}" for field in fields(Settings)]
 NUMBERS = ["nan", "NaN", "inf", "-inf", "1e999", "-0", "-0.0", "0", "0.0", "-1", "1e-320", "2", "3.5", "86401"]
@@ -37,7 +38,7 @@ def _shown(raw: str) -> str:
         return raw
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(environments)
 def test_any_environment_gives_sane_settings_or_one_clear_settings_error(env: dict[str, str]) -> None:
     """SettingsError (one line naming a variable set and its value) or settings no service stalls or crashes on."""

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.runtime.settings import OTLP_ENDPOINT, Settings, SettingsError
+from tests.support.examples import examples
 
 PORT = "CORRAL_METRICS_PORT"
 
@@ -29,7 +30,7 @@ endpoints = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ports, endpoints)
 def test_any_metrics_port_and_otlp_endpoint_give_usable_settings_or_one_clear_error(port: str, endpoint: str) -> None:
     """A port from 0 to 65535 and an http(s) URL with a host, or one line naming the variable and its value."""

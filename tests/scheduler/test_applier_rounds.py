@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
@@ -19,6 +19,7 @@ from schemas.replies import Rejected
 from services.runtime.codec import decode
 from services.scheduler import applier as applier_module
 from services.scheduler.applier import PROPOSALS_AT_ONCE, Applier, rounds
+from tests.support.examples import examples
 
 Batch = tuple[Msg, Proposals]
 
@@ -50,6 +51,7 @@ def _grouped(batches: Iterable[Batch], taken: list[int] | None = None) -> list[l
     return asyncio.run(collect())
 
 
+@settings(max_examples=examples(100))
 @given(st.lists(st.integers(0, 3 * PROPOSALS_AT_ONCE), max_size=20))
 def test_rounds_keep_the_order_and_the_limit_and_only_a_bigger_batch_stands_alone(sizes: list[int]) -> None:
     batches = [_batch(index, size) for index, size in enumerate(sizes)]
@@ -62,6 +64,7 @@ def test_rounds_keep_the_order_and_the_limit_and_only_a_bigger_batch_stands_alon
         assert sum(len(batch.proposals) for _msg, batch in [*first, second[0]]) > PROPOSALS_AT_ONCE
 
 
+@settings(max_examples=examples(100))
 @given(st.lists(st.integers(0, 3 * PROPOSALS_AT_ONCE), min_size=1, max_size=20))
 def test_a_round_is_handed_over_before_any_batch_after_the_next_is_taken(sizes: list[int]) -> None:
     """The applier decodes a batch when `rounds` takes it: a round must be applied (the event loop given a turn)
