@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
+# The tests start hundreds of Python processes: each compiles every module it imports again when bytecode may not be
+# written, so a shell that sets this would make the suite minutes slower.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: venv redis nats chromium lint test test-fast run bench bench-replay clean
 
 venv: $(VENV)/.installed

@@ -41,6 +41,15 @@ def scheduler(log: list[AnyEvent], instance: str = "a") -> Scheduler:
     return view, writer, Leader(shell, view, writer, instance), bus, follower
 
 
+def leading(log: list[AnyEvent], instance: str = "a", epoch: int = 1) -> Scheduler:
+    """A scheduler instance on `log` that caught up and leads under `epoch`."""
+    found = scheduler(log, instance)
+    _view, _writer, leader, _bus, follower = found
+    asyncio.run(follower.caught_up())
+    asyncio.run(leader.take_over(epoch))
+    return found
+
+
 def node(node_id: str, cpu: float = 4) -> NodeRegistered:
     return NodeRegistered(node_id=node_id, resources={"CPU": cpu}, labels={}, event_id=f"labels-{node_id}")
 
@@ -54,9 +63,7 @@ def test_a_leader_appends_its_election_then_its_decisions_and_skips_their_echo(
     elections_recorded: list[SchedulerElected],
 ) -> None:
     log: list[AnyEvent] = [node("n1")]
-    view, writer, leader, _bus, follower = scheduler(log)
-    asyncio.run(follower.caught_up())
-    asyncio.run(leader.take_over(1))
+    view, writer, leader, _bus, follower = leading(log)
     assert [type(event) for event in log] == [NodeRegistered, SchedulerElected]
     assert elections_recorded == [log[1]], "the record is written before the election is appended"
     assert view.leading and leader.elected_at == 2
@@ -77,9 +84,7 @@ def test_a_leader_appends_its_election_then_its_decisions_and_skips_their_echo(
 
 def test_a_new_leader_places_what_its_predecessor_left_waiting_right_after_its_election() -> None:
     log: list[AnyEvent] = [node("n1", cpu=1)]
-    first, first_writer, first_leader, _bus, first_follower = scheduler(log, "a")
-    asyncio.run(first_follower.caught_up())
-    asyncio.run(first_leader.take_over(1))
+    first, first_writer, *_rest = leading(log, "a")
     assert isinstance(submit(first, "a1"), Placed)
     assert isinstance(submit(first, "a2"), Pending)
     asyncio.run(first_writer.flush())
@@ -96,9 +101,7 @@ def test_a_new_leader_places_what_its_predecessor_left_waiting_right_after_its_e
 
 def test_an_append_never_confirmed_keeps_snapshots_off_and_ends_the_leadership() -> None:
     log: list[AnyEvent] = [node("n1")]
-    view, writer, leader, bus, follower = scheduler(log)
-    asyncio.run(follower.caught_up())
-    asyncio.run(leader.take_over(1))
+    view, writer, leader, bus, follower = leading(log)
     submit(view, "a1")
     bus.failing = TimeoutError("no ack")
     with pytest.raises(TimeoutError):
@@ -112,9 +115,7 @@ def test_an_append_never_confirmed_keeps_snapshots_off_and_ends_the_leadership()
 
 def test_an_append_answered_at_folded_sequences_checks_which_log_it_went_to() -> None:
     log: list[AnyEvent] = [node("n1")]
-    view, writer, leader, bus, follower = scheduler(log)
-    asyncio.run(follower.caught_up())
-    asyncio.run(leader.take_over(1))
+    view, writer, _leader, bus, follower = leading(log)
     submit(view, "a1")
     bus.stored_at = [1, 2]  # a repeat of an append whose ack was lost, or a log made again
     asyncio.run(writer.flush())
@@ -123,9 +124,7 @@ def test_an_append_answered_at_folded_sequences_checks_which_log_it_went_to() ->
 
 def test_reactions_to_another_service_s_event_are_flagged_for_the_writer() -> None:
     log: list[AnyEvent] = [node("n1"), node("n2")]
-    view, writer, leader, _bus, follower = scheduler(log)
-    asyncio.run(follower.caught_up())
-    asyncio.run(leader.take_over(1))
+    view, writer, _leader, _bus, follower = leading(log)
     placed = submit(view, "a1", restarts=1)
     assert isinstance(placed, Placed) and placed.node_id is not None
     asyncio.run(writer.flush())
@@ -140,9 +139,7 @@ def test_reactions_to_another_service_s_event_are_flagged_for_the_writer() -> No
 
 def test_a_newer_election_in_the_log_deposes_the_leader_before_it_answers() -> None:
     log: list[AnyEvent] = [node("n1")]
-    view, writer, leader, _bus, follower = scheduler(log)
-    asyncio.run(follower.caught_up())
-    asyncio.run(leader.take_over(1))
+    view, writer, leader, _bus, _follower = leading(log)
     log.append(new_election(2, "b"))  # another instance won the lease meanwhile
     submit(view, "a1")
     appended_from = asyncio.run(writer.flush())
