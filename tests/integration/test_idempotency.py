@@ -7,6 +7,7 @@ import signal
 import time
 from collections.abc import Iterator
 
+import nats.js.errors
 import pytest
 
 from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, Placed, ScheduleRequest
@@ -236,9 +237,16 @@ async def test_a_request_sent_again_after_its_ack_was_lost_gets_its_decision(
         ack = await publish(*args, **kwargs)  # type: ignore[arg-type]
         sendings.append(bool(ack.duplicate))
         if len(sendings) == 1:
-            await asyncio.sleep(1.0)  # the scheduler decides and acks it meanwhile
+            assert await holds_within(lambda: taken_off_the_queue(ack.seq), timeout=20), "never decided and acked"
             raise TimeoutError("the ack was lost")
         return ack
+
+    async def taken_off_the_queue(sequence: int) -> bool:
+        try:
+            await client.bus.js.get_msg(s.REQUESTS_STREAM, sequence)
+        except nats.js.errors.NotFoundError:
+            return True  # the work queue drops a request once the scheduler acked it
+        return False
 
     monkeypatch.setattr(client.bus.js, "publish", ack_lost_once)
     decision = await client.submit(ScheduleRequest("lost-ack-a1", {"CPU": 1}), timeout=20)
