@@ -175,7 +175,7 @@ DASHBOARD_METRICS = (
     "corral_vclusters_queued",
     "corral_gateway_requests_total",
 )
-"""What the dashboard must show (the metric names README's Metrics section lists)."""
+"""What the dashboard must show (the metric names docs/metrics.md lists)."""
 
 
 @pytest.mark.parametrize("service", SERVICES_WITH_OWN_USER)
