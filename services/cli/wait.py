@@ -14,6 +14,7 @@ from schemas import subjects as s
 from services.cli.common import CliError, say
 from services.client import Client
 from services.client.client import WorkKind
+from services.client.deadlines import check, deadline_in
 
 RECHECK = 1.0
 
@@ -25,9 +26,11 @@ async def wait_for(
     `timeout` seconds."""
     events = await client.bus.nc.subscribe(subject)
     last = ""
+    deadline = deadline_in(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout_at(deadline):
             while True:
+                check(deadline)
                 done, line = await look()
                 if done:
                     return

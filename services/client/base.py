@@ -20,6 +20,7 @@ from schemas.commands import CreatePlacementGroup, SchedulerRequest, SubmitActor
 from schemas.decisions import Pending, Placed
 from schemas.queries import DecisionQuery
 from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
+from services.client.deadlines import check, deadline_in
 from services.client.errors import raise_for
 from services.core.amounts import check_amounts
 from services.core.errors import (
@@ -272,9 +273,11 @@ class Connection:
             if isinstance(request, SubmitActor)
             else DecisionQuery(request.request.pg_id, "placement_group")
         )
+        deadline = deadline_in(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 while True:
+                    check(deadline)
                     with contextlib.suppress(NotFoundError):  # still waiting in the scheduler's queue, or refused
                         answer: RequestReply = await self._ask(s.DECISION_QUERY, query, Placed | Pending)
                         return answer

@@ -48,6 +48,7 @@ from schemas.queries import (
     TaintsReply,
 )
 from schemas.replies import Accepted
+from services.client.deadlines import check, deadline_in
 from services.client.history import HistoryCalls
 from services.client.job import Job
 from services.client.vclusters import VirtualClusterCalls
@@ -245,9 +246,11 @@ class Client(VirtualClusterCalls, HistoryCalls):
     async def wait_placed(self, actor_id: str, timeout: float = 5.0) -> Placed:
         """Wait until the actor is placed; `TimeoutError` if it is still pending after `timeout` seconds."""
         events = await self.bus.nc.subscribe(s.event_subject(s.ACTOR, actor_id))
+        deadline = deadline_in(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 while True:
+                    check(deadline)
                     decision = await self.decision(actor_id)
                     if isinstance(decision, Placed):
                         return decision

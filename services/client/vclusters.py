@@ -26,6 +26,7 @@ from schemas.queries import (
 )
 from schemas.selectors import SelectorSpec
 from services.client.base import Connection
+from services.client.deadlines import check, deadline_in
 from services.core.errors import CodecError, UnavailableError
 from services.runtime.codec import decode
 
@@ -55,8 +56,10 @@ class VirtualClusterCalls(Connection):
         facts = await self.bus.nc.subscribe(s.event_subject(s.VNODE, vc_id))
         try:
             await self._command(s.CREATE_VCLUSTER, command)
-            async with asyncio.timeout(timeout):
+            deadline = deadline_in(timeout)
+            async with asyncio.timeout_at(deadline):
                 while True:
+                    check(deadline)
                     reply = await self._cluster_reply(vc_id)
                     if reply.decided:
                         return reply.admission
@@ -87,9 +90,11 @@ class VirtualClusterCalls(Connection):
         )
         destroyed: list[str] = []
         stopped: list[str] = []
+        deadline = deadline_in(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 while vc_id not in destroyed:
+                    check(deadline)
                     event = await _next_event(reader)
                     if isinstance(event, VirtualClusterDestroyed) and event.vc_id in subtree:
                         destroyed.append(event.vc_id)

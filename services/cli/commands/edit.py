@@ -24,6 +24,7 @@ from services.cli.listing import CORDON, DRAIN
 from services.cli.output import deprecated
 from services.cli.registry import Subcommands
 from services.client import Client
+from services.client.deadlines import check, deadline_in
 
 NODE_WORDS = ("node", "nodes", "no")
 DRAIN_TIMEOUT = 60.0
@@ -239,9 +240,11 @@ def run_drain(args: argparse.Namespace) -> int:
 async def wait_empty(client: Client, node_id: str, events: Subscription, timeout: float) -> None:
     """Return once the node holds no work (each event in the log wakes a look); `CliError` after `timeout`."""
     shown: list[str] = []
+    deadline = deadline_in(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout_at(deadline):
             while True:
+                check(deadline)
                 status = await client.status()
                 held = work_on(status.nodes, status.placement_groups, node_id)
                 if not held:
