@@ -3,7 +3,10 @@ back."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -85,3 +88,17 @@ async def events_of(mesh: Mesh) -> list[AnyEvent]:
 def launch_requests(events: list[AnyEvent]) -> list[NodesLaunchRequested]:
     """The launches the autoscaler asked for."""
     return [event for event in events if isinstance(event, NodesLaunchRequested)]
+
+
+@contextlib.contextmanager
+def node_agents(folder: Path) -> Iterator[Path]:
+    """A folder where a test's launch command writes the pid of each node agent it starts (`<launch id>.pid`, as
+    `scripts/launch_node.py` does); every agent still running is killed on the way out (each runs in a session of
+    its own, so nothing else stops it, and it would retry the gone mesh's NATS for ever)."""
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        for pid_file in folder.glob("*.pid"):
+            with contextlib.suppress(ValueError, ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)

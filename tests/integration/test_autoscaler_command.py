@@ -12,7 +12,7 @@ from schemas import NodeLaunchFailed, NodesLaunchRequested, Pending, Placed, Sch
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
 from services.local.mesh import Mesh
-from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
+from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, node_agents, write_config
 from tests.integration.conftest import holds_within
 from tests.support.servers import ServerPath
 
@@ -29,25 +29,31 @@ def command_provider(launch: str, terminate: str) -> str:
 async def test_the_command_provider_launches_and_terminates_through_its_command_lines(
     tmp_path: Path, server_path: ServerPath
 ) -> None:
-    nodes_dir = tmp_path / "nodes"
-    nodes_dir.mkdir()
     provider = command_provider(
         f"{sys.executable} {SCRIPTS / 'launch_node.py'}", f"{sys.executable} {SCRIPTS / 'terminate_node.py'}"
     )
     config = write_config(tmp_path, provider=provider, idle=0.5)
-    async with autoscaled_mesh(tmp_path / "mesh", server_path, config, {"NODES_DIR": str(nodes_dir)}) as (_, client):
-        await client.submit(ScheduleRequest("job", {"CPU": 1}))
-        placed = await client.wait_placed("job", timeout=15.0)
-        node = next(n for n in await client.nodes() if n.node_id == placed.node_id)
-        launch_id = node.labels[LAUNCH_ID]
-        assert (node.node_id, node.labels[NODE_TYPE], node.labels["zone"]) == (f"cpu-4-{launch_id}", "cpu-4", "usa-1")
-        await client.remove_actor("job")
+    with node_agents(tmp_path / "nodes") as nodes_dir:
+        async with autoscaled_mesh(tmp_path / "mesh", server_path, config, {"NODES_DIR": str(nodes_dir)}) as (
+            _,
+            client,
+        ):
+            await client.submit(ScheduleRequest("job", {"CPU": 1}))
+            placed = await client.wait_placed("job", timeout=15.0)
+            node = next(n for n in await client.nodes() if n.node_id == placed.node_id)
+            launch_id = node.labels[LAUNCH_ID]
+            assert (node.node_id, node.labels[NODE_TYPE], node.labels["zone"]) == (
+                f"cpu-4-{launch_id}",
+                "cpu-4",
+                "usa-1",
+            )
+            await client.remove_actor("job")
 
-        async def terminated() -> bool:
-            return (nodes_dir / f"{launch_id}.terminated").exists() and not await live(client, node.node_id)
+            async def terminated() -> bool:
+                return (nodes_dir / f"{launch_id}.terminated").exists() and not await live(client, node.node_id)
 
-        assert await holds_within(terminated, timeout=10.0)
-        assert (nodes_dir / f"{launch_id}.terminated").read_text() == node.node_id
+            assert await holds_within(terminated, timeout=10.0)
+            assert (nodes_dir / f"{launch_id}.terminated").read_text() == node.node_id
 
 
 async def live(client: Client, node_id: str) -> bool:

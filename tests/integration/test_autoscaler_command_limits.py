@@ -16,7 +16,7 @@ import pytest
 from schemas import NodeLaunchFailed, ScheduleRequest
 from services.autoscaler.output import KEPT_BYTES
 from services.local.mesh import Mesh
-from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, write_config
+from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, node_agents, write_config
 from tests.integration.conftest import corral, holds_within, log_of
 from tests.support.servers import ServerPath
 
@@ -59,47 +59,46 @@ async def launched_for(mesh: Mesh, work_id: str) -> bool:
 async def test_a_hanging_command_is_killed_whole_at_its_timeout_while_rounds_go_on_and_a_healthy_type_launches(
     tmp_path: Path, server_path: ServerPath
 ) -> None:
-    nodes = tmp_path / "nodes"
-    nodes.mkdir()
     config = write_config(tmp_path, provider=hanging_provider(tmp_path), launch_timeout=10)
-    async with autoscaled_mesh(tmp_path / "mesh", server_path, config, {"NODES_DIR": str(nodes)}) as (mesh, client):
-        await client.submit(ScheduleRequest("stuck", {"CPU": 1}, label_selector={"type": "4c8g"}))
-        launch_pid = nodes / "L1.launch.pid"
-        assert await holds_within(_exists(launch_pid), timeout=10.0), "the cpu-4 launch command never ran"
-        await client.submit(ScheduleRequest("healthy", {"CPU": 1}, label_selector={"type": "16c32g"}))
-        assert str((await client.wait_placed("healthy", timeout=30.0)).node_id).startswith("cpu-16-")
+    with node_agents(tmp_path / "nodes") as nodes:
+        async with autoscaled_mesh(tmp_path / "mesh", server_path, config, {"NODES_DIR": str(nodes)}) as (mesh, client):
+            await client.submit(ScheduleRequest("stuck", {"CPU": 1}, label_selector={"type": "4c8g"}))
+            launch_pid = nodes / "L1.launch.pid"
+            assert await holds_within(_exists(launch_pid), timeout=10.0), "the cpu-4 launch command never ran"
+            await client.submit(ScheduleRequest("healthy", {"CPU": 1}, label_selector={"type": "16c32g"}))
+            assert str((await client.wait_placed("healthy", timeout=30.0)).node_id).startswith("cpu-16-")
 
-        async def launch_killed() -> bool:
-            return not running(launch_pid)
+            async def launch_killed() -> bool:
+                return not running(launch_pid)
 
-        started = time.monotonic()
-        assert await holds_within(launch_killed, timeout=30.0), "the launch command's grandchild outlived it"
-        print(f"hanging launch's grandchild gone {time.monotonic() - started:.1f} s after the healthy node's work")
-        failure = await _first_failure(mesh, timeout=10.0)
-        assert failure.launch_id == "L1"
+            started = time.monotonic()
+            assert await holds_within(launch_killed, timeout=30.0), "the launch command's grandchild outlived it"
+            print(f"hanging launch's grandchild gone {time.monotonic() - started:.1f} s after the healthy node's work")
+            failure = await _first_failure(mesh, timeout=10.0)
+            assert failure.launch_id == "L1"
 
-        async def backed_off() -> bool:  # for launch_timeout_s: checked before it ends
-            cpu4 = next(t for t in (await client.autoscaler_status()).node_types if t.name == "cpu-4")
-            return cpu4.backed_off_until > failure.failed_at
+            async def backed_off() -> bool:  # for launch_timeout_s: checked before it ends
+                cpu4 = next(t for t in (await client.autoscaler_status()).node_types if t.name == "cpu-4")
+                return cpu4.backed_off_until > failure.failed_at
 
-        assert await holds_within(backed_off, timeout=5.0)
+            assert await holds_within(backed_off, timeout=5.0)
 
-        terminate_pid = nodes / "L1.terminate.pid"  # the failed launch's terminate command hangs too
-        assert await holds_within(_exists(terminate_pid), timeout=10.0), "the failed launch was never terminated"
-        await client.submit(ScheduleRequest("another", {"CPU": 16}, label_selector={"type": "16c32g"}))
-        assert await holds_within(lambda: launched_for(mesh, "another"), timeout=8.0)
-        assert running(terminate_pid), "the launch was asked for only once the terminate command was killed"
-        assert str((await client.wait_placed("another", timeout=30.0)).node_id).startswith("cpu-16-")
+            terminate_pid = nodes / "L1.terminate.pid"  # the failed launch's terminate command hangs too
+            assert await holds_within(_exists(terminate_pid), timeout=10.0), "the failed launch was never terminated"
+            await client.submit(ScheduleRequest("another", {"CPU": 16}, label_selector={"type": "16c32g"}))
+            assert await holds_within(lambda: launched_for(mesh, "another"), timeout=8.0)
+            assert running(terminate_pid), "the launch was asked for only once the terminate command was killed"
+            assert str((await client.wait_placed("another", timeout=30.0)).node_id).startswith("cpu-16-")
 
-        async def terminate_killed() -> bool:
-            return not running(terminate_pid)
+            async def terminate_killed() -> bool:
+                return not running(terminate_pid)
 
-        assert await holds_within(terminate_killed, timeout=30.0), "the terminate command's grandchild outlived it"
+            assert await holds_within(terminate_killed, timeout=30.0), "the terminate command's grandchild outlived it"
 
-        async def said_so() -> bool:  # logged once the command is killed
-            return "did not finish within 10s" in log_of(mesh, "autoscaler")
+            async def said_so() -> bool:  # logged once the command is killed
+                return "did not finish within 10s" in log_of(mesh, "autoscaler")
 
-        assert await holds_within(said_so, timeout=10.0)
+            assert await holds_within(said_so, timeout=10.0)
 
 
 def _exists(path: Path) -> Callable[[], Awaitable[bool]]:
