@@ -142,6 +142,12 @@ async def test_with_redis_away_submits_and_commands_keep_their_pace_and_snapshot
                 "virtual_clusters": await timed(client.virtual_clusters()),
             }
             print(", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in commands.items()))
+
+            async def every_save_failed() -> bool:  # a save to a stopped Redis fails only at its socket timeout
+                snapshots = httpx.get(f"{http_base(mesh)}/readyz", timeout=10.0).json().get("snapshots", {})
+                return all(str(snapshots.get(service, "")).startswith("stale: ") for service in FOLDING)
+
+            await holds_within(every_save_failed, timeout=20.0)
             readiness = httpx.get(f"{http_base(mesh)}/readyz", timeout=10.0)
             failing = {
                 service: value(scrape(mesh.metrics_ports[service]), "corral_snapshot_failing") for service in FOLDING
