@@ -131,7 +131,15 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         event("VirtualClusterDestroyed", vc_id=ids(CLUSTERS)),
     ),
     s.AUTOSCALER: st.one_of(
-        event("AutoscalerElected", instance=st.sampled_from(["forger", "autoscaler"])),
+        event(
+            "AutoscalerElected",
+            instance=st.sampled_from(["forger", "autoscaler"]),
+            node_type_labels=st.dictionaries(  # what explanations suggest keys from: hostile text included
+                st.sampled_from(["cpu-4", "gpu-a100", "ghost-type"]),
+                st.dictionaries(st.text(max_size=40), st.text(max_size=40), max_size=4),
+                max_size=3,
+            ),
+        ),
         event(
             "NodesLaunchRequested",
             node_type=st.sampled_from(["cpu-4", "ghost-type"]),
