@@ -4,6 +4,7 @@ import only downward, every rule registered once, every event type folded once, 
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -119,9 +120,15 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per run (the rules below read every file several times)."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def imported_modules(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
     """Every module a file imports, with its line: relative imports resolved, `from a import b` as `a.b`."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
         package.pop()
@@ -211,11 +218,7 @@ def test_import_collector(tmp_path: Path, source: str, expected: set[str]) -> No
     ids=lambda folder: f"every module under {folder} starts with a docstring",
 )
 def test_docstrings(folder: str) -> None:
-    missing = [
-        str(path.relative_to(ROOT))
-        for path in python_files(folder)
-        if ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) is None
-    ]
+    missing = [str(path.relative_to(ROOT)) for path in python_files(folder) if ast.get_docstring(parsed(path)) is None]
     assert not missing, "\n".join(["these modules have no docstring:", *missing])
 
 
@@ -227,7 +230,7 @@ PROJECT = ("schemas", "services", "loadtest")
 def deferred_import_lines(path: Path) -> set[int]:
     """The lines of the imports inside function bodies: they run when called, not when the module loads."""
     functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     return {
         inner.lineno
         for node in ast.walk(tree)

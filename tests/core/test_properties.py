@@ -76,16 +76,22 @@ taints = st.lists(one_taint, max_size=2, unique_by=lambda taint: (taint.key, tai
 node_specs = st.builds(NodeSpec, resources, user_labels, taints, st.sampled_from([None, "z0", "z1", "z2"]))
 
 
+OPERATORS = st.sampled_from(list(ActorAffinityOperator))
+AFFINITY_KEYS = st.sampled_from(["app", "team"])
+AFFINITY_VALUES = st.sampled_from([["a"], ["a", "b"]])
+TOPOLOGY_KEYS = st.sampled_from([NODE_ID_LABEL, ZONE, "rack"])
+
+
 @st.composite
 def expressions(draw: st.DrawFn) -> ActorAffinityMatchExpression:
-    operator = draw(st.sampled_from(list(ActorAffinityOperator)))
+    operator = draw(OPERATORS)
     listed = operator in (ActorAffinityOperator.IN, ActorAffinityOperator.NOT_IN)
     return ActorAffinityMatchExpression(
-        draw(st.sampled_from(["app", "team"])),
+        draw(AFFINITY_KEYS),
         operator,
-        draw(st.sampled_from([["a"], ["a", "b"]])) if listed else [],
+        draw(AFFINITY_VALUES) if listed else [],
         draw(st.booleans()),
-        draw(st.sampled_from([NODE_ID_LABEL, ZONE, "rack"])),
+        draw(TOPOLOGY_KEYS),
     )
 
 
@@ -124,22 +130,35 @@ run_afters = st.one_of(
 )
 
 
+CPU_NEEDS = st.sampled_from([0.5, 1.0, 2.0, 3.0])
+ONE_IN_FIVE = st.integers(0, 4)
+NAMESPACES = st.sampled_from(["default", "default", "other"])
+ACTOR_LABELS = st.fixed_dictionaries({}, optional={"app": st.sampled_from(["a", "b"]), "team": st.just("a")})
+TOLERATIONS: st.SearchStrategy[SelectorSpec] = st.sampled_from(
+    [{}, {"dedicated": "exists()"}, {"gpu": "exists()", "dedicated": "ml"}]
+)
+MAX_RESTARTS = st.sampled_from([0, 1, -1])
+PRIORITIES = st.integers(0, 2)
+
+
 @st.composite
 def actor_requests(draw: st.DrawFn) -> ScheduleRequest:
-    needs: dict[str, float] = {"CPU": draw(st.sampled_from([0.5, 1.0, 2.0, 3.0]))}
-    if draw(st.integers(0, 4)) == 0:
+    """An actor request of every shape the core knows (the strategies it draws from are built once: building one
+    per draw cost more than the property it feeds)."""
+    needs: dict[str, float] = {"CPU": draw(CPU_NEEDS)}
+    if draw(ONE_IN_FIVE) == 0:
         needs["GPU"] = 1.0
     return ScheduleRequest(
         "placeholder",
         needs,
-        namespace=draw(st.sampled_from(["default", "default", "other"])),
-        labels=draw(st.fixed_dictionaries({}, optional={"app": st.sampled_from(["a", "b"]), "team": st.just("a")})),
+        namespace=draw(NAMESPACES),
+        labels=draw(ACTOR_LABELS),
         label_selector=draw(selectors),
         scheduling_strategy=draw(strategies),
-        tolerations=draw(st.sampled_from([{}, {"dedicated": "exists()"}, {"gpu": "exists()", "dedicated": "ml"}])),
+        tolerations=draw(TOLERATIONS),
         run_after=draw(run_afters),
-        max_restarts=draw(st.sampled_from([0, 1, -1])),
-        priority=draw(st.integers(0, 2)),
+        max_restarts=draw(MAX_RESTARTS),
+        priority=draw(PRIORITIES),
     )
 
 
@@ -168,16 +187,21 @@ KINDS = (
 )
 
 
+KIND_CHOICES = st.sampled_from(KINDS)
+ACTOR_REQUESTS = actor_requests()
+PICKS = st.integers(0, 50)
+
+
 @st.composite
 def ops(draw: st.DrawFn) -> Op:
-    kind = draw(st.sampled_from(KINDS))
+    kind = draw(KIND_CHOICES)
     if kind == "submit":
-        return Op(kind, request=draw(actor_requests()))
+        return Op(kind, request=draw(ACTOR_REQUESTS))
     if kind == "group":
         return Op(kind, request=draw(group_requests))
     if kind == "add_node":
         return Op(kind, node=draw(node_specs))
-    return Op(kind, draw(st.integers(0, 50)), taint=draw(one_taint), labels=draw(user_labels))
+    return Op(kind, draw(PICKS), taint=draw(one_taint), labels=draw(user_labels))
 
 
 @dataclass(frozen=True)
