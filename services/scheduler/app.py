@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import gc
 import logging
@@ -207,28 +208,57 @@ def _applier(shell: Shell, view: SchedulerView, writer: Writer, leader: Leader) 
     return Applier(shell, view, writer, still_elected, functools.partial(guarded, shell))
 
 
+PIPELINE_DEPTH = 4
+"""How many appended batches may wait for their answers while the scheduler fetches and decides the next ones."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Appended:
+    """A batch whose events the log has stored (from sequence `appended_from`, 0 when it appended nothing),
+    waiting to be answered."""
+
+    appended_from: int
+    batch: Sequence[Msg]
+    decided: Sequence[Decided]
+
+
 async def _consume_requests(
     shell: Shell, view: SchedulerView, writer: Writer, settings: Settings, leader: Leader
 ) -> None:
-    """Decide batch after batch; answer and ack a batch only once its events are stored and still count."""
+    """Decide batch after batch, pipelined: while batch N waits until the log confirms it still counts (our
+    election is the newest before it), batch N+1 is fetched, decided on a view that already holds N's decisions,
+    and appended. Batches are answered and acked strictly in the order they were appended, each only once its
+    events are stored and still count (`_answer_in_order`)."""
     requests = await pull(shell.bus, s.REQUESTS_SUBJECTS, s.REQUESTS_STREAM, request_consumer(settings))
     shell.subscriptions.append(requests)
+    appended: asyncio.Queue[Appended] = asyncio.Queue(maxsize=PIPELINE_DEPTH)
+    async with anyio.create_task_group() as group:
+        group.start_soon(_answer_in_order, shell, view, leader, appended)
+        while True:
+            try:
+                batch = await requests.fetch(settings.request_batch, timeout=0.5)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            async with writer.lock:
+                if view.deposed():
+                    raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+                decided = [await _decide(shell, view, msg) for msg in batch]
+                flushed = asyncio.ensure_future(writer.flush())
+                full = await shell.bus.done_or_full(flushed)
+                if full:  # the clients need not wait their whole timeout: the requests stay queued
+                    await tell_no_room(shell.bus, batch, full)
+                appended_from = await flushed
+            await appended.put(Appended(appended_from, batch, decided))
+
+
+async def _answer_in_order(
+    shell: Shell, view: SchedulerView, leader: Leader, appended: asyncio.Queue[Appended]
+) -> None:
+    """Answer appended batches in their order, each once the log shows it still counts (`_check_still_elected`)."""
     while True:
-        try:
-            batch = await requests.fetch(settings.request_batch, timeout=0.5)
-        except (TimeoutError, nats.errors.TimeoutError):
-            continue
-        async with writer.lock:
-            if view.deposed():
-                raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
-            decided = [await _decide(shell, view, msg) for msg in batch]
-            flushed = asyncio.ensure_future(writer.flush())
-            full = await shell.bus.done_or_full(flushed)
-            if full:  # the clients need not wait their whole timeout: the requests stay queued
-                await tell_no_room(shell.bus, batch, full)
-            appended_from = await flushed
-        await _check_still_elected(shell, view, leader.elected_at, appended_from)
-        await _answer(shell, batch, decided)
+        done = await appended.get()
+        await _check_still_elected(shell, view, leader.elected_at, done.appended_from)
+        await _answer(shell, done.batch, done.decided)
 
 
 async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: int, appended_from: int) -> None:

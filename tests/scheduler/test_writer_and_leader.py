@@ -4,16 +4,21 @@ with the real view and core, and no server."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from schemas import ActorPlaced, AnyEvent, NodeDied, NodeRegistered, Pending, Placed, SchedulerElected
 from schemas.commands import SubmitActor
 from schemas.requests import ScheduleRequest
 from services.runtime.elections import new_election
 from services.runtime.runner import ServiceExit
+from services.runtime.service import Shell
 from services.scheduler import app
-from services.scheduler.app import Leader, Writer, _check_still_elected
+from services.scheduler.app import Appended, Leader, Writer, _answer_in_order, _check_still_elected
 from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 from tests.scheduler.fake_bus import FakeBus, FakeFollower, fake_shell
@@ -149,3 +154,32 @@ def test_a_newer_election_in_the_log_deposes_the_leader_before_it_answers() -> N
     assert view.deposed()
     with pytest.raises(ServiceExit):
         asyncio.run(leader.take_over(3))
+
+
+def test_pipelined_batches_are_answered_in_append_order_and_none_after_a_newer_election(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batch 2 is decided and appended while batch 1 waits for its answer; another instance's election lands
+    between them: batch 1 still counts and is answered, batch 2 is not (every fold ignores it)."""
+    log: list[AnyEvent] = [node("n1")]
+    view, writer, leader, _bus, _follower = leading(log)
+    answered: list[str] = []
+
+    async def answer_and_ack(_bus: object, _fit: object, msg: Msg, reply: object, *, poison: bool) -> None:
+        answered.append(msg.subject)
+
+    monkeypatch.setattr(app, "answer_and_ack", answer_and_ack)
+    shell = cast(
+        Shell, SimpleNamespace(bus=writer.shell.bus, follower=writer.shell.follower, pager=SimpleNamespace(fit=None))
+    )
+    appended: asyncio.Queue[Appended] = asyncio.Queue()
+    for index, actor_id in enumerate(("a1", "a2")):
+        decided = [(handle(view, SubmitActor(request=ScheduleRequest(actor_id, {"CPU": 1}))), False)]
+        if index == 1:
+            log.append(new_election(2, "b"))  # another instance won the lease meanwhile
+        from_sequence = asyncio.run(writer.flush())
+        appended.put_nowait(Appended(from_sequence, [Msg(cast(Client, None), subject=actor_id)], decided))
+
+    with pytest.raises(ServiceExit, match="newer scheduler was elected"):
+        asyncio.run(_answer_in_order(shell, view, leader, appended))
+    assert answered == ["a1"]
