@@ -60,12 +60,13 @@ test-scale: venv redis nats chromium
 	$(BIN)/pytest -n 2 --dist loadgroup -m scale
 
 # The tests that start no server (the pure core, parsers, the CLI's and the gateway's units): a minute or less, on
-# two workers (they wait on nothing: more workers only collect the suite more times). The property tests draw a
-# quarter of their examples here (CORRAL_EXAMPLES_PERCENT; `make test` draws them all).
+# two workers (they wait on nothing: more workers only collect the suite more times; tests/integration, all of it
+# marked integration, is not even collected). The property tests draw a quarter of their examples here
+# (CORRAL_EXAMPLES_PERCENT; `make test` draws them all).
 FAST_EXAMPLES_PERCENT ?= 25
 test-fast: venv
 	CORRAL_EXAMPLES_PERCENT=$(FAST_EXAMPLES_PERCENT) $(BIN)/pytest -n 2 --dist loadgroup \
-	  -m 'not integration and not chaos and not scale'
+	  -m 'not integration and not chaos and not scale' --ignore=tests/integration
 
 # The fuzz suites with many more examples than `make test` sends (FUZZ_EXAMPLES messages, FUZZ_SNAPSHOTS restarts).
 FUZZ_EXAMPLES ?= 2000
