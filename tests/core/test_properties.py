@@ -28,7 +28,9 @@ from schemas import (
     Taint,
 )
 from services.core import Cluster, Pending, replay
-from services.core.state import ClusterView
+from services.core.decide.actor import actor_plans
+from services.core.request import CompiledRequest
+from services.core.state import ClusterView, fits
 from tests.support.examples import examples
 
 ZONE = "corral.io/availability-zone"
@@ -415,3 +417,21 @@ def test_folding_the_recorded_events_gives_the_same_placements(workload: Workloa
         cluster.placement_groups()
     )
     assert set(view.pending) == {p.id for p in cluster.pending()}
+
+
+@SETTINGS
+@given(workloads)
+def test_a_node_whose_room_holds_the_work_is_judged_alike_without_the_rules_on_its_total(workload: Workload) -> None:
+    """The pipeline skips the rules on a node's total once its room holds the work (`Plan.rejects_fitting`)."""
+    cluster = new_cluster(workload)
+    for step, op in enumerate(workload.ops):
+        apply(cluster, op, step)
+        if not isinstance(op.request, ScheduleRequest):
+            continue
+        view = cluster.view
+        request = msgspec.structs.replace(op.request, actor_id=f"probe{step}", vcluster_id=None)
+        plans, _bundle = actor_plans(view, CompiledRequest(request, ()))
+        for plan in plans:
+            for node in view.nodes.values():
+                if fits(plan.room(node), plan.need):
+                    assert plan.rejects_fitting(node) == plan.rejects(node), (step, node.node_id)

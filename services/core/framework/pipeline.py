@@ -27,7 +27,17 @@ def free_room(node: NodeState) -> Resources:
 class Plan:
     """One way to place one piece of work: its hard rules, soft rules, policy and where its resources come from."""
 
-    __slots__ = ("excluded", "filters", "need", "nominated", "nominated_room", "policy", "room", "scorers")
+    __slots__ = (
+        "excluded",
+        "filters",
+        "filters_past_room",
+        "need",
+        "nominated",
+        "nominated_room",
+        "policy",
+        "room",
+        "scorers",
+    )
 
     def __init__(
         self,
@@ -39,6 +49,9 @@ class Plan:
     ) -> None:
         self.need = need
         self.filters = sorted(filters, key=lambda f: f.rank)
+        self.filters_past_room = [rule for rule in self.filters if not rule.checks_total]
+        """The hard rules a node whose room holds the work can still fail: room is never more than the node's total
+        (a room lent from elsewhere comes without the rules that check totals), so those pass whenever it fits."""
         self.scorers = scorers
         self.policy = policy
         self.room = room
@@ -50,9 +63,16 @@ class Plan:
 
     def rejects(self, node: NodeState) -> str | None:
         """The first hard rule the node fails, if any."""
+        return self._first_failed(node, self.filters)
+
+    def rejects_fitting(self, node: NodeState) -> str | None:
+        """`rejects` for a node whose room holds the work (the rules on its total are not asked again)."""
+        return self._first_failed(node, self.filters_past_room)
+
+    def _first_failed(self, node: NodeState, rules: list[Filter]) -> str | None:
         if node.node_id in self.excluded:
             return EXCLUDED_REASON
-        for rule in self.filters:
+        for rule in rules:
             reason = rule.check(node)
             if reason is not None:
                 return reason
@@ -127,7 +147,7 @@ def _nominated(view: ClusterView, plan: Plan) -> NodeState | None:
     """The first node nominated for the work that passes every rule and has room."""
     for node_id in plan.nominated:
         node = view.nodes.get(node_id)
-        if node is not None and fits(plan.nominated_room(node), plan.need) and plan.rejects(node) is None:
+        if node is not None and fits(plan.nominated_room(node), plan.need) and plan.rejects_fitting(node) is None:
             return node
     return None
 
@@ -152,7 +172,7 @@ def choose(
     seen = {node.node_id for node in preferred}
     scored: list[tuple[int, NodeState]] = []
     for node in preferred:
-        if fits(plan.room(node), plan.need) and plan.rejects(node) is None:
+        if fits(plan.room(node), plan.need) and plan.rejects_fitting(node) is None:
             scored.append((plan.weight(node), node))
     scored.extend(_sample(view, plan, prng, sample, seen))
     if trace is not None:
@@ -200,7 +220,7 @@ def _sample(
         if node_id in seen:
             continue
         node = nodes.get(node_id)
-        if node is None or not fits(room(node), need) or plan.rejects(node) is not None:
+        if node is None or not fits(room(node), need) or plan.rejects_fitting(node) is not None:
             continue
         weight = plan.weight(node) if plan.scorers else 0
         if weight < 0:
