@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -257,6 +257,14 @@ def apply(cluster: Cluster, op: Op, step: int) -> None:
         apply_to_target(cluster, op)
 
 
+def applied(workload: Workload) -> Iterator[tuple[int, Op, Cluster]]:
+    """Run the workload's commands on a new cluster, handing it back after each (with the step and command)."""
+    cluster = new_cluster(workload)
+    for step, op in enumerate(workload.ops):
+        apply(cluster, op, step)
+        yield step, op, cluster
+
+
 def apply_to_target(cluster: Cluster, op: Op) -> None:
     view = cluster.view
     targets = {
@@ -397,9 +405,7 @@ def decisions_step_by_step(workload: Workload, order: list[int] | None = None) -
 @SETTINGS
 @given(workloads)
 def test_every_pending_explanation_accounts_for_every_node_once(workload: Workload) -> None:
-    cluster = new_cluster(workload)
-    for step, op in enumerate(workload.ops):
-        apply(cluster, op, step)
+    for step, op, cluster in applied(workload):
         node_ids = sorted(cluster.view.nodes)
         unaccounted = [pending for pending in cluster.pending() if not accounts_for(pending, node_ids)]
         assert unaccounted == [], f"after step {step}: {op.kind}"
@@ -423,9 +429,7 @@ def test_folding_the_recorded_events_gives_the_same_placements(workload: Workloa
 @given(workloads)
 def test_a_node_whose_room_holds_the_work_is_judged_alike_without_the_rules_on_its_total(workload: Workload) -> None:
     """The pipeline skips the rules on a node's total once its room holds the work (`Plan.rejects_fitting`)."""
-    cluster = new_cluster(workload)
-    for step, op in enumerate(workload.ops):
-        apply(cluster, op, step)
+    for step, op, cluster in applied(workload):
         if not isinstance(op.request, ScheduleRequest):
             continue
         view = cluster.view
