@@ -21,7 +21,7 @@ from services.runtime.codec import decode
 from services.runtime.connection import BusConnection
 from services.runtime.delivery import delivery_of
 from services.runtime.elections import ElectionCheck
-from services.runtime.nats_private import pending_queue
+from services.runtime.nats_private import message_reader
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
@@ -134,31 +134,17 @@ class LogReader(BusConnection):
             )
 
         sub = await self.with_retries(subscribe, "the event log's reader")
-        # Messages already received are taken straight from the subscription's queue: the library's iterator
-        # starts a task and an `asyncio.wait` per message. It is still what waits for the next one (and ends
-        # when the subscription closes).
-        queue = pending_queue(sub)
-        messages = sub.messages
+        next_message = message_reader(sub)
         try:
-            while True:
-                drained = 0
-                while queue is not None and not queue.empty():
-                    msg = queue.get_nowait()
-                    entry = self._entry(msg, max_bytes)
-                    if isinstance(entry.event, SchedulerElected):
-                        await self._check_election(entry)
-                    yield entry
-                    drained += 1
-                    if drained % ENTRIES_PER_TURN == 0:
-                        await asyncio.sleep(0)  # a backlog folded in one go would starve the lease's renewal
-                try:
-                    msg = await anext(messages)
-                except StopAsyncIteration:
-                    return
+            read = 0
+            while (msg := await next_message()) is not None:
                 entry = self._entry(msg, max_bytes)
                 if isinstance(entry.event, SchedulerElected):
                     await self._check_election(entry)
                 yield entry
+                read += 1
+                if read % ENTRIES_PER_TURN == 0:
+                    await asyncio.sleep(0)  # a backlog folded in one go would starve the lease's renewal
         finally:
             await sub.unsubscribe()
 

@@ -11,14 +11,16 @@ later. A copy of an event sent that late can pass the stream's duplicate window 
 the bus drops it once the connection is lost (`drop_unwritten`) and publishes the event again itself, checked
 against the log.
 
-Checked against nats-py 2.16.0 (`Subscription._pending_queue`, `Subscription._pending_size`, `Client._pending`,
-`Client._pending_data_size`); pyproject.toml pins nats-py below 2.17 and tests/integration/test_nats_private.py
-fails loudly if an upgrade removes or changes them.
+Checked against nats-py 2.16.0 (`Subscription._pending_queue`, `Subscription._pending_size`,
+`Subscription._message_iterator._unsubscribed_future`, `Client._pending`, `Client._pending_data_size`);
+pyproject.toml pins nats-py below 2.17 and tests/integration/test_nats_private.py fails loudly if an upgrade removes
+or changes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -53,6 +55,42 @@ class PendingQueue:
     def _taken(self, msg: Msg) -> None:
         self._queue.task_done()
         self._sub._pending_size -= len(msg.data)
+
+
+def message_reader(sub: Subscription) -> Callable[[], Awaitable[Msg | None]]:
+    """A call that waits for `sub`'s next message, None once the subscription has stopped (unsubscribed, or its
+    connection closed for good), as the library's iterator ends.
+
+    The library's iterator starts a task and an `asyncio.wait` per message; this awaits the queue itself, which costs
+    a third as much. nats-py tells the iterator it made for `sub` when the subscription stops
+    (`_SubscriptionMessageIterator._unsubscribed_future`); a `None` put in the queue then wakes the reader. Without
+    those attributes, the library's iterator is used.
+    """
+    pending = pending_queue(sub)
+    stopped = getattr(getattr(sub, "_message_iterator", None), "_unsubscribed_future", None)
+    if pending is None or not isinstance(stopped, asyncio.Future):
+        return _iterated(sub)
+    queue: asyncio.Queue[Msg | None] = pending._queue  # type: ignore[assignment]  # None only as the end
+    stopped.add_done_callback(lambda _: queue.put_nowait(None))
+
+    async def read() -> Msg | None:
+        msg = await queue.get()
+        if msg is None:
+            queue.task_done()
+            return None
+        pending._taken(msg)
+        return msg
+
+    return read
+
+
+def _iterated(sub: Subscription) -> Callable[[], Awaitable[Msg | None]]:
+    messages = sub.messages
+
+    async def read() -> Msg | None:
+        return await anext(messages, None)
+
+    return read
 
 
 def pending_queue(sub: Subscription) -> PendingQueue | None:

@@ -13,7 +13,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from services.local.mesh import Mesh
-from services.runtime.nats_private import PendingQueue, drop_unwritten, pending_queue
+from services.runtime.nats_private import PendingQueue, drop_unwritten, message_reader, pending_queue
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -105,3 +105,32 @@ async def test_what_a_connection_holds_unwritten_is_dropped_and_never_delivered(
             await sub.next_msg(timeout=0.3)
     finally:
         await listener.close()
+
+
+async def test_the_message_reader_hands_messages_in_order_then_none_once_unsubscribed(nc: NatsClient) -> None:
+    """The log reader's wait (no task per message): every message received, in order, its books kept, then the end
+    once the subscription stops, as nats-py's own iterator ends."""
+    sub = await nc.subscribe("probe.reader")
+    read = message_reader(sub)
+    for index in range(3):
+        await nc.publish("probe.reader", b"%d" % index)
+    async with asyncio.timeout(10):
+        got = [await read() for _ in range(3)]
+        assert [msg.data for msg in got if msg is not None] == [b"0", b"1", b"2"]
+        assert (sub.pending_msgs, sub.pending_bytes) == (0, 0)
+        waiting = asyncio.ensure_future(read())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await sub.unsubscribe()
+        assert await waiting is None
+
+
+async def test_the_message_reader_ends_when_its_connection_closes(servers: Mesh) -> None:
+    connection = await nats.connect(servers.nats_url)
+    sub = await connection.subscribe("probe.closed")
+    read = message_reader(sub)
+    waiting = asyncio.ensure_future(read())
+    await asyncio.sleep(0.05)
+    await connection.close()
+    async with asyncio.timeout(10):
+        assert await waiting is None
