@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import secrets
 import selectors
 import time
@@ -66,11 +65,6 @@ class AsyncioThread:
         return result.get()  # type: ignore[no-any-return]
 
 
-_users = itertools.count()
-_run_tag = secrets.token_hex(3)
-"""Actor ids start with this, unique per process and run (a worker process draws its own)."""
-
-
 @functools.cache
 def asyncio_thread() -> AsyncioThread:
     """This process's loop thread, started on first use (after locust forked its worker processes)."""
@@ -99,7 +93,7 @@ class Nodes:
         count = environment.parsed_options.corral_nodes if environment.parsed_options else 0
         if count <= 0 or isinstance(environment.runner, WorkerRunner) or cls.client is not None:
             return
-        prefix = f"locust-{_run_tag}"
+        prefix = f"locust-{secrets.token_hex(3)}"
         client = cls.client = Client(nats_url(environment), name="locust-nodes", timeout=10.0)
         thread = asyncio_thread()
         thread.run(client.connect())
@@ -127,7 +121,7 @@ class CorralUser(User):
         self.hold = options.corral_hold if options else 20
         self.timeout = options.corral_timeout if options else 10.0
         self.thread = asyncio_thread()
-        self.name = f"{_run_tag}u{next(_users)}"
+        self.name = f"u{secrets.token_hex(4)}"  # drawn here: locust forks `--processes` workers after importing us
         self.mix = Mix(zlib.crc32(self.name.encode()))
         self.sent: Counter[str] = Counter()
         self.held: deque[str] = deque()
@@ -158,7 +152,8 @@ class CorralUser(User):
         """One durable request and its reply, reported to locust; the reply (None when it failed)."""
         started = time.perf_counter()
         reply: RequestReply | None = None
-        data, error = b"", None
+        data = b""
+        error: Exception | None = None
         try:
             started, finished, data = self.thread.run(
                 durable_request(self.conn, subject, payload, msg_id, self.timeout)
@@ -166,7 +161,10 @@ class CorralUser(User):
             reply = decode(data, RequestReply)
             if isinstance(reply, Rejected):
                 raise_for(reply)  # its RejectedError is the failure locust reports
-        except Exception as failure:  # a load test counts every failure (timeouts, lost connections)
+        except TimeoutError:
+            finished = time.perf_counter()
+            error = TimeoutError(f"no reply to {name} (Nats-Msg-Id {msg_id!r}) within {self.timeout:g} s")
+        except Exception as failure:  # a load test counts every failure (rejections, lost connections)
             finished, error = time.perf_counter(), failure
         self.environment.events.request.fire(
             request_type="NATS",

@@ -77,7 +77,9 @@ async def durable_request(
     started = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
-            await conn.client.bus.js.publish(subject, payload, headers=headers, timeout=timeout)
+            stored = await conn.client.bus.js.publish(subject, payload, headers=headers, timeout=timeout)
+            if stored.duplicate:  # the stream dropped it: no decision will come to this inbox
+                raise ValueError(f"Nats-Msg-Id {msg_id!r} repeats a request stored at sequence {stored.seq}")
             finished, data = await future
     finally:
         conn.replies.waiting.pop(inbox, None)
