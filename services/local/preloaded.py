@@ -8,6 +8,7 @@ file), started for a few milliseconds of CPU. `start_mesh(preloaded=True)` start
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -26,6 +27,8 @@ PRELOADED = (
     "services.decider.app",
     "services.autoscaler.app",
     "services.gateway.app",
+    "anyio._backends._asyncio",  # imported by `anyio.run` otherwise: a quarter of a forked service's start
+    "services.local.warm_start",  # last: it freezes the heap the imports above left
 )
 """What the fork server imports before it forks anything."""
 
@@ -87,7 +90,10 @@ def _context() -> ForkServerContext:
 
 
 def _run(name: str, env: dict[str, str], log: str) -> None:
-    """In the forked process: the environment and output of the service, then its `__main__`."""
+    """In the forked process: its name in `ps -o comm` and `top`, the environment and output of the service, then
+    its `__main__`."""
+    with contextlib.suppress(OSError):  # Linux names a process by /proc/self/comm; elsewhere it keeps its name
+        Path("/proc/self/comm").write_text(f"corral-{name}"[:15])
     os.environ.clear()
     os.environ.update(env)
     output = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -59,6 +59,11 @@ def _cached_decoder(kind: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(kind)
 
 
+def prepare_decoder(kind: Any) -> None:
+    """Build `kind`'s decoder now, before the first message needs it (a fork server builds it once for its children)."""
+    _decoder(kind)
+
+
 def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
     """A decoder for `kind`, built once per type: `msgspec.json.decode(type=...)` rebuilds a union's on every call."""
     try:

@@ -40,6 +40,10 @@ FAST = {
 }
 """Short timeouts so failover and node death happen within a test's patience."""
 
+LASTING_NODES = {"CORRAL_HEARTBEAT_TIMEOUT": "30", "CORRAL_NODE_GRACE": "30"}
+"""Over FAST, for a test not about liveness: its nodes outlive the late heartbeats of a busy machine (a node death
+appends events and evicts actors the test counts on)."""
+
 JETSTREAM_TIMEOUT_S = 5.0
 """How long a bus waits for a JetStream answer (`Bus.js`): an outage of a test outlasts the requests it must fail."""
 
@@ -84,7 +88,6 @@ def start_test_mesh(
         settings={**FAST, **(settings or {})},
         servers=servers,
         metrics_from=metrics_from,
-        preloaded=True,
     )
 
 

@@ -23,7 +23,7 @@ from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, Placed, Schedul
 from services.client import Client, StorageFullError
 from services.local.mesh import SERVICES, Mesh, start_mesh
 from services.local.servers import LocalServer, free_port, nats_server, redis_server
-from tests.integration.conftest import FAST, corral, holds_within, log_of, wait_ready
+from tests.integration.conftest import FAST, LASTING_NODES, corral, holds_within, log_of, wait_ready
 from tests.integration.gateway import AUTH, TOKEN, http_base
 from tests.integration.gateway import wait_ready as gateway_ready
 from tests.integration.log import read_events
@@ -54,10 +54,9 @@ def full_mesh(tmp_path: Path) -> Iterator[tuple[Mesh, Path]]:
         limited.command += ["-c", str(config)]
         return limited, redis_server(data_dir / "redis")
 
-    settings = {**FAST, "CORRAL_HTTP_PORT": str(free_port()), "CORRAL_HTTP_TOKEN": TOKEN}
-    mesh = start_mesh(
-        tmp_path / "mesh", services=(*SERVICES, "gateway"), settings=settings, servers=servers, preloaded=True
-    )
+    # A node's death would be an append of labels' own meeting the full store before the test's commands do.
+    settings = {**FAST, **LASTING_NODES, "CORRAL_HTTP_PORT": str(free_port()), "CORRAL_HTTP_TOKEN": TOKEN}
+    mesh = start_mesh(tmp_path / "mesh", services=(*SERVICES, "gateway"), settings=settings, servers=servers)
     try:
         gateway_ready(http_base(mesh))
         yield mesh, config

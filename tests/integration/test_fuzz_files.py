@@ -32,7 +32,7 @@ from services.client import SyncClient
 from services.core.documents import MAX_NESTING
 from services.local.mesh import Mesh
 from services.runtime.codec import MAX_BYTES, MAX_DEPTH
-from tests.integration.conftest import start_test_mesh
+from tests.integration.conftest import LASTING_NODES, start_test_mesh
 from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
@@ -186,7 +186,7 @@ class FileFuzzer:
 @pytest.fixture(scope="module")
 def fuzzer(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[FileFuzzer]:
     """A mesh for the whole module with one node far larger than any valid file asks for."""
-    mesh = start_test_mesh(tmp_path_factory.mktemp("fuzz-files"), server_path)
+    mesh = start_test_mesh(tmp_path_factory.mktemp("fuzz-files"), server_path, settings=LASTING_NODES)
     try:
         with SyncClient(mesh.nats_url, timeout=10.0) as client:
             client.wait_ready(timeout=15.0)

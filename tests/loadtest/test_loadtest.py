@@ -41,7 +41,7 @@ TINY = Config(
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     """nats-server, redis-server and the services in a temporary folder, for this module's tests."""
-    started = start_mesh(Path(tmp_path_factory.mktemp("mesh")), preloaded=True)
+    started = start_mesh(Path(tmp_path_factory.mktemp("mesh")))
     try:
         yield started
     finally:

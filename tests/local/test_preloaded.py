@@ -43,3 +43,15 @@ def test_sigterm_stops_a_service_that_waits_for_nats_and_sigkill_ends_one_at_onc
     assert code != -signal.SIGTERM, "the service's own handler stopped it, not the signal's default action"
     with pytest.raises(ProcessLookupError):
         os.kill(waiting.pid, 0)
+
+
+def test_a_forked_service_is_named_after_what_it_runs(tmp_path: Path) -> None:
+    unreachable = environment(CORRAL_NATS_URL=f"nats://127.0.0.1:{free_port()}", CORRAL_INSTANCE="t1")
+    process = preloaded.start("scheduler", unreachable, tmp_path / "scheduler.log")
+    try:
+        deadline = time.monotonic() + 30
+        while (name := Path(f"/proc/{process.pid}/comm").read_text().strip()) != "corral-schedule":
+            assert time.monotonic() < deadline, name
+            time.sleep(0.05)
+    finally:
+        process.kill()
