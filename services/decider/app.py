@@ -82,7 +82,7 @@ class Worker:
                 readable.append((msg, decode(msg.data, SchedulerRequest, max_bytes=bus.settings.max_message_bytes)))
             except CodecError as error:
                 log.warning("request on %s rejected: %s", msg.subject, error)
-                await bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
+                await bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))
                 await answer_and_ack(bus, self.shell.pager.fit, msg, Rejected(str(error)), poison=True)
         return readable
 

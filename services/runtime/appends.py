@@ -293,14 +293,20 @@ class Appends(BusConnection):
             self._acked = max(self._acked, ack.seq)
             batch.done.set_result(None)
 
-    async def dead_letter(self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0) -> None:
+    async def dead_letter(
+        self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0, request: int = 0
+    ) -> None:
         """Keep an unreadable or unappliable message on `corral.dlq.<service>` with the reason in headers.
 
         An event of the log (its `sequence` given) goes to `corral.dlq.<service>.events`, stored once per
-        service and sequence however many of the service's processes skip it at once.
+        service and sequence however many of the service's processes skip it at once. A request (its `request`
+        sequence in `CORRAL_REQUESTS` given) is stored once however many times it is delivered within the
+        duplicate window (a delivery whose terminate was late comes again).
         """
         headers = {s.DEAD_LETTER_REASON: reason[:1000], s.DEAD_LETTER_SUBJECT: subject}
         where = s.dead_letter_subject(service)
+        if request:
+            headers["Nats-Msg-Id"] = f"{service}-request-{request}"
         if sequence:
             headers[s.DEAD_LETTER_SEQUENCE] = str(sequence)
             headers["Nats-Msg-Id"] = f"{service}-event-{sequence}"

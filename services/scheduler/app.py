@@ -29,7 +29,7 @@ from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
-from services.runtime.work_queue import answer_and_ack, pull, request_consumer, tell_no_room
+from services.runtime.work_queue import answer_and_ack, pull, request_consumer, request_sequence, tell_no_room
 from services.scheduler import measure
 from services.scheduler.applier import DEPOSED, Applier
 from services.scheduler.handlers import handle
@@ -303,22 +303,25 @@ async def _decide_one(shell: Shell, view: SchedulerView, msg: Msg) -> tuple[Requ
         request = decode(msg.data, SchedulerRequest, max_bytes=shell.bus.settings.max_message_bytes)
     except CodecError as error:
         log.warning("request on %s rejected: %s", msg.subject, error)
-        await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject)
+        await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))
         return Rejected(str(error)), True, measure.UNREADABLE
-    reply, poison = await guarded(shell, msg.subject, lambda: msg.data, lambda: handle(view, request))
+    reply, poison = await guarded(
+        shell, msg.subject, request_sequence(msg), lambda: msg.data, lambda: handle(view, request)
+    )
     return reply, poison, request
 
 
 async def guarded(
-    shell: Shell, subject: str, data: Callable[[], bytes], decide: Callable[[], R]
+    shell: Shell, subject: str, sequence: int, data: Callable[[], bytes], decide: Callable[[], R]
 ) -> tuple[R | Rejected, bool]:
-    """`decide()`, and whether the request is poison: a bug must not stop the scheduler for everyone, so a request it
-    fails on is put aside in dead letters (as `data()`) and answered as the scheduler failing."""
+    """`decide()`, and whether the request (at `sequence` in `CORRAL_REQUESTS`) is poison: a bug must not stop the
+    scheduler for everyone, so a request it fails on is put aside in dead letters (as `data()`, once) and answered as
+    the scheduler failing."""
     try:
         return decide(), False
     except Exception as error:
         log.exception("request on %s failed", subject)
-        await shell.bus.dead_letter("scheduler", data(), f"{type(error).__name__}: {error}", subject)
+        await shell.bus.dead_letter("scheduler", data(), f"{type(error).__name__}: {error}", subject, request=sequence)
         failed = Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
         return failed, True
 

@@ -51,7 +51,7 @@ the event loop renews the lease and reads the log, so a flood of proposals delay
 stalling the leader."""
 
 Guard = Callable[
-    [str, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
+    [str, int, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
 ]
 """Runs a decision; a request the scheduler fails on is set aside and answered as the scheduler failing (poison)."""
 
@@ -161,7 +161,10 @@ class Applier:
             return known[1]
         began = time.perf_counter()
         reply, poison = await self.guarded(
-            s.PROPOSALS, lambda: encode(proposal.request), lambda: handle_proposal(self.view, proposal, folded)
+            s.PROPOSALS,
+            proposal.request_sequence,
+            lambda: encode(proposal.request),
+            lambda: handle_proposal(self.view, proposal, folded),
         )
         verdict = Verdict(reply, poison=poison)
         if reply is not None:  # remembered at once: a batch that is not stored ends this process, and its memory

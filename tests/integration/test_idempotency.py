@@ -252,3 +252,13 @@ async def test_a_request_sent_again_after_its_ack_was_lost_gets_its_decision(
     decision = await client.submit(ScheduleRequest("lost-ack-a1", {"CPU": 1}), timeout=20)
     assert sendings == [False, True], "sent twice, stored once"
     assert isinstance(decision, Placed) and decision.node_id == "lost-ack-n1"
+
+
+async def test_a_request_set_aside_at_each_of_two_deliveries_is_one_dead_letter(client: Client) -> None:
+    """A poison request whose terminate came after its ack wait is delivered again, and set aside again."""
+    sequence = time.time_ns()  # no request of the shared mesh's log has it
+    data = f"poison {sequence}"
+    for request in (sequence, sequence, sequence + 1):  # two deliveries of one request, then another request
+        await client.bus.dead_letter("scheduler", data.encode(), "unreadable", s.SCHEDULE, request=request)
+    letters = [letter for letter in await client.dead_letters("scheduler", limit=10_000) if letter.data == data]
+    assert len(letters) == 2, letters
