@@ -7,6 +7,7 @@ the log has no room for its consumer waits for room instead of exiting."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import statistics
 import time
@@ -53,9 +54,9 @@ async def events_stream_with_a_consumer_limit(nats_url: str) -> None:
         await nc.close()
 
 
-@pytest.fixture(scope="module")
-def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
-    """The services and the gateway (capped at `WATCHERS` streams) on a log of `LOGGED` events whose stream allows
+@contextlib.contextmanager
+def watched_mesh(data_dir: Path, server_path: ServerPath, logged: int) -> Iterator[Mesh]:
+    """The services and the gateway (capped at `WATCHERS` streams) on a log of `logged` events whose stream allows
     `CONSUMER_LIMIT` consumers."""
     settings = {
         "CORRAL_HTTP_PORT": str(free_port()),
@@ -63,18 +64,31 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> I
         "CORRAL_HEARTBEAT_TIMEOUT": "60",
         "CORRAL_HTTP_MAX_WATCHERS": str(WATCHERS),
     }
-    data_dir = tmp_path_factory.mktemp("watchers") / "mesh"
     running = start_test_mesh(data_dir, server_path, services=(), settings=settings)
     try:
         asyncio.run(events_stream_with_a_consumer_limit(running.nats_url))
         asyncio.run(write_events(running.nats_url, [registered(NODE)]))
-        asyncio.run(write_events(running.nats_url, relabels(NODE, LOGGED - 1)))
+        asyncio.run(write_events(running.nats_url, relabels(NODE, logged - 1)))
         for service in (*SERVICES, "gateway"):
             running.start_service(service)
         wait_ready(http_base(running), timeout=60)
         yield running
     finally:
         running.close()
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
+    """`watched_mesh` on a log of `LOGGED` events, for the module's tests of size."""
+    with watched_mesh(tmp_path_factory.mktemp("watchers") / "mesh", server_path, LOGGED) as running:
+        yield running
+
+
+@pytest.fixture
+def small_mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """`watched_mesh` on a log of a few events."""
+    with watched_mesh(tmp_path / "mesh", server_path, 10) as running:
+        yield running
 
 
 @pytest.fixture
@@ -200,10 +214,11 @@ async def fill_the_consumer_limit(js: JetStreamContext) -> list[str]:
         names.append(str(info.name))
 
 
-async def test_a_service_started_while_the_log_has_no_room_for_its_consumer_waits_for_room(
-    mesh: Mesh, client: Client
-) -> None:
+async def test_a_service_started_while_the_log_has_no_room_for_its_consumer_waits_for_room(small_mesh: Mesh) -> None:
+    mesh = small_mesh
     nc = await nats.connect(mesh.nats_url)
+    client = Client(mesh.nats_url, timeout=10.0)
+    await client.connect()
     try:
         js = nc.jetstream()
         mesh.stop_service("taints")  # first: a service stopped cleanly gives its consumer's room back
@@ -221,4 +236,5 @@ async def test_a_service_started_while_the_log_has_no_room_for_its_consumer_wait
         await client.wait_ready(timeout=30)
         assert await client.taints(limit=1) is not None and mesh.processes["taints"].poll() is None
     finally:
+        await client.close()
         await nc.close()

@@ -11,22 +11,45 @@ import pytest
 
 from schemas import ScheduleRequest
 from services.client import Client, RejectedError, TooLargeError
-from services.local.mesh import Mesh
-from tests.integration.conftest import corral, log_of, start_test_mesh
+from services.local.mesh import Mesh, start_mesh
+from services.local.servers import LocalServer, nats_server, redis_server
+from services.runtime.codec import encode
+from tests.integration.conftest import FAST, corral, log_of, start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
 
 pytestmark = pytest.mark.anyio
 
-ACTORS = 20_000
+ACTORS = 4_000
 NODES = 20
 IN_FLIGHT = 500
+PAYLOAD_LIMIT = 131_072
+"""The bus's payload limit where the actors are listed: their answer (about 0.5 MB) takes several pages."""
 
 
 @pytest.fixture
 def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
     """The mesh, where a node is dead after a minute without heartbeats: the client that sends them is also what
-    submits and reads 20,000 actors, and under load its loop is busy longer than the usual 1.5 s."""
+    submits and reads thousands of actors, and under load its loop is busy longer than the usual 1.5 s."""
     running = start_test_mesh(tmp_path / "mesh", server_path, settings={"CORRAL_HEARTBEAT_TIMEOUT": "60"})
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def small_payload_mesh(tmp_path: Path) -> Iterator[Mesh]:
+    """`mesh` on a local nats-server whose payload limit is `PAYLOAD_LIMIT` (a configuration file it reads)."""
+    config = tmp_path / "nats.conf"
+    config.write_text(f"max_payload: {PAYLOAD_LIMIT}\n")
+
+    def servers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
+        limited = nats_server(data_dir / "nats")
+        limited.command += ["-c", str(config)]
+        return limited, redis_server(data_dir / "redis")
+
+    settings = {**FAST, "CORRAL_HEARTBEAT_TIMEOUT": "60"}
+    running = start_mesh(tmp_path / "mesh", settings=settings, servers=servers)
     try:
         yield running
     finally:
@@ -49,15 +72,25 @@ def _deaths(mesh: Mesh) -> str:
     return "\n".join(line for line in log_of(mesh, "labels").splitlines() if "missed heartbeats" in line)
 
 
-async def test_twenty_thousand_actors_list_completely_through_the_client_and_the_cli(
-    mesh: Mesh, client: Client
+async def test_thousands_of_actors_list_completely_through_the_client_and_the_cli_page_by_page(
+    small_payload_mesh: Mesh,
 ) -> None:
+    mesh = small_payload_mesh
+    async with Client(mesh.nats_url, timeout=10.0) as client:
+        await wait_ready(client)
+        assert client.bus.nc.max_payload == PAYLOAD_LIMIT
+        await list_completely(mesh, client)
+
+
+async def list_completely(mesh: Mesh, client: Client) -> None:
+    """Submit `ACTORS` actors on `NODES` nodes; every listing, through the client and `corral status`, has them all."""
     for index in range(NODES):
         await client.register_node(f"node-{index:02d}", {"CPU": ACTORS // NODES})
     await _submit_many(client, ACTORS)
 
     status = await client.status()
     assert len(status.actors) == ACTORS, _deaths(mesh)
+    assert len(encode(status)) > 3 * PAYLOAD_LIMIT  # so it came in several pages
     assert {actor.status for actor in status.actors} == {"placed"}
     assert [actor.actor_id for actor in status.actors] == sorted(f"actor-{i:05d}" for i in range(ACTORS))
     assert len(status.nodes) == NODES
