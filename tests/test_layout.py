@@ -21,6 +21,10 @@ from services.core.state.folds import FOLDS, fold_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.xdist_group("tests.test_layout")
+"""On one xdist worker: the rules share `parsed`, a parse of every file once per process."""
+
+
 SERVICES = ("labels", "taints", "vclusters", "scheduler", "decider", "autoscaler", "gateway")
 
 PURE_STDLIB = (
