@@ -43,19 +43,19 @@ def test_a_tail_as_long_as_the_log_is_refused(capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.integration
 def test_a_small_run_prints_consistent_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--events", "20000", "--tail", "2000", "--nodes", "200", "--live", "2000", "--json", "--quiet"]
+    argv = ["--events", "5000", "--tail", "500", "--nodes", "50", "--live", "500", "--json", "--quiet"]
 
     assert main([*argv, "--data-dir", str(tmp_path)]) == 0
 
     report = json.loads(capsys.readouterr().out)
-    assert report["events"] == 20_000
-    assert sum(report["event_types"].values()) == 20_000
-    assert report["nodes"] == 200
-    assert 0 < report["live_actors"] <= 2001
+    assert report["events"] == 5_000
+    assert sum(report["event_types"].values()) == 5_000
+    assert report["nodes"] == 50
+    assert 0 < report["live_actors"] <= 501
     full, restart, snapshot = report["full_replay"], report["restart"], report["snapshot"]
-    assert (full["snapshot_sequence"], full["replayed"], full["sequence"]) == (0, 20_000, 20_000)
-    assert (snapshot["sequence"], restart["snapshot_sequence"]) == (18_000, 18_000)
-    assert (restart["replayed"], restart["sequence"]) == (2000, 20_000)
+    assert (full["snapshot_sequence"], full["replayed"], full["sequence"]) == (0, 5_000, 5_000)
+    assert (snapshot["sequence"], restart["snapshot_sequence"]) == (4_500, 4_500)
+    assert (restart["replayed"], restart["sequence"]) == (500, 5_000)
     assert report["digests_equal"] is True
     assert full["digest"] == restart["digest"] == report["fold_digest"]
     for start in (full, restart):
@@ -64,7 +64,7 @@ def test_a_small_run_prints_consistent_figures(tmp_path: Path, capsys: pytest.Ca
         assert start["log_errors"] == 0
     assert report["read_only"]["missing"] == 0
     for name in ("append", "read_only", "decode", "fold_only"):
-        assert report[name]["events"] == 20_000
+        assert report[name]["events"] == 5_000
         assert report[name]["seconds"] > 0
         assert report[name]["events_per_s"] > 0
     assert snapshot["bytes"] > 0
