@@ -48,10 +48,15 @@ lint: venv
 	$(BIN)/mypy
 
 # The whole suite on TEST_WORKERS pytest-xdist workers: the tests that start servers mostly wait on them, so more
-# workers than cores pay. A module's tests that share one mesh run on one worker (tests/conftest.py).
-TEST_WORKERS ?= 6
+# workers than cores pay (4 beat 3 and 6 here). A module's tests that share one mesh run on one worker
+# (tests/conftest.py). The property tests draw TEST_EXAMPLES_PERCENT of their examples and the fuzz suites send
+# TEST_FUZZ_EXAMPLES; `make test-properties` and `make fuzz` (which `.ci/run` runs too) draw many more.
+TEST_WORKERS ?= 4
+TEST_EXAMPLES_PERCENT ?= 50
+TEST_FUZZ_EXAMPLES ?= 100
 test: venv redis nats chromium lint
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+	CORRAL_EXAMPLES_PERCENT=$(TEST_EXAMPLES_PERCENT) CORRAL_FUZZ_EXAMPLES=$(TEST_FUZZ_EXAMPLES) \
+	  $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The tests whose point is their size (200,000 actors, 1,000 nodes in a browser, 300 event streams, 64 MB of
 # proposals): minutes of CPU each, so apart from `make test`, on fewer workers; `.ci/run` runs them after it.
@@ -62,11 +67,16 @@ test-scale: venv redis nats chromium
 # The tests that start no server (the pure core, parsers, the CLI's and the gateway's units): a minute or less, on
 # two workers (they wait on nothing: more workers only collect the suite more times; tests/integration, all of it
 # marked integration, is not even collected). The property tests draw a quarter of their examples here
-# (CORRAL_EXAMPLES_PERCENT; `make test` draws them all).
+# (CORRAL_EXAMPLES_PERCENT; `make test` draws half, `make test-properties` all).
 FAST_EXAMPLES_PERCENT ?= 25
+FAST_TESTS := -m 'not integration and not chaos and not scale' --ignore=tests/integration
 test-fast: venv
-	CORRAL_EXAMPLES_PERCENT=$(FAST_EXAMPLES_PERCENT) $(BIN)/pytest -n 2 --dist loadgroup \
-	  -m 'not integration and not chaos and not scale' --ignore=tests/integration
+	CORRAL_EXAMPLES_PERCENT=$(FAST_EXAMPLES_PERCENT) $(BIN)/pytest -n 2 --dist loadgroup $(FAST_TESTS)
+
+# The same tests with every example the property tests are written for.
+.PHONY: test-properties
+test-properties: venv
+	CORRAL_EXAMPLES_PERCENT=100 $(BIN)/pytest -n 2 --dist loadgroup $(FAST_TESTS)
 
 # The fuzz suites with many more examples than `make test` sends (FUZZ_EXAMPLES messages, FUZZ_SNAPSHOTS restarts).
 FUZZ_EXAMPLES ?= 2000
@@ -75,7 +85,8 @@ FUZZ_SNAPSHOTS ?= 300
 fuzz: venv redis nats
 	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CORRAL_FUZZ_SNAPSHOTS=$(FUZZ_SNAPSHOTS) $(BIN)/pytest -m fuzz -s \
 	  -p no:cacheprovider --timeout 3600 tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py \
-	  tests/integration/test_fuzz_snapshots.py tests/integration/test_fuzz_provider_output.py
+	  tests/integration/test_fuzz_snapshots.py tests/integration/test_fuzz_provider_output.py \
+	  tests/integration/test_fuzz_proposals.py tests/integration/test_gateway_fuzz.py
 
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo.mesh

@@ -1,7 +1,8 @@
-"""How many examples a property test draws: its full count in `make test`, a share of it in `make test-fast`.
+"""How many examples a property test draws: its full count in `make test-properties` (and with plain `pytest`),
+half in `make test`, a quarter in `make test-fast`.
 
 `CORRAL_EXAMPLES_PERCENT` (a whole number from 1 to 100; 100 when unset) scales every count that goes through
-`examples`, so the quick loop keeps every property and draws fewer cases of each."""
+`examples`, so the quicker loops keep every property and draw fewer cases of each."""
 
 from __future__ import annotations
 
