@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -403,8 +404,9 @@ class Lines:
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
     def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.lines.put(line)
+        with contextlib.suppress(ValueError, OSError):  # the test closed the pipe (its process is gone)
+            for line in stream:
+                self.lines.put(line)
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
         """The first line (from here on) containing `text`; fails after `timeout` seconds."""
