@@ -42,6 +42,9 @@ node_types:
 """
 
 AUTOSCALER_INTERVAL = {"CORRAL_AUTOSCALER_INTERVAL": "0.2"}
+ACTS_WITHIN_S = 60.0
+"""How long a test waits for the autoscaler, or the scheduler after it, to act: its rounds take seconds on a busy
+machine (a wait for a condition: it costs nothing when they are quick; 10 s once ran out on a fresh clone)."""
 FAST_AUTOSCALER = {**AUTOSCALER_INTERVAL, "CORRAL_RARE_RESOURCES": "GPU"}
 
 

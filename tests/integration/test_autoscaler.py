@@ -30,7 +30,14 @@ from services.core.labels import LAUNCH_ID, NODE_TYPE, SCALE_DOWN_TAINT
 from services.local.mesh import SERVICES, Mesh, ServiceProcess
 from services.runtime.codec import decode, encode
 from services.runtime.runner import EXIT_LEASE_LOST
-from tests.integration.autoscaling import FAST_AUTOSCALER, autoscaled_mesh, events_of, launch_requests, write_config
+from tests.integration.autoscaling import (
+    ACTS_WITHIN_S,
+    FAST_AUTOSCALER,
+    autoscaled_mesh,
+    events_of,
+    launch_requests,
+    write_config,
+)
 from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
 
@@ -44,7 +51,7 @@ async def test_a_tolerated_gpu_actor_gets_a_gpu_node_launched_and_placed_on_it(
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config) as (mesh, client):
         trainer = ScheduleRequest("trainer", {"GPU": 1}, tolerations={"gpu_node": Exists()})
         assert not isinstance(await client.submit(trainer), Placed)
-        placed = await client.wait_placed("trainer", timeout=10.0)
+        placed = await client.wait_placed("trainer", timeout=ACTS_WITHIN_S)
         node = next(n for n in await client.nodes() if n.node_id == placed.node_id)
         assert node.labels[NODE_TYPE] == "gpu-a100" and node.labels[LAUNCH_ID]
         requests = launch_requests(await events_of(mesh))
@@ -63,7 +70,7 @@ async def test_an_idle_launched_node_is_tainted_then_terminated_and_removed(
         await client.submit(ScheduleRequest("job", {"CPU": 1}))
         node_id = await placed_on(client, "job")
         await client.remove_actor("job")
-        assert await holds_within(lambda: gone(client, node_id), timeout=10.0)
+        assert await holds_within(lambda: gone(client, node_id), timeout=ACTS_WITHIN_S)
         events = await events_of(mesh)
         drained = [e for e in events if isinstance(e, NodeDrainStarted)]
         terminated = [e for e in events if isinstance(e, NodeTerminationRequested)]
@@ -77,7 +84,7 @@ async def test_an_idle_launched_node_is_tainted_then_terminated_and_removed(
 
 async def placed_on(client: Client, actor_id: str) -> str:
     """The node the actor is placed on, once it is."""
-    node_id = (await client.wait_placed(actor_id, timeout=10.0)).node_id
+    node_id = (await client.wait_placed(actor_id, timeout=ACTS_WITHIN_S)).node_id
     assert node_id is not None
     return node_id
 
@@ -113,7 +120,7 @@ async def test_work_placed_on_a_draining_node_keeps_it(tmp_path: Path, server_pa
             autoscaler.send_signal(signal.SIGCONT)
         while not isinstance(decode((await decisions.next_msg(timeout=10.0)).data, AnyEvent), NodeDrainCancelled):
             pass
-        assert await holds_within(lambda: untainted(client, node_id), timeout=10.0)
+        assert await holds_within(lambda: untainted(client, node_id), timeout=ACTS_WITHIN_S)
         assert not [e for e in await events_of(mesh) if isinstance(e, NodeTerminationRequested)]
         assert node_id in {node.node_id for node in await client.nodes()}
         assert (await client.decision("late")) == Placed("late", node_id)
@@ -188,7 +195,7 @@ async def test_a_launch_decided_by_an_instance_that_died_before_starting_it_is_s
             await client.bus.js.publish(s.AUTOSCALER_DECISIONS, encode(decided))
             mesh.start_service("autoscaler")
             await client.wait_autoscaler(timeout=15.0)
-            assert await holds_within(lambda: registered(client, "cpu-4-L1"), timeout=10.0)
+            assert await holds_within(lambda: registered(client, "cpu-4-L1"), timeout=ACTS_WITHIN_S)
             status = await client.autoscaler_status()
             assert [(launch.launch_id, launch.state) for launch in status.launches] == [("L1", "registered")]
             assert len(launch_requests(await events_of(mesh))) == 1
@@ -214,7 +221,7 @@ async def test_an_autoscaler_whose_lease_another_took_stops_deciding_and_the_nex
         newer = AutoscalerElected(event_id="newer", instance="elsewhere", epoch=epoch)
         await client.bus.js.publish(s.AUTOSCALER_DECISIONS, encode(newer))
         autoscaler = mesh.processes["autoscaler"]
-        assert await holds_within(lambda: exited(autoscaler), timeout=10.0)
+        assert await holds_within(lambda: exited(autoscaler), timeout=ACTS_WITHIN_S)
         assert autoscaler.returncode == EXIT_LEASE_LOST
         events = await events_of(mesh)
         assert not [e for e in events[events.index(newer) + 1 :] if isinstance(e, s.AUTOSCALER_EVENTS)]
@@ -233,7 +240,7 @@ async def test_an_election_no_lease_backs_is_ignored_and_the_leader_goes_on(
         forged = AutoscalerElected(event_id="forged", instance="forger", epoch=1_000_000)
         await client.bus.js.publish(s.AUTOSCALER_DECISIONS, encode(forged))
         await client.submit(ScheduleRequest("job", {"CPU": 1}))
-        await client.wait_placed("job", timeout=10.0)
+        await client.wait_placed("job", timeout=ACTS_WITHIN_S)
         events = await events_of(mesh)
         assert launch_requests(events[events.index(forged) :])
         assert mesh.processes["autoscaler"].poll() is None
@@ -257,7 +264,7 @@ async def test_a_drain_whose_taint_was_refused_sends_it_again_and_ends_in_termin
         await client.remove_actor("job")
         while not isinstance(decode((await decisions.next_msg(timeout=10.0)).data, AnyEvent), NodeDrainStarted):
             pass
-        assert await holds_within(lambda: refused_taint_logged(mesh), timeout=10.0)
+        assert await holds_within(lambda: refused_taint_logged(mesh), timeout=ACTS_WITHIN_S)
         mesh.start_service("taints")
         assert await holds_within(lambda: gone(client, node_id), timeout=15.0)
 

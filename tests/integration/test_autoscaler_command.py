@@ -12,7 +12,14 @@ from schemas import NodeLaunchFailed, NodesLaunchRequested, Pending, Placed, Sch
 from services.client import Client
 from services.core.labels import LAUNCH_ID, NODE_TYPE
 from services.local.mesh import Mesh
-from tests.integration.autoscaling import autoscaled_mesh, events_of, launch_requests, node_agents, write_config
+from tests.integration.autoscaling import (
+    ACTS_WITHIN_S,
+    autoscaled_mesh,
+    events_of,
+    launch_requests,
+    node_agents,
+    write_config,
+)
 from tests.integration.conftest import holds_within
 from tests.support.servers import ServerPath
 
@@ -52,7 +59,7 @@ async def test_the_command_provider_launches_and_terminates_through_its_command_
             async def terminated() -> bool:
                 return (nodes_dir / f"{launch_id}.terminated").exists() and not await live(client, node.node_id)
 
-            assert await holds_within(terminated, timeout=10.0)
+            assert await holds_within(terminated, timeout=ACTS_WITHIN_S)
             assert (nodes_dir / f"{launch_id}.terminated").read_text() == node.node_id
 
 
@@ -67,7 +74,7 @@ async def first_launch_failure(mesh: Mesh) -> NodeLaunchFailed:
     async def failed() -> bool:
         return any(isinstance(event, NodeLaunchFailed) for event in await events_of(mesh))
 
-    assert await holds_within(failed, timeout=10.0), "no launch failed"
+    assert await holds_within(failed, timeout=ACTS_WITHIN_S), "no launch failed"
     return next(event for event in await events_of(mesh) if isinstance(event, NodeLaunchFailed))
 
 
@@ -85,7 +92,7 @@ async def test_a_failing_launch_command_fails_the_launch_and_backs_its_type_off(
             cpu = next(t for t in (await client.autoscaler_status()).node_types if t.name == "cpu-4")
             return cpu.launching == 0 and cpu.backed_off_until > failure.failed_at
 
-        assert await holds_within(backed_off, timeout=10.0)
+        assert await holds_within(backed_off, timeout=ACTS_WITHIN_S)
         launched = [request.node_type for request in launch_requests(await events_of(mesh))]
         assert launched.count("cpu-4") == 1  # backed off: the next try is another type that can host the work
 
@@ -117,17 +124,17 @@ async def test_each_actor_lands_on_the_node_launched_for_it_whatever_registers_f
         if vcluster:
             await client.create_virtual_cluster(vcluster, VirtualCluster(flexible_resource_max={"CPU": 8}))
         await client.submit(ScheduleRequest("small", {"CPU": 1}, vcluster_id=vcluster or None))
-        assert await holds_within(lambda: launched(1), timeout=10.0)
+        assert await holds_within(lambda: launched(1), timeout=ACTS_WITHIN_S)
         await client.submit(ScheduleRequest("big", {"CPU": 12}))  # after: one round for both would plan one cpu-16
-        assert await holds_within(lambda: launched(2), timeout=10.0)
+        assert await holds_within(lambda: launched(2), timeout=ACTS_WITHIN_S)
         launches = {r.node_type: r for r in launch_requests(await events_of(mesh))}
         assert {name: r.work for name, r in launches.items()} == {"cpu-4": ["small"], "cpu-16": ["big"]}
         big_node = await register_launched(client, launches["cpu-16"], {"CPU": 16}, {"type": "16c32g", "zone": "usa-2"})
-        assert (await client.wait_placed("big", timeout=10.0)).node_id == big_node
+        assert (await client.wait_placed("big", timeout=ACTS_WITHIN_S)).node_id == big_node
         assert not isinstance(await client.decision("small"), Placed)
         small_node = await register_launched(client, launches["cpu-4"], {"CPU": 4}, {"type": "4c8g", "zone": "usa-1"})
         expected = f"{vcluster}-flex-{small_node}" if vcluster else small_node
-        assert (await client.wait_placed("small", timeout=10.0)).node_id == expected
+        assert (await client.wait_placed("small", timeout=ACTS_WITHIN_S)).node_id == expected
 
 
 async def test_an_actor_launched_for_keeps_its_share_of_its_clusters_maximum_from_an_earlier_actor(
@@ -144,7 +151,7 @@ async def test_an_actor_launched_for_keeps_its_share_of_its_clusters_maximum_fro
         async def launched() -> bool:
             return len(launch_requests(await events_of(mesh))) == 1
 
-        assert await holds_within(launched, timeout=10.0)
+        assert await holds_within(launched, timeout=ACTS_WITHIN_S)
         await client.submit(ScheduleRequest("early", {"CPU": 2}, vcluster_id="team"))
         await client.register_node("plain", {"CPU": 4})
 
@@ -152,10 +159,10 @@ async def test_an_actor_launched_for_keeps_its_share_of_its_clusters_maximum_fro
             decision = await client.decision("early")
             return isinstance(decision, Pending) and "2 more kept for work a launch was for" in decision.message
 
-        assert await holds_within(kept, timeout=10.0)
+        assert await holds_within(kept, timeout=ACTS_WITHIN_S)
         (request,) = launch_requests(await events_of(mesh))
         node_id = await register_launched(client, request, {"CPU": 4}, {"type": "4c8g", "zone": "usa-1"})
-        assert (await client.wait_placed("late", timeout=10.0)).node_id == f"team-flex-{node_id}"
+        assert (await client.wait_placed("late", timeout=ACTS_WITHIN_S)).node_id == f"team-flex-{node_id}"
         assert not isinstance(await client.decision("early"), Placed)
         assert [request.work for request in launch_requests(await events_of(mesh))] == [["late"]]
 
