@@ -100,7 +100,8 @@ async def test_what_a_connection_holds_unwritten_is_dropped_and_never_delivered(
         assert drop_unwritten(nc) == 0
         setattr(nc, "_flush_pending", flush)  # noqa: B010
         await nc.publish("probe.unwritten", b"after")
-        assert (await sub.next_msg(timeout=15)).data == b"after"  # written by nats-py's own flusher, on a busy machine
+        await nc.flush(timeout=15)  # written for sure (nats-py's flusher once left it unwritten for 15 s)
+        assert (await sub.next_msg(timeout=15)).data == b"after"
         with pytest.raises(nats.errors.TimeoutError):
             await sub.next_msg(timeout=0.3)
     finally:
