@@ -306,22 +306,24 @@ async def _decide_one(shell: Shell, view: SchedulerView, msg: Msg) -> tuple[Requ
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))
         return Rejected(str(error)), True, measure.UNREADABLE
     reply, poison = await guarded(
-        shell, msg.subject, request_sequence(msg), lambda: msg.data, lambda: handle(view, request)
+        shell, msg.subject, lambda: msg.data, lambda: handle(view, request), lambda: request_sequence(msg)
     )
     return reply, poison, request
 
 
 async def guarded(
-    shell: Shell, subject: str, sequence: int, data: Callable[[], bytes], decide: Callable[[], R]
+    shell: Shell, subject: str, data: Callable[[], bytes], decide: Callable[[], R], sequence: Callable[[], int]
 ) -> tuple[R | Rejected, bool]:
-    """`decide()`, and whether the request (at `sequence` in `CORRAL_REQUESTS`) is poison: a bug must not stop the
-    scheduler for everyone, so a request it fails on is put aside in dead letters (as `data()`, once) and answered as
-    the scheduler failing."""
+    """`decide()`, and whether the request is poison: a bug must not stop the scheduler for everyone, so a request it
+    fails on is put aside in dead letters (as `data()`; once per `sequence()` in `CORRAL_REQUESTS`, 0: no key) and
+    answered as the scheduler failing."""
     try:
         return decide(), False
     except Exception as error:
         log.exception("request on %s failed", subject)
-        await shell.bus.dead_letter("scheduler", data(), f"{type(error).__name__}: {error}", subject, request=sequence)
+        await shell.bus.dead_letter(
+            "scheduler", data(), f"{type(error).__name__}: {error}", subject, request=sequence()
+        )
         failed = Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
         return failed, True
 

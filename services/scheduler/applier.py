@@ -51,7 +51,8 @@ the event loop renews the lease and reads the log, so a flood of proposals delay
 stalling the leader."""
 
 Guard = Callable[
-    [str, int, Callable[[], bytes], Callable[[], RequestReply | None]], Awaitable[tuple[RequestReply | None, bool]]
+    [str, Callable[[], bytes], Callable[[], RequestReply | None], Callable[[], int]],
+    Awaitable[tuple[RequestReply | None, bool]],
 ]
 """Runs a decision; a request the scheduler fails on is set aside and answered as the scheduler failing (poison)."""
 
@@ -162,9 +163,9 @@ class Applier:
         began = time.perf_counter()
         reply, poison = await self.guarded(
             s.PROPOSALS,
-            proposal.request_sequence,
             lambda: encode(proposal.request),
             lambda: handle_proposal(self.view, proposal, folded),
+            lambda: 0,  # no key: a proposal is decided once (`answered`), and a forged one's sequence is no request's
         )
         verdict = Verdict(reply, poison=poison)
         if reply is not None:  # remembered at once: a batch that is not stored ends this process, and its memory

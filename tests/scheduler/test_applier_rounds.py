@@ -107,7 +107,7 @@ def test_a_batch_over_the_limit_is_decided_in_parts_with_the_event_loop_turning_
     async def send_reply(_bus: object, _subject: str, _reply: str, data: bytes) -> None:
         answers.append(decode(data, Verdicts))
 
-    async def guarded(_subject: str, _sequence: int, _data: object, decide: object) -> tuple[Rejected, bool]:
+    async def guarded(_subject: str, _data: object, decide: object, _sequence: object) -> tuple[Rejected, bool]:
         return Rejected("actor a is not known", "not_found"), False
 
     async def elected(_appended_from: int) -> None:
