@@ -25,7 +25,7 @@ import pytest
 from services.client import Client
 from services.core.errors import CorralError
 from services.local.mesh import SERVICES, Mesh, start_mesh
-from services.local.servers import LocalServer
+from services.local.servers import LocalServer, nats_server, redis_server
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 from tests.support.servers import ServerPath, choose_servers, nats_container, redis_container
@@ -89,6 +89,18 @@ def start_test_mesh(
         servers=servers,
         metrics_from=metrics_from,
     )
+
+
+def configured_servers(config: Path) -> Callable[[Path], tuple[LocalServer, LocalServer]]:
+    """`start_mesh`'s `servers`: local processes, nats-server reading the configuration file `config` (a limit a test
+    sets, or reloads with SIGHUP)."""
+
+    def servers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
+        configured = nats_server(data_dir / "nats")
+        configured.command += ["-c", str(config)]
+        return configured, redis_server(data_dir / "redis")
+
+    return servers
 
 
 @contextlib.contextmanager

@@ -22,8 +22,8 @@ from nats.js import api
 from schemas import ActorPlaced, ActorSubmitted, NodeRegistered, Placed, ScheduleRequest
 from services.client import Client, StorageFullError
 from services.local.mesh import SERVICES, Mesh, start_mesh
-from services.local.servers import LocalServer, free_port, nats_server, redis_server
-from tests.integration.conftest import FAST, LASTING_NODES, corral, holds_within, log_of, wait_ready
+from services.local.servers import free_port
+from tests.integration.conftest import FAST, LASTING_NODES, configured_servers, corral, holds_within, log_of, wait_ready
 from tests.integration.gateway import AUTH, TOKEN, http_base
 from tests.integration.gateway import wait_ready as gateway_ready
 from tests.integration.log import read_events
@@ -49,14 +49,11 @@ def full_mesh(tmp_path: Path) -> Iterator[tuple[Mesh, Path]]:
     config = tmp_path / "nats.conf"
     limit_store(config, LIMIT)
 
-    def servers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
-        limited = nats_server(data_dir / "nats")
-        limited.command += ["-c", str(config)]
-        return limited, redis_server(data_dir / "redis")
-
     # A node's death would be an append of labels' own meeting the full store before the test's commands do.
     settings = {**FAST, **LASTING_NODES, "CORRAL_HTTP_PORT": str(free_port()), "CORRAL_HTTP_TOKEN": TOKEN}
-    mesh = start_mesh(tmp_path / "mesh", services=(*SERVICES, "gateway"), settings=settings, servers=servers)
+    mesh = start_mesh(
+        tmp_path / "mesh", services=(*SERVICES, "gateway"), settings=settings, servers=configured_servers(config)
+    )
     try:
         gateway_ready(http_base(mesh))
         yield mesh, config

@@ -12,9 +12,8 @@ import pytest
 from schemas import ScheduleRequest
 from services.client import Client, RejectedError, TooLargeError
 from services.local.mesh import Mesh, start_mesh
-from services.local.servers import LocalServer, nats_server, redis_server
 from services.runtime.codec import encode
-from tests.integration.conftest import FAST, corral, log_of, start_test_mesh, wait_ready
+from tests.integration.conftest import FAST, configured_servers, corral, log_of, start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
 
 pytestmark = pytest.mark.anyio
@@ -43,13 +42,8 @@ def small_payload_mesh(tmp_path: Path) -> Iterator[Mesh]:
     config = tmp_path / "nats.conf"
     config.write_text(f"max_payload: {PAYLOAD_LIMIT}\n")
 
-    def servers(data_dir: Path) -> tuple[LocalServer, LocalServer]:
-        limited = nats_server(data_dir / "nats")
-        limited.command += ["-c", str(config)]
-        return limited, redis_server(data_dir / "redis")
-
     settings = {**FAST, "CORRAL_HEARTBEAT_TIMEOUT": "60"}
-    running = start_mesh(tmp_path / "mesh", settings=settings, servers=servers)
+    running = start_mesh(tmp_path / "mesh", settings=settings, servers=configured_servers(config))
     try:
         yield running
     finally:
