@@ -231,7 +231,7 @@ async def test_a_stream_kept_on_one_server_is_moved_to_the_replicas_asked_for(cl
     bus = await Bus.connect(Settings(nats_url=cluster.url, replicas=3), "test-replicas")
     try:
         events = next(config for config in STREAMS if config.name == s.EVENTS_STREAM)
-        await bus.js.add_stream(events)
+        await bus.with_retries(lambda: bus.js.add_stream(events), "CORRAL_EVENTS at R1")  # a cluster just formed
         await bus.ensure_streams()
         info = await bus.js.stream_info(s.EVENTS_STREAM)
         assert (info.config.num_replicas, info.config.subjects) == (3, events.subjects)

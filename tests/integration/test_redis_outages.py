@@ -27,8 +27,9 @@ from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
-SUBMITS, RATE = 300, 100.0
-"""The load during an outage: 3 s of submits at 100 per second (the p99 is the third slowest)."""
+SUBMITS, RATE = 500, 100.0
+"""The load during an outage: 5 s of submits at 100 per second (with 300, the p99 was the third slowest, and one
+slow moment on a busy machine failed the bound)."""
 P99_BOUND_S = 0.050
 """The bound on a submit's p99 with Redis away (it was 650 ms with Redis down, 2 to 4 s with it stopped)."""
 COMMAND_BOUND_S = 2.0
@@ -126,7 +127,7 @@ def saved_sequences(mesh: Mesh, service: str) -> list[int]:
 async def test_with_redis_away_submits_and_commands_keep_their_pace_and_snapshots_come_back(
     mesh: Mesh, outage: Callable[[Mesh], AbstractAsyncContextManager[None]]
 ) -> None:
-    """Redis down, read-only or stopped: 300 submits at 100/s keep a p99 under 50 ms, commands answer at once,
+    """Redis down, read-only or stopped: 500 submits at 100/s keep a p99 under 50 ms, commands answer at once,
     each service says "not saved" once, /readyz stays 200 saying the snapshots are stale; Redis back, snapshots
     are saved again and a restart loads one."""
     async with Client(mesh.nats_url, timeout=10.0) as client:
