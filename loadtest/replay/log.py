@@ -28,14 +28,17 @@ def generate(config: ReplayConfig, progress: Callable[[int], None] = lambda _n: 
     cluster.epoch, cluster.event_prefix = 1, "replay-bench-e1-"
     events: list[AnyEvent] = [SchedulerElected(epoch=1, instance="replay-bench", event_id="scheduler-elected-1")]
     tiers = ("web", "batch", "ml")
-    for index in range(config.nodes):
-        labels = {"tier": tiers[index % len(tiers)]}
-        cluster.add_node(f"node-{index:06d}", {"CPU": 64, "memory": 256e9}, labels, zone=f"z{index % 3}")
-    events += cluster.take_events()
+
+    def add_nodes() -> None:
+        for index in range(config.nodes):
+            labels = {"tier": tiers[index % len(tiers)]}
+            cluster.add_node(f"node-{index:06d}", {"CPU": 64, "memory": 256e9}, labels, zone=f"z{index % 3}")
+
+    events += cluster.decided(add_nodes).events
     running: deque[str] = deque()
-    number = 0
-    while len(events) < config.events:
-        for _ in range(1000):
+
+    def submit_thousand(first: int) -> None:
+        for number in range(first, first + 1000):
             actor_id = f"actor-{number:08d}"
             resources = {"CPU": 1.0} if number % 2 else {"CPU": 0.5, "memory": 1e9}
             selector: dict[str, SelectorValue] = {"tier": "web"} if number % 10 == 0 else {}
@@ -46,9 +49,12 @@ def generate(config: ReplayConfig, progress: Callable[[int], None] = lambda _n: 
             running.append(actor_id)
             if len(running) > config.live:
                 cluster.remove_actor(running.popleft())
-            number += 1
+
+    number = 0
+    while len(events) < config.events:
         before = len(events)
-        events += cluster.take_events()
+        events += cluster.decided(lambda: submit_thousand(number)).events  # noqa: B023 - called at once
+        number += 1000
         if before // 100_000 != len(events) // 100_000:
             progress(min(len(events), config.events))
     return events[: config.events]

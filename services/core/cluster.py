@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -47,7 +47,7 @@ from services.core.node_events import labels_changed, live_node, node_registered
 from services.core.plugins.taints import eviction_reason
 from services.core.prng import SplitMix64
 from services.core.proposals import agrees, choose_node
-from services.core.recording import Journal
+from services.core.recording import CommandFailedError, Journal, Outcome
 from services.core.request import (
     CompiledGroup,
     CompiledRequest,
@@ -60,6 +60,8 @@ from services.core.state.nominations import awaited
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
 
+T = TypeVar("T")
+
 DEFAULT_SAMPLE = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
 
@@ -67,9 +69,10 @@ DEFAULT_SAMPLE = 16
 class Cluster:
     """The fold of events plus the decision pipeline; every call keeps what happened in `events()`.
 
-    In-process, commands write every event. In a service, `fold` folds the events other services wrote
-    and reacts to them (failing the actors of a dead node, evicting on NoExecute, re-trying pending work), and
-    `take_events` hands over what this cluster wrote since the last call, to be appended to the log.
+    In-process, commands write every event. In a service, a command runs through `decided`, which returns its
+    result with the events it wrote (to be appended to the log); `fold` folds an event other services wrote and
+    returns what it reacted with (failing the actors of a dead node, evicting on NoExecute, re-trying pending work),
+    and so does `reconcile`.
     """
 
     def __init__(
@@ -170,29 +173,41 @@ class Cluster:
         self._cause, self._subject = "", subject
 
     def events(self) -> list[AnyEvent]:
-        """Everything that happened, in order (with `keep_history=False`: what was written and not yet taken)."""
-        return list(self._journal.events)
+        """Everything that happened, in order (with `keep_history=False`: only what a command under way wrote)."""
+        return self._journal.events()
 
-    def take_events(self) -> list[AnyEvent]:
-        """The events this cluster wrote since the last call, in order (to append them to the log)."""
-        return self._journal.take()
+    def decided(self, command: Callable[[], T]) -> Outcome[T]:
+        """Run `command` (calls of this cluster's commands): its result with the events it wrote, in order.
 
-    def has_untaken_events(self) -> bool:
-        """Whether `take_events` would return anything."""
-        return self._journal.has_untaken()
+        A command that raises after writing events (a bug: refusals come before any) raises `CommandFailedError` with
+        those events, which the view already folded; one that wrote nothing raises its own error.
+        """
+        self._journal.close()  # a command called outside `decided` (in-process only) is not this one
+        try:
+            result = command()
+        except Exception as error:
+            written = self._journal.close()
+            if written:
+                raise CommandFailedError(written) from error
+            raise
+        return Outcome(result, self._journal.close())
 
     # events written by other services
 
-    def fold(self, event: AnyEvent, *, react: bool = True) -> None:
-        """Fold an event another writer appended; with `react`, do what it calls for (fail, evict, re-try)."""
+    def fold(self, event: AnyEvent, *, react: bool = True) -> list[AnyEvent]:
+        """Fold an event another writer appended; with `react`, do what it calls for (fail, evict, re-try) and
+        return the events that wrote."""
         node = self._view.nodes.get(event.node_id) if isinstance(event, TaintsChanged) else None
         before = node.taints if node is not None else ()
         self._fold_view(event)  # first: an event that cannot be folded is not kept either
+        self._journal.close()  # a command called outside `decided` (in-process only) comes before it in history
         self._journal.folded(event)
-        if react:
-            self._begin(getattr(event, "node_id", ""))
-            self._cause = event.event_id
-            self._react(event, before)
+        if not react:
+            return []
+        self._begin(getattr(event, "node_id", ""))
+        self._cause = event.event_id
+        self._react(event, before)
+        return self._journal.close()
 
     def _react(self, event: AnyEvent, taints_before: tuple[Taint, ...] = ()) -> None:
         if isinstance(event, NodeDied):
@@ -244,8 +259,10 @@ class Cluster:
             found += [(scope, vnode_id), *self._carved_below(scope, vnode_id)]
         return found
 
-    def reconcile(self) -> None:
-        """Catch up on reactions a follower only folded: fail work on dead nodes, evict, re-try everything."""
+    def reconcile(self) -> list[AnyEvent]:
+        """Catch up on reactions a follower only folded (fail work on dead nodes, evict, re-try everything); the
+        events that wrote."""
+        self._journal.close()
         self._begin("")
         for vc in sorted(self._view.tree.clusters.values(), key=lambda vc: vc.arrival):
             if vc.destroying:
@@ -259,6 +276,7 @@ class Cluster:
                 if evicting:
                     self._evict(scope, node_id, evicting, node.dead_for or 0.0)
         self.retries.retry_pending(wake_all=True)
+        return self._journal.close()
 
     # nodes
 

@@ -4,52 +4,71 @@
 - The growth of flexible virtual nodes that makes room for a placement rides on that `ActorPlaced`
   (`resized`, applied before it), and the shrink a removal allows rides on that `ActorRemoved` (applied after it).
 
-Only the newest events of the current command are merged (none has been taken for the log yet), and the merged
+Only the events of the command under way are merged (none has been handed over for the log yet), and the merged
 event keeps the order in which everything is applied, the id of the first event it replaces (ids stay contiguous:
 the caller gives back one id per event absorbed) and that event's cause.
 """
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 import msgspec
 
 from schemas import ActorPlaced, ActorRemoved, ActorSubmitted, AnyEvent, VirtualNodeResized, VirtualNodeSize
 
+T = TypeVar("T")
+
+
+class Outcome(Generic[T]):
+    """What one command decided, with the events it wrote, in order (as Nomad's scheduler returns its plan)."""
+
+    __slots__ = ("events", "result")
+
+    def __init__(self, result: T, events: list[AnyEvent]) -> None:
+        self.result, self.events = result, events
+
+
+class CommandFailedError(Exception):
+    """A command raised (a bug, not a refusal) after writing `events`: the view folded them, so the log needs them
+    too. The error the command raised is the `__cause__`."""
+
+    def __init__(self, events: list[AnyEvent]) -> None:
+        super().__init__(f"a command failed after writing {len(events)} events")
+        self.events = events
+
 
 class Journal:
-    """The events a cluster wrote (and, keeping its history, folded), in order, and how many were taken."""
+    """The events of the command under way (merged as they are written) and, when kept, everything before them."""
 
-    __slots__ = ("events", "keep_history", "taken")
+    __slots__ = ("history", "keep_history", "written")
 
     def __init__(self, history: list[AnyEvent] | None = None, *, keep_history: bool = True) -> None:
         self.keep_history = keep_history
-        """Whether taken events stay (for `history`); otherwise they are dropped as they are taken."""
-        self.events: list[AnyEvent] = list(history or [])
-        self.taken = len(self.events)
-        """How many of `events` were taken for the log (always 0 without `keep_history`)."""
+        """Whether closed commands' events and folded events stay (for `events`)."""
+        self.history: list[AnyEvent] = list(history or [])
+        self.written: list[AnyEvent] = []
+        """The events written since the last `close`."""
 
     def write(self, event: AnyEvent) -> int:
-        """Keep an event this cluster wrote, merged with the newest untaken ones it can carry; how many it absorbed."""
-        return append_merged(self.events, self.taken, event)
+        """Keep an event the cluster wrote, merged with what its command wrote before; how many it absorbed."""
+        return append_merged(self.written, 0, event)
 
     def folded(self, event: AnyEvent) -> None:
         """Note an event another writer appended (already in the log: kept only as history)."""
         if self.keep_history:
-            self.events.append(event)
-            self.taken = len(self.events)
+            self.history.append(event)
 
-    def take(self) -> list[AnyEvent]:
-        """The events written since the last call, in order."""
-        taken = self.events[self.taken :]
+    def close(self) -> list[AnyEvent]:
+        """The events written since the last call, in order; they become history when it is kept."""
+        written, self.written = self.written, []
         if self.keep_history:
-            self.taken = len(self.events)
-        else:
-            self.events.clear()
-        return taken
+            self.history += written
+        return written
 
-    def has_untaken(self) -> bool:
-        """Whether `take` would return anything."""
-        return len(self.events) > self.taken
+    def events(self) -> list[AnyEvent]:
+        """The history kept, then what was written since the last `close`."""
+        return [*self.history, *self.written]
 
 
 def append_merged(events: list[AnyEvent], untaken: int, event: AnyEvent) -> int:

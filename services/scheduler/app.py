@@ -53,7 +53,7 @@ class Writer:
     def all_stored_and_folded(self) -> bool:
         """No event of ours is waiting to be appended or to come back through the log, and we were not deposed
         (then the view holds decisions every fold of the log ignores: it must never be a snapshot)."""
-        unwritten = self.lock.locked() or self.unconfirmed or self.view.cluster.has_untaken_events()
+        unwritten = self.lock.locked() or self.unconfirmed or bool(self.view.unwritten)
         return not unwritten and self.confirmed <= self.view.sequence and not self.view.deposed()
 
     async def flush(self) -> int:
@@ -64,7 +64,7 @@ class Writer:
         at sequences the view has already folded are a repeat of an append whose ack was lost, or went to a new log
         (the event stream was made again: `LogReplaced`).
         """
-        events = self.view.cluster.take_events()
+        events = self.view.take_unwritten()
         if not events:
             return 0
         self.unconfirmed = True

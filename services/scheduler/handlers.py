@@ -12,31 +12,36 @@ from schemas.commands import (
 )
 from schemas.proposals import Proposal
 from schemas.replies import Accepted, RequestReply
+from services.core.cluster import Cluster
 from services.core.errors import RejectedError
 from services.runtime.commands import rejection
 from services.scheduler.view import SchedulerView
 
 
 def handle(view: SchedulerView, request: SchedulerRequest) -> RequestReply:
-    """Apply one request to the cluster (a live id returns its decision again and changes nothing)."""
-    cluster = view.cluster
+    """Apply one request to the cluster (a live id returns its decision again and changes nothing); its events wait
+    in `view.unwritten` for the writer."""
     try:
-        if isinstance(request, SubmitActor):
-            return cluster.submit(request.request)
-        if isinstance(request, CreatePlacementGroup):
-            return cluster.create_placement_group(request.request)
-        if isinstance(request, RemoveActor):
-            cluster.remove_actor(request.actor_id)
-            return Accepted(message=f"actor {request.actor_id} removed")
-        if isinstance(request, ReportActorFailed):
-            cluster.fail_actor(request.actor_id)
-            restarts = request.actor_id in cluster.view.scope_of(request.actor_id).actors
-            return Accepted(message=f"actor {request.actor_id} failed" + (" and restarts" if restarts else " for good"))
-        assert isinstance(request, RemovePlacementGroup)
-        cluster.remove_placement_group(request.pg_id)
-        return Accepted(message=f"placement group {request.pg_id} removed")
+        return view.decide(lambda: _apply(view.cluster, request))
     except RejectedError as error:  # any other error is a bug: the request is set aside (see `app._decide`)
         return rejection(error)
+
+
+def _apply(cluster: Cluster, request: SchedulerRequest) -> RequestReply:
+    if isinstance(request, SubmitActor):
+        return cluster.submit(request.request)
+    if isinstance(request, CreatePlacementGroup):
+        return cluster.create_placement_group(request.request)
+    if isinstance(request, RemoveActor):
+        cluster.remove_actor(request.actor_id)
+        return Accepted(message=f"actor {request.actor_id} removed")
+    if isinstance(request, ReportActorFailed):
+        cluster.fail_actor(request.actor_id)
+        restarts = request.actor_id in cluster.view.scope_of(request.actor_id).actors
+        return Accepted(message=f"actor {request.actor_id} failed" + (" and restarts" if restarts else " for good"))
+    assert isinstance(request, RemovePlacementGroup)
+    cluster.remove_placement_group(request.pg_id)
+    return Accepted(message=f"placement group {request.pg_id} removed")
 
 
 def handle_proposal(view: SchedulerView, proposal: Proposal, folded: int) -> RequestReply | None:
@@ -46,6 +51,8 @@ def handle_proposal(view: SchedulerView, proposal: Proposal, folded: int) -> Req
     if not proposal.node_id or not isinstance(request, SubmitActor):
         return handle(view, request)
     try:
-        return view.cluster.submit_proposed(request.request, proposal.node_id, proposal.prng, folded)
+        return view.decide(
+            lambda: view.cluster.submit_proposed(request.request, proposal.node_id, proposal.prng, folded)
+        )
     except RejectedError as error:
         return rejection(error)

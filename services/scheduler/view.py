@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from nats.aio.msg import Msg
 
 from schemas import ActorPlaced, AnyEvent, Pending, Placed, SchedulerElected
 from schemas import subjects as s
 from schemas.queries import DecisionQuery, StatusQuery, StatusReply
+from services.core.recording import CommandFailedError
 from services.core.state.view import SCHEDULER_EVENTS
 from services.runtime.log_reader import Recognise
 from services.runtime.views import FoldedCluster, actor_info, node_info
+
+T = TypeVar("T")
 
 OWN_EVENT_SUBJECTS = tuple(f"{s.PREFIX}.evt.{aggregate}." for aggregate in (s.ACTOR, s.PLACEMENT_GROUP, s.VNODE))
 """Where only the scheduler appends, and only scheduler (epoch-fenced) events (see `own_events`)."""
@@ -42,7 +46,10 @@ class SchedulerView(FoldedCluster):
     def __init__(self, seed: int, rare_resources: tuple[str, ...]) -> None:
         super().__init__(seed, rare_resources)
         self.leading = False
+        self.unwritten: list[AnyEvent] = []
+        """What this leader decided and the writer has not taken for the log yet, in the order it was decided."""
         self.on_decided: Callable[[], None] = lambda: None
+        """Called when the leader decided something in reaction to the log (the writer appends it)."""
         self.own_echo: AnyEvent | None = None
         """While leading: what the log reader hands back, undecoded, for an event this leader wrote."""
         self.awaited_election = ""
@@ -53,12 +60,30 @@ class SchedulerView(FoldedCluster):
         self.sequence = self.cluster.folded = sequence
         if event is self.own_echo:  # the bus hands back the stand-in for every event this leader wrote
             return
-        self.cluster.fold(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
+        reacted = self.cluster.fold(event, react=self.leading and not isinstance(event, SCHEDULER_EVENTS))
+        self.unwritten += reacted
         if isinstance(event, SchedulerElected) and event.event_id == self.awaited_election:
             self.awaited_election = ""
             self.lead(event.epoch, event.instance)  # in the same step as the fold: never deposed in between
-        if self.leading and self.cluster.has_untaken_events():
+        if self.leading and self.unwritten:
             self.on_decided()
+
+    def decide(self, command: Callable[[], T]) -> T:
+        """Run a command of the cluster; its events join `unwritten` in the same step, so the log gets everything
+        in the order the view folded it (also what a command that failed midway wrote)."""
+        try:
+            outcome = self.cluster.decided(command)
+        except CommandFailedError as failed:
+            self.unwritten += failed.events
+            assert failed.__cause__ is not None
+            raise failed.__cause__ from None
+        self.unwritten += outcome.events
+        return outcome.result
+
+    def take_unwritten(self) -> list[AnyEvent]:
+        """What was decided since the last call, in order (for the writer to append)."""
+        taken, self.unwritten = self.unwritten, []
+        return taken
 
     def deposed(self) -> bool:
         """While leading: the log already holds a newer election (every fold ignores what this leader writes)."""
@@ -70,7 +95,7 @@ class SchedulerView(FoldedCluster):
         self.cluster.event_prefix = f"scheduler-{instance}-e{epoch}-"
         self.own_echo = ActorPlaced(actor_id="", node_id="", epoch=epoch, event_id=f"{self.cluster.event_prefix}echo")
         self.leading = True
-        self.cluster.reconcile()
+        self.unwritten += self.cluster.reconcile()
 
     def status(self, _query: StatusQuery) -> StatusReply:
         """Physical nodes, every actor (virtual clusters' too), placement groups and the pending queue."""

@@ -125,11 +125,10 @@ def test_the_deciders_digest_equals_a_replay_from_the_log_and_from_its_own_snaps
     workload: Mix, snapshot_step: int
 ) -> None:
     cluster = new_cluster(Workload(workload.seed, workload.nodes, []))
-    log: list[AnyEvent] = cluster.take_events()
+    log: list[AnyEvent] = cluster.events()
     blob, at, next_step = encode(dump(cluster.view, len(log))), len(log), 0
     for step, op in enumerate(workload.ops):
-        run(cluster, workload, op, step)
-        log += cluster.take_events()
+        log += cluster.decided(lambda: run(cluster, workload, op, step)).events  # noqa: B023 - called at once
         if step == snapshot_step:
             blob, at, next_step = encode(dump(cluster.view, len(log))), len(log), step + 1
     live = digest(cluster.view)
@@ -141,8 +140,7 @@ def test_the_deciders_digest_equals_a_replay_from_the_log_and_from_its_own_snaps
     successor = Cluster.from_view(restore(decode(blob)))  # a decider that takes over from the snapshot
     taken_over = log[:at]
     for step, op in enumerate(workload.ops[next_step:], next_step):
-        run(successor, workload, op, step)
-        taken_over += successor.take_events()
+        taken_over += successor.decided(lambda: run(successor, workload, op, step)).events  # noqa: B023
     assert digest(successor.view) == digest(replay(taken_over, workload.seed)), "a successor differs from a replay"
 
 

@@ -79,14 +79,13 @@ def test_a_node_appended_while_the_scheduler_decided_is_left_out_of_the_view_it_
     log: list[AnyEvent] = []
     labels.add_node("n0", {"CPU": 4})
     labels.add_node("n1", {"CPU": 4})
-    for event in labels.take_events():
+    for event in labels.events():
         log.append(event)
         scheduler.fold(event)
     scheduler.folded = len(log)
-    labels.add_node("roomy", {"CPU": 8})  # appended before the placement, but not folded by the scheduler yet
-    log += labels.take_events()
-    scheduler.submit(make_actor("x", cpu=3))
-    log += scheduler.take_events()
+    # appended before the placement, but not folded by the scheduler yet
+    log += labels.decided(lambda: labels.add_node("roomy", {"CPU": 8})).events
+    log += scheduler.decided(lambda: scheduler.submit(make_actor("x", cpu=3))).events
     placed_at = len(log)
     placed = log[-1]
     assert isinstance(placed, ActorPlaced) and placed.node_id in ("n0", "n1")

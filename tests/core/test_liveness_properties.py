@@ -47,7 +47,8 @@ steps = st.lists(
 
 
 def happen(cluster: Cluster, step: Step, index: int, clocks: dict[str, float]) -> list[AnyEvent]:
-    """Apply one step; the events another writer (labels) appended for it. What the core refuses changes nothing."""
+    """Apply one step; the events another writer (labels) appended for it, then what the cluster reacted with. What
+    the core refuses changes nothing."""
     node_id = NODES[step.pick]
     live = node_id in cluster.view.nodes
     try:
@@ -62,8 +63,7 @@ def happen(cluster: Cluster, step: Step, index: int, clocks: dict[str, float]) -
             edit = {"owner": f"o{index}"} if step.kind == "label" else {}
             removed = ["pool"] if step.kind == "unlabel" else []
             relabelled = labels_changed(cluster.view, node_id, edit, merge=True, remove=removed, overwrite=True)
-            cluster.fold(relabelled)
-            return [relabelled]
+            return [relabelled, *cluster.fold(relabelled)]
         elif step.kind == "taint" and live:
             cluster.add_taints(node_id, [Taint("ops", str(index), "NoSchedule")])
         elif step.kind == "untaint" and live:
@@ -82,8 +82,7 @@ def happen(cluster: Cluster, step: Step, index: int, clocks: dict[str, float]) -
             if step.kind == "heard":
                 clocks[node_id] = 0.0
             if event is not None:
-                cluster.fold(event)
-                return [event]
+                return [event, *cluster.fold(event)]
         elif step.kind == "submit":
             cluster.submit(make_actor(f"a{index}", 1, max_restarts=1))
         elif step.kind == "tolerant":
@@ -111,8 +110,8 @@ def test_liveness_folds_the_same_live_replayed_and_resumed_from_any_snapshot(scr
     log: list[AnyEvent] = []
     blob, at = encode(dump(cluster.view, 0)), 0
     for index, step in enumerate(script):
-        log += happen(cluster, step, index, clocks)
-        log += cluster.take_events()
+        happened = cluster.decided(lambda: happen(cluster, step, index, clocks))  # noqa: B023 - called at once
+        log += happened.result + happened.events
         if index == at_step:
             blob, at = encode(dump(cluster.view, len(log))), len(log)
     live = digest(cluster.view)

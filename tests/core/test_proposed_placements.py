@@ -24,7 +24,7 @@ def test_a_proposal_the_allocator_agrees_with_is_placed_as_proposed_and_replays_
     assert proposer.events() == allocator.events()  # proposing changes nothing
     decision = allocator.submit_proposed(request, node, prng=5, folded=9)
     assert isinstance(decision, Placed) and decision.node_id == node
-    (placed,) = [e for e in allocator.take_events() if isinstance(e, ActorPlaced)]
+    (placed,) = [e for e in allocator.events() if isinstance(e, ActorPlaced)]
     assert (placed.prng, placed.folded, placed.request) == (5, 9, request)
     assert digest(Cluster.from_events(allocator.events()).view) == digest(allocator.view)
 

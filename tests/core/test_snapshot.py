@@ -70,12 +70,12 @@ def test_a_corrupt_blob_does_not_decode() -> None:
 
 def test_a_placement_landing_after_its_node_died_folds_and_is_then_failed() -> None:
     """The log may hold NodeDied before the scheduler's ActorPlaced on that node; the fold still balances."""
-    cluster = Cluster(keep_history=False)
+    cluster = Cluster()
     cluster.add_node("n1", {"CPU": 2})
     cluster.add_node("n2", {"CPU": 2})
     on_n1 = NodeAffinitySchedulingStrategy("n1")
     cluster.submit(ScheduleRequest("a", {"CPU": 1}, scheduling_strategy=on_n1, max_restarts=1))
-    live_events = cluster.take_events()
+    live_events = cluster.events()
     placed = [e for e in live_events if isinstance(e, ActorPlaced)]
     assert placed and placed[0].node_id == "n1"
     racing: list[AnyEvent] = [e for e in live_events if not isinstance(e, ActorPlaced)]

@@ -46,9 +46,12 @@ def placed_log() -> tuple[list[AnyEvent], dict[str, str]]:
     cluster = Cluster(0, keep_history=False)
     cluster.fold(elected, react=False)
     cluster.epoch, cluster.event_prefix = EPOCH, f"{WRITER}-e{EPOCH}-"
-    for index in range(NODES):
-        cluster.add_node(f"node-{index:02d}", {"CPU": ACTORS}, {}, zone="z0")
-    events: list[AnyEvent] = [elected, *cluster.take_events()]
+
+    def add_nodes() -> None:
+        for index in range(NODES):
+            cluster.add_node(f"node-{index:02d}", {"CPU": ACTORS}, {}, zone="z0")
+
+    events: list[AnyEvent] = [elected, *cluster.decided(add_nodes).events]
     placements = {f"actor-{n:06d}": f"node-{n % NODES:02d}" for n in range(ACTORS)}
     for actor_id, node_id in placements.items():  # as the core writes a placement made as submitted
         request = ScheduleRequest(actor_id, {"CPU": 1}, labels={"app": "bulk"})

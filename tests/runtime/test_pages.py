@@ -136,7 +136,7 @@ def test_a_leader_never_lists_again_from_decisions_the_log_does_not_hold_yet() -
     for sequence, event in enumerate(events, start=1):
         view.fold(event, sequence)
     view.lead(1, "s1")
-    pager = Pager(lambda: view.sequence, lambda: 64 * 1024, exact=lambda: not view.cluster.has_untaken_events())
+    pager = Pager(lambda: view.sequence, lambda: 64 * 1024, exact=lambda: not view.unwritten)
 
     def page(cursor: str = "") -> StatusReply:
         reply = pager.page(StatusQuery(cursor=cursor), view.status)
@@ -149,7 +149,7 @@ def test_a_leader_never_lists_again_from_decisions_the_log_does_not_hold_yet() -
     handle(view, RemoveActor(actor_id="a-0000"))  # decided, on its way to the log: the sequence has not moved
     with pytest.raises(ConflictError, match="the view holds decisions the log does not hold yet; list again"):
         page(pages[0].next)
-    view.cluster.take_events()  # appended, and its echo folded: the view is the log's again
+    view.take_unwritten()  # appended, and its echo folded: the view is the log's again
     view.sequence += 1
     listed = [page()]
     while listed[-1].next:

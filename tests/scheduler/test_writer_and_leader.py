@@ -183,3 +183,24 @@ def test_pipelined_batches_are_answered_in_append_order_and_none_after_a_newer_e
     with pytest.raises(ServiceExit, match="newer scheduler was elected"):
         asyncio.run(_answer_in_order(shell, view, leader, appended))
     assert answered == ["a1"]
+
+
+def test_what_a_request_the_scheduler_failed_on_decided_before_failing_is_still_appended() -> None:
+    """The view folded it when it was decided: a log without it would replay to another view (the request itself
+    is answered as the scheduler failing, and set aside)."""
+    log: list[AnyEvent] = [node("n1")]
+    view, writer, _leader, _bus, follower = leading(log)
+
+    def placed_then_broken() -> None:
+        view.cluster.submit(ScheduleRequest("a1", {"CPU": 1}))
+        raise ValueError("a bug after the placement")
+
+    with pytest.raises(ValueError, match="a bug after the placement"):
+        view.decide(placed_then_broken)
+    assert not writer.all_stored_and_folded()
+    asyncio.run(writer.flush())
+    asyncio.run(follower.caught_up())
+    assert isinstance(log[-1], ActorPlaced) and log[-1].actor_id == "a1"
+    standby, *_rest, standby_follower = scheduler(log, "b")
+    asyncio.run(standby_follower.caught_up())
+    assert standby.digest() == view.digest()

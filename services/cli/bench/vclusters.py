@@ -36,6 +36,7 @@ from schemas import (
     ActorAffinityOperator,
     ActorAffinitySchedulingStrategy,
     Admitted,
+    AnyEvent,
     FixedSizeNode,
     FixedSizeNodes,
     ScheduleRequest,
@@ -230,8 +231,9 @@ class Admissions:
         self.slot_of[vc_id] = slot
         before = (self.ops, self.core_ns, self.measure_waits)
         begin = time.perf_counter_ns()
-        outcome = self.cluster.create_virtual_cluster(vc_id, slot.spec)
+        decided = self.cluster.decided(lambda: self.cluster.create_virtual_cluster(vc_id, slot.spec))
         took = time.perf_counter_ns() - begin
+        outcome = decided.result
         self._count(took)
         if isinstance(outcome, Admitted):
             self.create_admitted_ns.append(took)
@@ -242,25 +244,25 @@ class Admissions:
         else:
             self.create_queued_ns.append(took)
             self.waiting[vc_id] = before
-        self._collect()
+        self._collect(decided.events)
 
     def destroy(self, vc_id: str) -> None:
         """Destroy an admitted cluster (stopping its work), which may admit waiting ones."""
         self.admitted.remove(vc_id)
         begin = time.perf_counter_ns()
-        self.cluster.destroy_virtual_cluster(vc_id, force=True)
+        decided = self.cluster.decided(lambda: self.cluster.destroy_virtual_cluster(vc_id, force=True))
         took = time.perf_counter_ns() - begin
         self._count(took)
         self.destroy_ns.append(took)
-        self._collect()
+        self._collect(decided.events)
 
     def _count(self, took: int) -> None:
         self.ops += 1
         self.core_ns += took
 
-    def _collect(self) -> None:
-        """Note the waiting clusters the last call admitted (from the events it wrote)."""
-        for event in self.cluster.take_events():
+    def _collect(self, events: list[AnyEvent]) -> None:
+        """Note the waiting clusters a call admitted (from the events it wrote)."""
+        for event in events:
             if isinstance(event, VirtualNodesReserved) and event.vc_id in self.waiting:
                 ops, core_ns, measured = self.waiting.pop(event.vc_id)
                 if measured:
@@ -347,7 +349,6 @@ def run_case(nodes: int, decisions: int, tenants: int = DEFAULT_TENANTS, churn: 
             raise RuntimeError("no tenant cluster was admitted: too many tenants for this many nodes")
         fill_admitted = len(book.create_admitted_ns)
         inside_ns, root_ns, pending_inside, pending_root = _time_decisions(cluster, requests, targets)
-        book._collect()
         fill_ops, fill_ns, fill_admissions = book.ops, book.core_ns, book.admissions
         book.measure_waits = True
         for slot in slots[tenants:]:
