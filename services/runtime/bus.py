@@ -13,7 +13,7 @@ import nats
 from services.runtime.appends import Appends
 from services.runtime.connection import BusUnreachable
 from services.runtime.log_reader import LogReader
-from services.runtime.nats_private import drop_unwritten
+from services.runtime.nats_private import drop_unwritten, parse_headers_faster
 from services.runtime.settings import Settings
 
 log = logging.getLogger("corral.bus")
@@ -85,7 +85,9 @@ class Bus(Appends, LogReader):
         }
         try:
             async with asyncio.timeout(timeout):
-                made.append(cls(await nats.connect(settings.nats_servers, **options), settings))
+                nc = await nats.connect(settings.nats_servers, **options)
+                parse_headers_faster(nc)
+                made.append(cls(nc, settings))
         except TimeoutError:
             why = f": {failures[-1]}" if failures else ""
             raise BusUnreachable(f"no NATS server answered at {settings.nats_url} within {timeout:g}s{why}") from None

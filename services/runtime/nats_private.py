@@ -1,5 +1,5 @@
-"""The one place that touches nats-py's private attributes: a subscription's queue of received messages, and what
-a connection holds to write.
+"""The one place that touches nats-py's private attributes: a subscription's queue of received messages, what
+a connection holds to write, and how it parses a message's headers.
 
 Why the queue: the bus takes the messages a subscription has already received straight from that queue, because
 the library's own iterator and `fetch` start a task and a timer per message. Taking them means keeping nats-py's
@@ -11,8 +11,13 @@ later. A copy of an event sent that late can pass the stream's duplicate window 
 the bus drops it once the connection is lost (`drop_unwritten`) and publishes the event again itself, checked
 against the log.
 
+Why the headers: nats-py parses the headers of every message it receives (a request's `Nats-Msg-Id` and reply
+inbox, an event's id) with a check of each header name that runs a generator over its characters; the same rules
+checked with one regular expression cost a third to a half as much per message (`parse_header_lines`).
+
 Checked against nats-py 2.16.0 (`Subscription._pending_queue`, `Subscription._pending_size`,
-`Subscription._message_iterator._unsubscribed_future`, `Client._pending`, `Client._pending_data_size`);
+`Subscription._message_iterator._unsubscribed_future`, `Client._pending`, `Client._pending_data_size`,
+`Client._parse_header_lines`);
 pyproject.toml pins nats-py below 2.17 and tests/integration/test_nats_private.py fails loudly if an upgrade removes
 or changes them.
 """
@@ -20,6 +25,7 @@ or changes them.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NatsClient
@@ -112,3 +118,35 @@ def drop_unwritten(nc: NatsClient) -> int | None:
     pending.clear()
     nc._pending_data_size = 0
     return size
+
+
+_CRLF = b"\r\n"
+_WHITESPACE = re.compile(r"\s")
+"""What `str.isspace` calls whitespace (the regular expression module's `\\s` is the same class)."""
+
+
+def parse_header_lines(raw: bytes) -> dict[str, str]:
+    """A message's header lines (`Name: Value`, CRLF-separated) as nats-py 2.16's `Client._parse_header_lines` reads
+    them: a line without a colon, a name that is not ASCII or holds whitespace is skipped; names and values are
+    stripped, values decoded as UTF-8 with the undecodable replaced."""
+    out: dict[str, str] = {}
+    for line in raw.split(_CRLF):
+        name, colon, value = line.partition(b":")
+        if not colon:
+            continue
+        try:
+            key = name.strip().decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if _WHITESPACE.search(key) is None:
+            out[key] = value.strip().decode("utf-8", "replace")
+    return out
+
+
+def parse_headers_faster(nc: NatsClient) -> bool:
+    """Make `nc` parse headers with `parse_header_lines`; False (nothing changed) on a nats-py without that
+    method."""
+    if not callable(getattr(type(nc), "_parse_header_lines", None)):
+        return False
+    nc._parse_header_lines = parse_header_lines  # type: ignore[method-assign]
+    return True

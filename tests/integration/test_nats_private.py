@@ -13,7 +13,13 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from services.local.mesh import Mesh
-from services.runtime.nats_private import PendingQueue, drop_unwritten, message_reader, pending_queue
+from services.runtime.nats_private import (
+    PendingQueue,
+    drop_unwritten,
+    message_reader,
+    parse_headers_faster,
+    pending_queue,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -47,6 +53,15 @@ async def test_a_subscription_has_the_private_queue_the_adapter_reads(nc: NatsCl
     assert queue is not None, "nats-py no longer has Subscription._pending_queue/_pending_size: see nats_private.py"
     await nc.publish("probe.present", PAYLOAD)
     assert await received(queue, 1) == [PAYLOAD]
+
+
+async def test_a_connection_parsing_headers_faster_receives_them_as_sent(nc: NatsClient) -> None:
+    assert parse_headers_faster(nc), "nats-py no longer has Client._parse_header_lines: see nats_private.py"
+    sub = await nc.subscribe("probe.headers")
+    sent = {"Nats-Msg-Id": "scheduler-a-e1-7", "Corral-Reply-To": "_INBOX.x.1", "Note": "é ok"}
+    await nc.publish("probe.headers", PAYLOAD, headers=sent)
+    msg = await sub.next_msg(timeout=10)
+    assert msg.headers == sent
 
 
 async def test_taking_messages_keeps_the_pending_counts_true(nc: NatsClient) -> None:
