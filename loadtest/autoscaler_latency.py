@@ -65,7 +65,7 @@ async def timed_events(nats_url: str) -> list[tuple[float, AnyEvent]]:
         async for entry in bus.read_log(1):
             if entry.event is not None:
                 events.append((entry.time_ns / 1e9, entry.event))
-            if entry.sequence >= last:
+            if entry.sequence >= last and entry.last:
                 break
     finally:
         await bus.close()

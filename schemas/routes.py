@@ -126,6 +126,14 @@ ROUTES = [
         _event_names(ev.ActorSubmitted, ev.ActorPlaced, ev.ActorPending, ev.ActorFailed, ev.ActorRemoved),
     ),
     Route(
+        "batch_subject(ACTOR)",
+        s.batch_subject(s.ACTOR),
+        "event batch",
+        _event_names(ev.ActorSubmitted, ev.ActorPlaced, ev.ActorPending, ev.ActorFailed, ev.ActorRemoved),
+        note="consecutive actor events a scheduler flush appends: a JSON array of them, in order; Nats-Msg-Id "
+        "`<first event id>+<count>`; each event is addressed by the message's sequence and its index",
+    ),
+    Route(
         "event_subject(PLACEMENT_GROUP, pg_id)",
         pattern(s.event_subject, s.PLACEMENT_GROUP, token="pg_id"),
         "event",
@@ -231,5 +239,7 @@ OTHER_CONSTANTS = {
     "LABELS": "service token of the labels service's commands and queries",
     "TAINTS": "service token of the taints service's commands and queries",
     "VCLUSTERS": "service token of the vclusters service's commands and queries",
+    "BATCH_TOKEN": "the last token of a batch subject (batch_subject): no id's token is this",
+    "DEAD_LETTER_INDEX": "header of an event's dead letter when the event came in a batch: its index in the batch",
 }
 """The constants of `schemas/subjects.py` that are not subjects: names of streams, buckets, headers, tokens."""

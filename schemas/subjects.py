@@ -128,6 +128,31 @@ AUTOSCALER_EVENTS = (
 """The events only the autoscaler writes, all on `AUTOSCALER_DECISIONS`."""
 
 
+BATCH_TOKEN = "~batch"
+"""The last token of a batch's subject: no id's token (`token`) is this, as `batch` is not hex."""
+
+BATCHED = (ACTOR,)
+"""The aggregates whose events the scheduler appends in batches: consecutive events of one of them in a flush go
+as one message on `batch_subject(aggregate)` (a JSON array of the events, in order)."""
+
+
+def batch_subject(aggregate: str) -> str:
+    """`corral.evt.<aggregate>.~batch`: where a batch of that aggregate's events is appended (read by aggregate
+    filters, `corral.evt.<aggregate>.*`, like any of its events)."""
+    return f"{PREFIX}.evt.{aggregate}.{BATCH_TOKEN}"
+
+
+def is_batch(subject: str) -> bool:
+    """Whether a message of the log on `subject` is a batch of events."""
+    return subject.endswith("." + BATCH_TOKEN)
+
+
+def batch_msg_id(first_event_id: str, count: int) -> str:
+    """A batch's `Nats-Msg-Id`: its first event's id and how many events it holds (an append repeated publishes the
+    same batches, so the stream drops the repeat)."""
+    return f"{first_event_id}+{count}"
+
+
 def aggregate_subjects(*aggregates: str) -> tuple[str, ...]:
     """`corral.evt.<aggregate>.*` for each aggregate: what a view that folds only those events reads."""
     return tuple(f"{PREFIX}.evt.{aggregate}.*" for aggregate in aggregates)
@@ -197,6 +222,8 @@ DEAD_LETTER_SUBJECT = "Corral-Subject"
 """Header of a dead letter: the subject the message came on."""
 DEAD_LETTER_SEQUENCE = "Corral-Sequence"
 """Header of an event's dead letter: its sequence in the event log."""
+DEAD_LETTER_INDEX = "Corral-Index"
+"""Header of an event's dead letter when it came in a batch: its index in the batch (from 0)."""
 
 HEARTBEATS = f"{PREFIX}.hb.*"
 

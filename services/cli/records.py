@@ -1,7 +1,8 @@
 """What the event log says about one object: its first event and that event's time (for AGE and `describe`).
 
-The views keep no times, so an object's age is the time NATS stored the first event on its subject
-(`corral.evt.<aggregate>.<id>`): one direct stream read per object, asked for all rows at once.
+The views keep no times, so an object's age is the time NATS stored its first event: on its subject
+(`corral.evt.<aggregate>.<id>`), one direct stream read per object, asked for all rows at once; in a batch of its
+aggregate's events (the scheduler appends actor events in batches), one read of every batch.
 """
 
 from __future__ import annotations
@@ -36,8 +37,37 @@ class Record:
 
 
 async def first_record(client: Client, kind: str, object_id: str) -> Record | None:
-    """The first event the log holds on the object's subject, or None when it holds none."""
-    subject = s.event_subject(AGGREGATES[kind], object_id)
+    """The first event the log holds about the object, or None when it holds none."""
+    return (await first_records(client, kind, [object_id]))[0]
+
+
+async def first_times(client: Client, kind: str, ids: list[str]) -> dict[str, datetime]:
+    """Object id -> the time of its first event, for those the log holds."""
+    records = await first_records(client, kind, ids)
+    return {object_id: record.time for object_id, record in zip(ids, records, strict=True) if record is not None}
+
+
+async def first_records(client: Client, kind: str, ids: list[str]) -> list[Record | None]:
+    """Each object's first event: the first on its own subject, or an earlier one in a batch of its aggregate's
+    events (those are read whole: every batch of the log once per call)."""
+    gate = asyncio.Semaphore(AT_ONCE)
+    aggregate = AGGREGATES[kind]
+
+    async def one(object_id: str) -> tuple[int, Record] | None:
+        async with gate:
+            return await _first_on_subject(client, s.event_subject(aggregate, object_id))
+
+    own = await asyncio.gather(*(one(object_id) for object_id in ids))
+    batched = await _first_in_batches(client, aggregate, ids) if aggregate in s.BATCHED else {}
+    records: list[Record | None] = []
+    for object_id, on_subject in zip(ids, own, strict=True):
+        in_batch = batched.get(object_id)
+        first = in_batch if in_batch is not None and (on_subject is None or in_batch[0] < on_subject[0]) else on_subject
+        records.append(first[1] if first is not None else None)
+    return records
+
+
+async def _first_on_subject(client: Client, subject: str) -> tuple[int, Record] | None:
     try:
         msg = await client.bus.js.get_msg(s.EVENTS_STREAM, seq=1, subject=subject, next=True)
     except (nats.js.errors.NotFoundError, nats.errors.TimeoutError):
@@ -45,19 +75,25 @@ async def first_record(client: Client, kind: str, object_id: str) -> Record | No
     event: AnyEvent | None = None
     with contextlib.suppress(CodecError):
         event = decode(msg.data or b"", AnyEvent)
-    return Record(msg.time or datetime.now(UTC), event)
+    return int(msg.seq or 0), Record(msg.time or datetime.now(UTC), event)
 
 
-async def first_times(client: Client, kind: str, ids: list[str]) -> dict[str, datetime]:
-    """Object id -> the time of its first event, for those the log holds."""
-    gate = asyncio.Semaphore(AT_ONCE)
-
-    async def one(object_id: str) -> Record | None:
-        async with gate:
-            return await first_record(client, kind, object_id)
-
-    records = await asyncio.gather(*(one(object_id) for object_id in ids))
-    return {object_id: record.time for object_id, record in zip(ids, records, strict=True) if record is not None}
+async def _first_in_batches(client: Client, aggregate: str, ids: list[str]) -> dict[str, tuple[int, Record]]:
+    """Object id -> the sequence and record of its first event inside a batch, for those of `ids` some batch
+    names."""
+    subject = s.batch_subject(aggregate)
+    last = await client.bus.last_sequence(subjects=(subject,))
+    wanted = {s.event_subject(aggregate, object_id): object_id for object_id in ids}
+    found: dict[str, tuple[int, Record]] = {}
+    if not last:
+        return found
+    async for entry in client.bus.read_log(1, subjects=(subject,)):
+        object_id = wanted.get(s.subject_of(entry.event)) if entry.event is not None else None
+        if object_id is not None and object_id not in found:
+            found[object_id] = entry.sequence, Record(datetime.fromtimestamp(entry.time_ns / 1e9, UTC), entry.event)
+        if entry.sequence >= last and entry.last:
+            break
+    return found
 
 
 def age(since: datetime | None, now: datetime) -> str:

@@ -1,13 +1,11 @@
 """`--wait`: follow work until it is placed, or a virtual cluster until it is admitted, printing each new reason it
-waits on the way. Events on the object's subject wake each look; a look a second catches what no event announces."""
+waits on the way. Events about the object wake each look (`WorkEvents`); a look a second catches what no event
+announces."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
-
-import nats.errors
 
 from schemas import Placed
 from schemas import subjects as s
@@ -15,16 +13,21 @@ from services.cli.common import CliError, say
 from services.client import Client
 from services.client.client import WorkKind
 from services.client.deadlines import check, deadline_in
+from services.client.work_events import WorkEvents
 
 RECHECK = 1.0
 
 
 async def wait_for(
-    client: Client, subject: str, look: Callable[[], Awaitable[tuple[bool, str]]], what: str, timeout: float
+    client: Client,
+    about: tuple[str, str],
+    look: Callable[[], Awaitable[tuple[bool, str]]],
+    what: str,
+    timeout: float,
 ) -> None:
-    """Look until `look` says done, printing each new progress line it gives; `CliError` naming `what` after
-    `timeout` seconds."""
-    events = await client.bus.nc.subscribe(subject)
+    """Look until `look` says done, printing each new progress line it gives, again at each event about the object
+    `about` (its log aggregate and id); `CliError` naming `what` after `timeout` seconds."""
+    events = await WorkEvents.open(client.bus.nc, *about)
     last = ""
     deadline = deadline_in(timeout)
     try:
@@ -37,13 +40,11 @@ async def wait_for(
                 if line != last:
                     say(line)
                     last = line
-                with contextlib.suppress(nats.errors.TimeoutError):
-                    await events.next_msg(timeout=RECHECK)
+                await events.next(RECHECK)
     except TimeoutError:
         raise CliError(f"{what} still waits after {timeout:g}s: {last}") from None
     finally:
-        with contextlib.suppress(nats.errors.Error):
-            await events.unsubscribe()
+        await events.close()
 
 
 async def wait_placed(client: Client, work_id: str, kind: WorkKind, timeout: float) -> Placed:
@@ -59,7 +60,7 @@ async def wait_placed(client: Client, work_id: str, kind: WorkKind, timeout: flo
 
     aggregate = s.ACTOR if kind == "actor" else s.PLACEMENT_GROUP
     noun = "actor" if kind == "actor" else "placement group"
-    await wait_for(client, s.event_subject(aggregate, work_id), look, f"{noun} {work_id}", timeout)
+    await wait_for(client, (aggregate, work_id), look, f"{noun} {work_id}", timeout)
     return placed[0]
 
 
@@ -74,5 +75,5 @@ async def wait_admitted(client: Client, vc_id: str, timeout: float) -> list[str]
             return True, ""
         return False, f"{vc_id} {info.state}: {info.message}"
 
-    await wait_for(client, s.event_subject(s.VNODE, vc_id), look, f"virtual cluster {vc_id}", timeout)
+    await wait_for(client, (s.VNODE, vc_id), look, f"virtual cluster {vc_id}", timeout)
     return vnodes

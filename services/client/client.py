@@ -52,6 +52,7 @@ from services.client.deadlines import check, deadline_in
 from services.client.history import HistoryCalls
 from services.client.job import Job
 from services.client.vclusters import VirtualClusterCalls
+from services.client.work_events import WorkEvents
 from services.core.errors import UnavailableError
 from services.runtime.codec import encode
 
@@ -245,7 +246,7 @@ class Client(VirtualClusterCalls, HistoryCalls):
 
     async def wait_placed(self, actor_id: str, timeout: float = 5.0) -> Placed:
         """Wait until the actor is placed; `TimeoutError` if it is still pending after `timeout` seconds."""
-        events = await self.bus.nc.subscribe(s.event_subject(s.ACTOR, actor_id))
+        events = await WorkEvents.open(self.bus.nc, s.ACTOR, actor_id)
         deadline = deadline_in(timeout)
         try:
             async with asyncio.timeout_at(deadline):
@@ -254,12 +255,11 @@ class Client(VirtualClusterCalls, HistoryCalls):
                     decision = await self.decision(actor_id)
                     if isinstance(decision, Placed):
                         return decision
-                    with contextlib.suppress(nats.errors.TimeoutError):
-                        await events.next_msg(timeout=1.0)
+                    await events.next(1.0)
         except TimeoutError:
             raise TimeoutError(f"actor {actor_id!r} not placed within {timeout}s") from None
         finally:
-            await events.unsubscribe()
+            await events.close()
 
     # introspection
 

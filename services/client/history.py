@@ -29,8 +29,9 @@ SCHEDULER_SNAPSHOT = "scheduler"
 
 @dataclass(frozen=True, slots=True)
 class LoggedEvent:
-    """An event of the log: its sequence, when the log stored it (UTC), its type and what it means; `cause` says
-    what another event it reacted to did (`n7 was added`), when it reacted to a node's change or to work leaving."""
+    """An event of the log: its sequence (and `index` in the batch its message holds, 0 for a message of its own),
+    when the log stored it (UTC), its type and what it means; `cause` says what another event it reacted to did
+    (`n7 was added`), when it reacted to a node's change or to work leaving."""
 
     sequence: int
     time: datetime
@@ -38,13 +39,15 @@ class LoggedEvent:
     meaning: str
     event: AnyEvent
     cause: str = ""
+    index: int = 0
 
 
 def logged(entry: LogEntry, cause: str = "") -> LoggedEvent:
     """A readable log entry as history shows it."""
     assert entry.event is not None
     moment = datetime.fromtimestamp(entry.time_ns / 1e9, UTC)
-    return LoggedEvent(entry.sequence, moment, type(entry.event).__name__, meaning(entry.event), entry.event, cause)
+    event = entry.event
+    return LoggedEvent(entry.sequence, moment, type(event).__name__, meaning(event), event, cause, entry.index)
 
 
 class HistoryCalls(Connection):
@@ -99,7 +102,7 @@ class HistoryCalls(Connection):
                 phrase = cause_phrase(event)
                 if phrase and event.event_id:
                     causes[event.event_id] = phrase
-            if last is not None and entry.sequence >= last:
+            if last is not None and entry.sequence >= last and entry.last:
                 return
 
     async def why_at(self, actor_id: str, at: int | datetime | str) -> Pending | Placed:
@@ -115,23 +118,25 @@ class HistoryCalls(Connection):
     async def why_placed(self, actor_id: str, top: int = 5) -> PlacementTrace:
         """How the actor's latest placement was decided, re-run on the view the scheduler had: the candidates,
         the nodes in and out per filter, the `top` scored nodes with each scorer's weight."""
-        placed, sequence = await self._latest_placement(actor_id)
+        placed, sequence, index = await self._latest_placement(actor_id)
 
         def keep(entry: LogEntry) -> bool:
             return entry.event is not None and known_when_deciding(entry.sequence, entry.event, placed, sequence)
 
-        view = await self._view_at(sequence - 1, keep=keep, snapshot_until=placed.folded or sequence - 1)
+        view = await self._view_at(sequence, keep=keep, snapshot_until=placed.folded or sequence - 1, before=index)
         return explain_placed(view_for_decision(view, placed), placed, self.settings.rare_resources, top=top)
 
-    async def _latest_placement(self, actor_id: str) -> tuple[ActorPlaced, int]:
-        subject = s.event_subject(s.ACTOR, actor_id)
-        last = await self.bus.last_sequence(subjects=(subject,))
-        found: tuple[ActorPlaced, int] | None = None
+    async def _latest_placement(self, actor_id: str) -> tuple[ActorPlaced, int, int]:
+        """The actor's newest `ActorPlaced`, its sequence and its index in its message (on the actor's subject, or
+        in a batch of actor events: those are read whole, so this reads every batch of the log)."""
+        subjects = (s.event_subject(s.ACTOR, actor_id), s.batch_subject(s.ACTOR))
+        last = await self.bus.last_sequence(subjects=subjects)
+        found: tuple[ActorPlaced, int, int] | None = None
         if last:
-            async for entry in self.bus.read_log(1, subjects=(subject,)):
+            async for entry in self.bus.read_log(1, subjects=subjects):
                 if isinstance(entry.event, ActorPlaced) and entry.event.actor_id == actor_id:
-                    found = entry.event, entry.sequence
-                if entry.sequence >= last:
+                    found = entry.event, entry.sequence, entry.index
+                if entry.sequence >= last and entry.last:
                     break
         if found is None:
             raise NotFoundError(f"actor_id {actor_id!r}: the log holds no placement of it")
@@ -160,20 +165,27 @@ class HistoryCalls(Connection):
         return found
 
     async def _view_at(
-        self, sequence: int, *, keep: Callable[[LogEntry], bool] | None = None, snapshot_until: int | None = None
+        self,
+        sequence: int,
+        *,
+        keep: Callable[[LogEntry], bool] | None = None,
+        snapshot_until: int | None = None,
+        before: int | None = None,
     ) -> ClusterView:
-        """The scheduler's view folded up to `sequence` (only the entries `keep` accepts), from its snapshot when
-        that is at or before `snapshot_until` (default: `sequence`), else from the start of the log."""
+        """The scheduler's view folded up to `sequence` (with `before`, only the events of that message before index
+        `before`; only the entries `keep` accepts), from its snapshot when that is at or before `snapshot_until`
+        (default: `sequence`), else from the start of the log."""
         view, start = await self._snapshot_before(sequence if snapshot_until is None else snapshot_until)
         if start > sequence:
             return view
         async for entry in self.bus.read_log(start):
             if entry.sequence > sequence:
                 break
-            if entry.event is not None and (keep is None or keep(entry)):
+            wanted = entry.sequence < sequence or before is None or entry.index < before
+            if wanted and entry.event is not None and (keep is None or keep(entry)):
                 with contextlib.suppress(UnfoldableEventError):  # the services skip it alike
                     view.fold(entry.event)
-            if entry.sequence == sequence:
+            if entry.sequence == sequence and entry.last:
                 break
         return view
 

@@ -62,6 +62,5 @@ class Backlog:
         async with self._gate:
             entries = await self._client.bus.read_batch(first, CHUNK_EVENTS)
         kept = [entry for entry in entries if entry.sequence <= last]
-        return Chunk(
-            [entry.sequence for entry in kept], [rendered(entry) for entry in kept], len(entries) == CHUNK_EVENTS
-        )
+        whole = len({entry.sequence for entry in entries}) == CHUNK_EVENTS  # a batch gives several entries
+        return Chunk([entry.sequence for entry in kept], [rendered(entry) for entry in kept], whole)

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,8 +30,8 @@ RETRY_AFTER_FAILURE_S = 1.0
 
 
 def rendered(entry: LogEntry) -> bytes:
-    """A log entry as one Server-Sent Event: `id` its sequence, `event` its type, `data` its JSON (or, for one no
-    reader can decode, `event: unreadable` and why)."""
+    """A log entry as one Server-Sent Event: `id` its sequence (the events of one batch share their message's),
+    `event` its type, `data` its JSON (or, for one no reader can decode, `event: unreadable` and why)."""
     if entry.event is None:
         message = ServerSentEventMessage(json.dumps({"error": entry.error}), event=UNREADABLE, id=entry.sequence)
     else:
@@ -97,17 +97,19 @@ class Feed:
                     self._started.set()
                 async for entry in self._client.bus.read_log(self.next):
                     if entry.sequence >= self.next:
-                        self._add(entry.sequence, rendered(entry))
+                        self._add(entry, rendered(entry))
             except Exception:
                 log.exception("the gateway's feed of the event log failed; reading it again")
             await asyncio.sleep(RETRY_AFTER_FAILURE_S)
 
-    def _add(self, sequence: int, message: bytes) -> None:
-        self._sequences.append(sequence)
+    def _add(self, entry: LogEntry, message: bytes) -> None:
+        self._sequences.append(entry.sequence)
         self._messages.append(message)
-        self.next = sequence + 1
+        if entry.last:  # a batch's sequence is read past once all of it is in the window
+            self.next = entry.sequence + 1
         if len(self._sequences) >= 2 * self._window:
-            del self._sequences[: self._window], self._messages[: self._window]
+            cut = bisect_left(self._sequences, self._sequences[self._window])  # never within a batch
+            del self._sequences[:cut], self._messages[:cut]
             self.covered_from = self._sequences[0]
             for reader in self._readers:
                 if reader.position < self.covered_from:
@@ -132,10 +134,11 @@ class Feed:
             drop(reader, self._window)
             return None
         first = bisect_left(self._sequences, reader.position)
-        taken = self._messages[first : first + BATCH_EVENTS]
-        if taken:
-            reader.position = self._sequences[first + len(taken) - 1] + 1
-        return b"".join(taken)
+        end = min(first + BATCH_EVENTS, len(self._sequences))
+        if end > first:
+            end = bisect_right(self._sequences, self._sequences[end - 1])  # a batch's events go together
+            reader.position = self._sequences[end - 1] + 1
+        return b"".join(self._messages[first:end])
 
     async def arrival(self, timeout: float) -> bool:
         """Wait for the next entry, up to `timeout` seconds; whether one came."""

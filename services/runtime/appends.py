@@ -72,6 +72,56 @@ class _Batch:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
+class _Message:
+    """One message of an append: a single event on its own subject, or a batch of consecutive events of one
+    aggregate on that aggregate's batch subject (`subjects.BATCHED`)."""
+
+    __slots__ = ("data", "events", "msg_id", "subject")
+
+    def __init__(self, subject: str, msg_id: str, data: bytes, events: Sequence[AnyEvent]) -> None:
+        self.subject, self.msg_id, self.data, self.events = subject, msg_id, data, events
+
+
+BATCH_MOST = 512
+"""At most this many events in one batch message."""
+_HEADROOM = 4096
+"""Bytes a batch leaves free under the payload limits, for its headers and the protocol's line."""
+
+
+def messages_of(events: Sequence[AnyEvent], *, batched: bool, limit: int) -> list[_Message]:
+    """The messages that append `events` in order: one per event, or with `batched` consecutive events of a
+    batched aggregate (`subjects.BATCHED`) together, at most `BATCH_MOST` of them in at most `limit` bytes (an event
+    alone is a message of its own)."""
+    messages: list[_Message] = []
+    run: list[tuple[str, bytes, AnyEvent]] = []
+    size = 1  # the bytes of the run as a batch: "[" and, per event, the event and "," or "]"
+    for event in events:
+        subject, data = subject_of(event), encode(event)
+        aggregate = subject.split(".")[2]
+        if run and (aggregate != run[0][0].split(".")[2] or len(run) >= BATCH_MOST or size + len(data) + 1 > limit):
+            messages.append(_run_message(run))
+            run, size = [], 1
+        if batched and aggregate in s.BATCHED:
+            run.append((subject, data, event))
+            size += len(data) + 1
+        else:
+            messages.append(_Message(subject, event.event_id, data, [event]))
+    if run:
+        messages.append(_run_message(run))
+    return messages
+
+
+def _run_message(run: list[tuple[str, bytes, AnyEvent]]) -> _Message:
+    """A run of consecutive events of one batched aggregate as one message (a run of one as the event's own)."""
+    if len(run) == 1:
+        subject, data, event = run[0]
+        return _Message(subject, event.event_id, data, [event])
+    events = [event for _, _, event in run]
+    data = b"[" + b",".join(data for _, data, _ in run) + b"]"
+    aggregate = run[0][0].split(".")[2]
+    return _Message(s.batch_subject(aggregate), s.batch_msg_id(events[0].event_id, len(events)), data, events)
+
+
 class Appends(BusConnection):
     """The bus's appends (and dead letters): what `Bus.append` publishes and how it waits for the acks."""
 
@@ -92,26 +142,32 @@ class Appends(BusConnection):
         self._unconfirmed_reason = ""
         """Why appends are not confirmed now ("" while they are): logged when it changes, not at every retry."""
 
-    async def append(self, events: Sequence[AnyEvent], expected_last: dict[str, int] | None = None) -> list[int]:
-        """Append events in order (each with `Nats-Msg-Id` = its event id); returns their stream sequences.
+    async def append(
+        self, events: Sequence[AnyEvent], expected_last: dict[str, int] | None = None, *, batched: bool = False
+    ) -> list[int]:
+        """Append events in order; returns each one's stream sequence.
 
-        Publishing is pipelined; a failed batch is retried (see `_append_again`), so the log stores each event once.
-        `expected_last` maps a subject to the sequence its last event must have (optimistic concurrency).
+        Each event is a message of its own (`Nats-Msg-Id` = its event id), or with `batched` consecutive events of
+        a batched aggregate share one (`messages_of`; they then share its sequence). Publishing is pipelined; a
+        failed append is retried (see `_append_again`), so the log stores each message once. `expected_last` maps
+        a subject to the sequence its last message must have (optimistic concurrency).
         """
+        limit = min(self.nc.max_payload, self.settings.max_message_bytes) - _HEADROOM
+        messages = messages_of(events, batched=batched, limit=limit)
         expected, after, published_at = expected_last or {}, self._acked, asyncio.get_running_loop().time()
         try:
-            sequences = await self._append_once(events, expected)
+            stored = await self._append_once(messages, expected)
         except (*_RETRIED, nats.js.errors.APIError) as error:
             if self.nc.is_closed or not _retried(error):
                 raise
-            self._not_confirmed(events, error)
+            self._not_confirmed(messages, error)
         else:
             if self._unconfirmed_reason:
                 self._confirmed()
-            return sequences
-        sequences = await self._append_again(events, expected, after, published_at)
+            return _per_event(messages, stored)
+        stored = await self._append_again(messages, expected, after, published_at)
         self._confirmed()
-        return sequences
+        return _per_event(messages, stored)
 
     async def done_or_full(self, appending: asyncio.Future[Any]) -> str:
         """Wait until `appending` (a task making this bus's appends) is done, or JetStream refuses them for lack of
@@ -128,14 +184,15 @@ class Appends(BusConnection):
             raise
         return "" if appending.done() else self.no_room
 
-    def _not_confirmed(self, events: Sequence[AnyEvent], error: Exception) -> None:
+    def _not_confirmed(self, messages: Sequence[_Message], error: Exception) -> None:
         """Log why an append is not confirmed when the reason changed (not at every retry); note a lack of room."""
         room = no_room(error)
         reason = room or str(error) or f"no ack within {APPEND_ACK_SECONDS:g}s"
         if reason != self._unconfirmed_reason:
             if not self._unconfirmed_reason:
                 self._unconfirmed_since = asyncio.get_running_loop().time()
-            log.warning("append of %d events not confirmed (%s); retrying until it is", len(events), reason)
+            count = sum(len(message.events) for message in messages)
+            log.warning("append of %d events not confirmed (%s); retrying until it is", count, reason)
             self._unconfirmed_reason = reason
         if room != self.no_room:
             self.no_room = room
@@ -153,35 +210,36 @@ class Appends(BusConnection):
         self._room_refused.clear()
 
     async def _append_again(
-        self, events: Sequence[AnyEvent], expected: dict[str, int], after: int, published_at: float
+        self, messages: Sequence[_Message], expected: dict[str, int], after: int, published_at: float
     ) -> list[int]:
-        """Publish the batch again, after its acks did not come, until the stream confirms it; its sequences.
+        """Publish the messages again, after their acks did not come, until the stream confirms them; their
+        sequences.
 
         The stream drops a repeated `Nats-Msg-Id` only within its duplicate window, so a copy must never reach it
         later than that after one it stored. A retry is therefore published only while connected (nats-py would
         hold a publish made while disconnected and send it whenever the connection is back, any time later; what it
         held unwritten when the connection dropped is dropped then, see `nats_private`), and one more than half
-        the window after the batch was (last) published first looks up which of its events the log already holds
+        the window after the messages were (last) published first looks up which of them the log already holds
         after sequence `after` (an ack this bus had before the first publish): only the others are published again.
         The lookup's answer comes after the server read every earlier copy on this connection, so a copy stored
-        after the lookup is at most moments older than the republish, which it then drops. An event stored after
-        a later one of its batch stays there: the sequences returned are then not in ascending order.
+        after the lookup is at most moments older than the republish, which it then drops. A message stored after
+        a later one of the same append stays there: the sequences returned are then not in ascending order.
         """
         loop = asyncio.get_running_loop()
         stored: dict[str, int] = {}
-        left = list(events)
+        left = list(messages)
         while True:
             await asyncio.sleep(0.25)
             try:
                 await self._until_connected()
                 if loop.time() - published_at > self.duplicate_window / 2:
                     published_at = loop.time()
-                    stored.update(await self.stored_after(left, after))
-                    left = [event for event in left if event.event_id not in stored]
+                    stored.update(await self._stored_after(left, after))
+                    left = [message for message in left if message.msg_id not in stored]
                 if left:
                     sequences = await self._append_once(left, expected, only_connected=True)
-                    stored.update((event.event_id, sequence) for event, sequence in zip(left, sequences, strict=True))
-                return [stored[event.event_id] for event in events]
+                    stored.update((message.msg_id, sequence) for message, sequence in zip(left, sequences, strict=True))
+                return [stored[message.msg_id] for message in messages]
             except (*_RETRIED, nats.js.errors.APIError) as error:
                 if self.nc.is_closed or not _retried(error):
                     raise
@@ -195,14 +253,19 @@ class Appends(BusConnection):
             await asyncio.sleep(0.25)
 
     async def stored_after(self, events: Sequence[AnyEvent], after: int) -> dict[str, int]:
-        """Event id -> stream sequence, for those of `events` the log holds after sequence `after`.
+        """Event id -> stream sequence, for those of `events` (each appended as a message of its own) the log holds
+        after sequence `after` (see `_stored_after`)."""
+        return await self._stored_after([_Message(subject_of(e), e.event_id, b"", [e]) for e in events], after)
 
-        Each event is looked for by its `Nats-Msg-Id` among its subject's messages after `after`, one request per
+    async def _stored_after(self, messages: Sequence[_Message], after: int) -> dict[str, int]:
+        """`Nats-Msg-Id` -> stream sequence, for those of `messages` the log holds after sequence `after`.
+
+        Each message is looked for by its `Nats-Msg-Id` among its subject's messages after `after`, one request per
         message (JetStream finds the next on a subject): not for a hot path. The first copy found counts.
         """
         wanted: dict[str, set[str]] = {}
-        for event in events:
-            wanted.setdefault(subject_of(event), set()).add(event.event_id)
+        for message in messages:
+            wanted.setdefault(message.subject, set()).add(message.msg_id)
         found: dict[str, int] = {}
         for subject, ids in wanted.items():
             sequence = after + 1
@@ -219,30 +282,29 @@ class Appends(BusConnection):
         return found
 
     async def _append_once(
-        self, events: Sequence[AnyEvent], expected_last: dict[str, int], *, only_connected: bool = False
+        self, messages: Sequence[_Message], expected_last: dict[str, int], *, only_connected: bool = False
     ) -> list[int]:
-        """Publish every event with a reply subject of our own, then wait for all the stream's acks at once;
+        """Publish every message with a reply subject of our own, then wait for all the stream's acks at once;
         `only_connected`: `AcksLost` rather than a publish nats-py would hold while disconnected.
 
-        `js.publish_async` does the same with a future, a random token and a JSON parse of the ack per event,
-        about twice the cost; here one future stands for the whole batch.
+        `js.publish_async` does the same with a future, a random token and a JSON parse of the ack per message,
+        about twice the cost; here one future stands for the whole append.
         """
         prefix = await self._ack_prefix()
-        batch = _Batch(len(events))
+        batch = _Batch(len(messages))
         waiting = self._acks_waiting
         try:
-            for index, event in enumerate(events):
-                subject = subject_of(event)
-                headers = telemetry.inject({"Nats-Msg-Id": event.event_id})
-                if subject in expected_last:
-                    headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last[subject])
+            for index, message in enumerate(messages):
+                headers = telemetry.inject({"Nats-Msg-Id": message.msg_id})
+                if message.subject in expected_last:
+                    headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last[message.subject])
                 self._acks_sent += 1
                 reply = f"{prefix}.{self._acks_sent}"
                 waiting[reply] = (batch, index)
                 batch.replies.append(reply)
                 if only_connected and not self.nc.is_connected:  # checked in the same step as the publish
                     raise AcksLost("the connection dropped before the batch was published again")
-                await self.nc.publish(subject, encode(event), reply=reply, headers=headers)
+                await self.nc.publish(message.subject, message.data, reply=reply, headers=headers)
             if batch.left:
                 await asyncio.wait_for(batch.done, timeout=APPEND_ACK_SECONDS)
             return batch.sequences
@@ -294,12 +356,21 @@ class Appends(BusConnection):
             batch.done.set_result(None)
 
     async def dead_letter(
-        self, service: str, data: bytes, reason: str, subject: str = "", sequence: int = 0, request: int = 0
+        self,
+        service: str,
+        data: bytes,
+        reason: str,
+        subject: str = "",
+        sequence: int = 0,
+        request: int = 0,
+        *,
+        index: int = 0,
     ) -> None:
         """Keep an unreadable or unappliable message on `corral.dlq.<service>` with the reason in headers.
 
-        An event of the log (its `sequence` given) goes to `corral.dlq.<service>.events`, stored once per
-        service and sequence however many of the service's processes skip it at once. A request (its `request`
+        An event of the log (its `sequence` given, and its `index` when it came in a batch) goes to
+        `corral.dlq.<service>.events`, stored once per service, sequence and index however many of the service's
+        processes skip it at once. A request (its `request`
         sequence in `CORRAL_REQUESTS` given) is stored once however many times it is delivered within the
         duplicate window (a delivery whose terminate was late comes again).
         """
@@ -310,11 +381,19 @@ class Appends(BusConnection):
         if sequence:
             headers[s.DEAD_LETTER_SEQUENCE] = str(sequence)
             headers["Nats-Msg-Id"] = f"{service}-event-{sequence}"
+            if index:
+                headers[s.DEAD_LETTER_INDEX] = str(index)
+                headers["Nats-Msg-Id"] += f".{index}"
             where = s.event_dead_letter_subject(service)
         try:
             await self.js.publish(where, data, headers=headers)
         except (TimeoutError, nats.errors.Error) as error:
             log.error("dead letter from %s lost (%s): %s", service, error, reason)
+
+
+def _per_event(messages: Sequence[_Message], sequences: Sequence[int]) -> list[int]:
+    """Each event's sequence: its message's."""
+    return [sequence for message, sequence in zip(messages, sequences, strict=True) for _ in message.events]
 
 
 def _retried(error: Exception) -> bool:

@@ -77,7 +77,8 @@ class LogFollower:
         self.snapshot_at: float | None = None
         """When (time.monotonic) the view was last saved or loaded as a snapshot."""
         self.saver = SnapshotSaver(store, name, self._saved)
-        self._dead_lettered_to = 0
+        self._dead_lettered_to = (0, 0)
+        """The (sequence, index) of the newest event this service sent to dead letters."""
         self._snapshot_sequence = 0
         self._built = 0.0
         """Seconds the last snapshot took to encode."""
@@ -139,6 +140,8 @@ class LogFollower:
             except StopAsyncIteration:
                 return
             await self._fold(entry)
+            if not entry.last:
+                continue  # a batch is folded whole before anything else reads the view
             if self.snapshot_due() and self._ready() and self.saver.may_save() and not self.replaced:
                 self.saver.save_soon(self.sequence, self._encode(self.sequence), self.log_id)
 
@@ -227,6 +230,8 @@ class LogFollower:
         return entry
 
     def _missed_before(self, entry: LogEntry) -> bool:
+        if entry.index:
+            return False  # the entries of one message share its delivery
         if self._delivered is None:
             return entry.delivered != 1
         consumer, delivered = self._delivered
@@ -272,6 +277,8 @@ class LogFollower:
                 await self._skip(entry, f"could not be folded ({type(error).__name__}: {error})", error)
             else:
                 self.folded += 1
+        if not entry.last:
+            return 1  # the sequence is the message's: it counts as folded once all of it is
         self.sequence, self.lag = entry.sequence, entry.pending
         if self._waiters:  # no lock and no wake-up per event while nobody waits (the common case)
             async with self._advanced:
@@ -285,19 +292,20 @@ class LogFollower:
         and every replay, skips the same events and builds the same view.
         """
         self.skipped += 1
-        if entry.sequence <= self._dead_lettered_to:
-            log.info("%s: event %d skipped again (in dead letters already): %s", self.name, entry.sequence, reason)
+        where = f"{entry.sequence}" + (f" (index {entry.index} of its batch)" if entry.index or not entry.last else "")
+        if (entry.sequence, entry.index) <= self._dead_lettered_to:
+            log.info("%s: event %s skipped again (in dead letters already): %s", self.name, where, reason)
             return
         log.error(
-            "%s: event %d on %s skipped, sent to dead letters: %s",
+            "%s: event %s on %s skipped, sent to dead letters: %s",
             self.name,
-            entry.sequence,
+            where,
             entry.subject,
             reason,
             exc_info=error,
         )
-        await self.bus.dead_letter(self.name, entry.raw, reason, entry.subject, entry.sequence)
-        self._dead_lettered_to = entry.sequence
+        await self.bus.dead_letter(self.name, entry.raw, reason, entry.subject, entry.sequence, index=entry.index)
+        self._dead_lettered_to = (entry.sequence, entry.index)
 
     async def wait_for(self, sequence: int, timeout: float | None = PATIENCE_SECONDS) -> None:
         """Return once the view has folded the log up to `sequence` (read-your-writes for a command); `TimeoutError`

@@ -8,6 +8,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+import msgspec
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NatsClient
@@ -17,7 +18,7 @@ from nats.js import JetStreamContext, api
 from schemas import AnyEvent, SchedulerElected
 from schemas import subjects as s
 from services.core.errors import CodecError
-from services.runtime.codec import decode
+from services.runtime.codec import MAX_DEPTH, decode
 from services.runtime.connection import BusConnection
 from services.runtime.delivery import delivery_of
 from services.runtime.elections import ElectionCheck
@@ -36,15 +37,29 @@ BATCH_FETCH_S = 5.0
 
 
 class LogEntry:
-    """One message of the event log: its stream sequence, subject and decoded event (None when unreadable).
+    """One event of the event log: its message's stream sequence and subject, and the decoded event (None when
+    unreadable). A message holding a batch of events (`subjects.is_batch`) gives one entry per event, in order,
+    each with its `index` in the batch; `last` marks the message's last entry.
 
-    `consumer` and `delivered` say which consumer delivered it and as its how-manieth message: a reader that
-    skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on; `pending`
+    `consumer` and `delivered` say which consumer delivered the message and as its how-manieth message: a reader
+    that skipped none sees `delivered` count up by one per consumer, whatever the subjects it filters on; `pending`
     is how many messages the consumer had left to deliver after it (the reader's lag); `time_ns` when the stream
     stored it (Unix nanoseconds).
     """
 
-    __slots__ = ("consumer", "delivered", "error", "event", "pending", "raw", "sequence", "subject", "time_ns")
+    __slots__ = (
+        "consumer",
+        "delivered",
+        "error",
+        "event",
+        "index",
+        "last",
+        "pending",
+        "raw",
+        "sequence",
+        "subject",
+        "time_ns",
+    )
 
     def __init__(
         self,
@@ -58,10 +73,12 @@ class LogEntry:
         subject: str = "",
         pending: int = 0,
         time_ns: int = 0,
+        index: int = 0,
+        last: bool = True,
     ) -> None:
         self.sequence, self.event, self.raw, self.error = sequence, event, raw, error
         self.consumer, self.delivered, self.subject, self.pending = consumer, delivered, subject, pending
-        self.time_ns = time_ns
+        self.time_ns, self.index, self.last = time_ns, index, last
 
 
 Recognise = Callable[[Msg], AnyEvent | None]
@@ -78,17 +95,19 @@ class LogReader(BusConnection):
         self.recognise: Recognise | None = None
         """Asked first for each message the log readers hand back (the scheduler's leader knows its own events)."""
 
-    async def last_dead_event(self, service: str) -> int:
-        """The sequence of the newest event `service` sent to dead letters (0 when none)."""
+    async def last_dead_event(self, service: str) -> tuple[int, int]:
+        """The (sequence, index in its batch) of the newest event `service` sent to dead letters ((0, 0) when
+        none)."""
         try:
             msg = await self.js.get_last_msg(s.DEAD_LETTERS_STREAM, s.event_dead_letter_subject(service))
         except nats.js.errors.NotFoundError:
-            return 0
+            return 0, 0
         except (TimeoutError, nats.errors.Error) as error:  # a skipped event may then be dead-lettered twice
             log.warning("%s: dead letters not readable (%s)", service, error)
-            return 0
-        text = (msg.headers or {}).get(s.DEAD_LETTER_SEQUENCE, "0")
-        return int(text) if text.isdigit() else 0
+            return 0, 0
+        headers = msg.headers or {}
+        sequence, index = headers.get(s.DEAD_LETTER_SEQUENCE, "0"), headers.get(s.DEAD_LETTER_INDEX, "0")
+        return (int(sequence) if sequence.isdigit() else 0), (int(index) if index.isdigit() else 0)
 
     # reading the log
 
@@ -138,12 +157,14 @@ class LogReader(BusConnection):
         try:
             read = 0
             while (msg := await next_message()) is not None:
-                entry = self._entry(msg, max_bytes)
-                if isinstance(entry.event, SchedulerElected):
-                    await self._check_election(entry)
-                yield entry
-                read += 1
-                if read % ENTRIES_PER_TURN == 0:
+                entries = self._entries(msg, max_bytes)
+                if isinstance(entries[0].event, SchedulerElected):
+                    await self._check_election(entries[0])
+                for entry in entries:  # no turn of the event loop within a message: it is folded whole
+                    yield entry
+                read += len(entries)
+                if read >= ENTRIES_PER_TURN:
+                    read = 0
                     await asyncio.sleep(0)  # a backlog folded in one go would starve the lease's renewal
         finally:
             await sub.unsubscribe()
@@ -168,9 +189,12 @@ class LogReader(BusConnection):
             name = info.name
             wanted = min(count, int(info.num_pending or 0))
             entries: list[LogEntry] = []
-            while len(entries) < wanted:
-                msgs = await sub.fetch(wanted - len(entries), timeout=BATCH_FETCH_S)
-                entries.extend(self._entry(msg, max_bytes) for msg in msgs)
+            fetched = 0
+            while fetched < wanted:
+                msgs = await sub.fetch(wanted - fetched, timeout=BATCH_FETCH_S)
+                fetched += len(msgs)
+                for msg in msgs:
+                    entries += self._entries(msg, max_bytes)
             return entries
         finally:
             if name:
@@ -178,20 +202,35 @@ class LogReader(BusConnection):
                     await self.js.delete_consumer(s.EVENTS_STREAM, name)
             await sub.unsubscribe()
 
-    def _entry(self, msg: Msg, max_bytes: int) -> LogEntry:
+    def _entries(self, msg: Msg, max_bytes: int) -> list[LogEntry]:
+        """The message's entry, or one per event of a batch (one standing for all of it when `recognise` names it,
+        and one unreadable entry when the batch itself does not decode)."""
         delivery = delivery_of(msg)
-        event, error = self._event_of(msg, max_bytes)
-        return LogEntry(
-            delivery.stream_sequence,
-            event,
-            msg.data,
-            error,
-            consumer=delivery.consumer,
-            delivered=delivery.consumer_sequence,
-            subject=msg.subject,
-            pending=delivery.pending,
-            time_ns=delivery.time_ns,
-        )
+        known = self.recognise(msg) if self.recognise is not None else None
+        if known is not None:
+            found: list[tuple[AnyEvent | None, bytes, str]] = [(known, msg.data, "")]
+        elif s.is_batch(msg.subject):
+            found = decode_batch(msg.data, max_bytes)
+        else:
+            event, error = decoded(msg.data, max_bytes)
+            found = [(event, msg.data, error)]
+        last = len(found) - 1
+        return [
+            LogEntry(
+                delivery.stream_sequence,
+                event,
+                raw,
+                error,
+                consumer=delivery.consumer,
+                delivered=delivery.consumer_sequence,
+                subject=msg.subject,
+                pending=delivery.pending,
+                time_ns=delivery.time_ns,
+                index=index,
+                last=index == last,
+            )
+            for index, (event, raw, error) in enumerate(found)
+        ]
 
     async def _check_election(self, entry: LogEntry) -> None:
         """Make an election no lease produced unreadable, so every reader skips it alike."""
@@ -199,17 +238,6 @@ class LogReader(BusConnection):
         reason = await self.elections.why_not(entry.event)
         if reason:
             entry.event, entry.error = None, reason
-
-    def _event_of(self, msg: Msg, max_bytes: int) -> tuple[AnyEvent | None, str]:
-        """The message's event (as `recognise` names it, when it does), or None and why it is unreadable."""
-        if self.recognise is not None:
-            known = self.recognise(msg)
-            if known is not None:
-                return known, ""
-        try:
-            return decode(msg.data, AnyEvent, max_bytes=max_bytes), ""
-        except CodecError as error:
-            return None, str(error)
 
     async def read_to(self, last: int) -> list[AnyEvent]:
         """Every readable event from the start of the log up to sequence `last`, in order."""
@@ -219,6 +247,31 @@ class LogReader(BusConnection):
         async for entry in self.read_log(1):
             if entry.event is not None:
                 events.append(entry.event)
-            if entry.sequence >= last:
+            if entry.sequence >= last and entry.last:
                 break
         return events
+
+
+def decoded(data: bytes, max_bytes: int) -> tuple[AnyEvent | None, str]:
+    """The event `data` encodes, or None and why it is unreadable."""
+    try:
+        return decode(data, AnyEvent, max_bytes=max_bytes), ""
+    except CodecError as error:
+        return None, str(error)
+
+
+def decode_batch(data: bytes, max_bytes: int) -> list[tuple[AnyEvent | None, bytes, str]]:
+    """A batch's events in order, each with its own bytes (or None and why it is unreadable: one bad event does not
+    make the others unreadable); a single unreadable item when `data` is not a non-empty JSON array."""
+    try:
+        items: list[msgspec.Raw] = decode(data, list[msgspec.Raw], max_bytes=max_bytes, max_depth=MAX_DEPTH + 1)
+    except CodecError as error:
+        return [(None, data, f"an unreadable batch of events: {error}")]
+    if not items:
+        return [(None, data, "an empty batch of events")]
+    found: list[tuple[AnyEvent | None, bytes, str]] = []
+    for item in items:
+        raw = bytes(item)
+        event, reason = decoded(raw, max_bytes)
+        found.append((event, raw, reason))
+    return found

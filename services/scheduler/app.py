@@ -68,7 +68,7 @@ class Writer:
         if not events:
             return 0
         self.unconfirmed = True
-        sequences = await self.shell.bus.append(events)
+        sequences = await self.shell.bus.append(events, batched=True)
         if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
             # LogReplaced in the second case: nothing of this batch is answered
             await self.shell.bus.with_retries(self.shell.follower.check_log, "the event log's identity")

@@ -3,14 +3,45 @@
 from __future__ import annotations
 
 from schemas import AnyEvent
+from schemas import subjects as s
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
 
 
 async def read_events(nats_url: str, last: int = 0) -> list[AnyEvent]:
     """Every event in CORRAL_EVENTS, in order (up to sequence `last` when given)."""
+    return [event for _sequence, event in await read_sequenced(nats_url, last)]
+
+
+async def read_sequenced(nats_url: str, last: int = 0) -> list[tuple[int, AnyEvent]]:
+    """Every readable event in CORRAL_EVENTS with the sequence of its message (the events of a batch share it), in
+    order (up to sequence `last` when given)."""
     bus = await Bus.connect(Settings(nats_url=nats_url), "test-log-reader")
     try:
-        return await bus.read_to(last or await bus.last_sequence())
+        last = last or await bus.last_sequence()
+        found: list[tuple[int, AnyEvent]] = []
+        if last:
+            async for entry in bus.read_log(1):
+                if entry.event is not None:
+                    found.append((entry.sequence, entry.event))
+                if entry.sequence >= last and entry.last:
+                    break
+        return found
     finally:
         await bus.close()
+
+
+async def stored_about(bus: Bus, actor_id: str) -> bool:
+    """Whether the log holds an event about the actor: on its own subject, or in a batch of actor events."""
+    own = s.event_subject(s.ACTOR, actor_id)
+    if await bus.last_sequence(subjects=(own,)):
+        return True
+    batches = s.batch_subject(s.ACTOR)
+    last = await bus.last_sequence(subjects=(batches,))
+    if last:
+        async for entry in bus.read_log(1, subjects=(batches,)):
+            if entry.event is not None and s.subject_of(entry.event) == own:
+                return True
+            if entry.sequence >= last and entry.last:
+                break
+    return False

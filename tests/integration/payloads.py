@@ -199,6 +199,8 @@ MESSAGES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
 
 SERVICES = ("labels", "taints", "vclusters", "scheduler", "autoscaler")
 HEARTBEAT = "heartbeat"
+BATCH = "batch"
+"""The kind of a batch of actor events (`subjects.batch_subject`)."""
 
 
 READ_PREFIXES = (f"{s.PREFIX}.req.", f"{s.PREFIX}.cmd.", f"{s.PREFIX}.q.")
@@ -210,6 +212,7 @@ def targets() -> list[Target]:
     heartbeats."""
     found = [Target(s.event_subject(aggregate, name), "log", aggregate) for aggregate in EVENTS for name in ("x", "n0")]
     found.append(Target(s.ELECTIONS, "log", s.SCHEDULER))
+    found.append(Target(s.batch_subject(s.ACTOR), "log", BATCH))
     found.append(Target(s.AUTOSCALER_DECISIONS, "log", s.AUTOSCALER))
     for value in vars(s).values():
         if isinstance(value, str) and value.startswith(READ_PREFIXES) and not value.endswith((".*", ".>")):
@@ -332,14 +335,44 @@ def random_bytes() -> st.SearchStrategy[Payload]:
 MUTATIONS = (unknown_field, wrong_type, bad_amount, invalid_utf8, deeply_nested, oversized)
 
 
+def spoil(message: dict[str, Any]) -> st.SearchStrategy[Payload]:
+    """The message mutated one way or another (`MUTATIONS`)."""
+    return st.sampled_from(MUTATIONS).flatmap(lambda mutate: mutate(message))
+
+
+def batch_payloads() -> st.SearchStrategy[Payload]:
+    """A batch of actor events: well-formed, with one spoiled event among good ones, empty, or another kind's message
+    or random bytes where the array belongs."""
+    events = EVENTS[s.ACTOR].map(dumps)
+
+    def joined(parts: list[bytes]) -> bytes:
+        return b"[" + b",".join(parts) + b"]"
+
+    spoiled = st.tuples(st.lists(events, max_size=3), EVENTS[s.ACTOR].flatmap(spoil), st.integers(0, 3)).map(
+        lambda found: Payload(
+            "batch with a bad event",
+            f"{found[1].family} at {min(found[2], len(found[0]))}",
+            joined([*found[0][: found[2]], found[1].data, *found[0][found[2] :]]),
+        )
+    )
+    return st.one_of(
+        st.lists(events, min_size=1, max_size=4).map(lambda parts: Payload("well-formed", BATCH, joined(parts))),
+        spoiled,
+        st.just(Payload("empty batch", "", b"[]")),
+        st.sampled_from(ALL_KINDS)
+        .flatmap(well_formed)
+        .map(lambda message: Payload("not an array", "", dumps(message))),
+        random_bytes(),
+    )
+
+
 def payloads(target: Target) -> st.SearchStrategy[Payload]:
     """Any payload for `target`: its own message valid or mutated, another kind's message (valid or mutated),
-    a forged election, or random bytes."""
+    a forged election, or random bytes (for a batch subject, `batch_payloads`)."""
+    if target.kind == BATCH:
+        return batch_payloads()
     own = well_formed(target.kind)
     other = st.sampled_from(ALL_KINDS).flatmap(well_formed)
-
-    def spoil(message: dict[str, Any]) -> st.SearchStrategy[Payload]:
-        return st.sampled_from(MUTATIONS).flatmap(lambda mutate: mutate(message))
 
     return st.one_of(
         own.map(lambda message: Payload("well-formed", target.kind, dumps(message))),

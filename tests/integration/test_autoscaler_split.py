@@ -61,7 +61,7 @@ async def test_a_launch_for_more_work_than_one_message_holds_is_recorded_whole_a
         assert nominated == set(ACTORS)
         bus = await Bus.connect(Settings.from_env(mesh.env), "test-reader")
         try:
-            assert [await bus.last_dead_event(name) for name in ("scheduler", "autoscaler")] == [0, 0]
+            assert [await bus.last_dead_event(name) for name in ("scheduler", "autoscaler")] == [(0, 0), (0, 0)]
         finally:
             await bus.close()
     finally:

@@ -35,7 +35,7 @@ from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
 from tests.integration.conftest import holds_within, log_of, start_test_mesh, wait_ready
 from tests.integration.in_flight import Timed
-from tests.integration.log import read_events
+from tests.integration.log import read_events, stored_about
 from tests.integration.probe import differs_from_replay
 from tests.support.servers import ServerPath
 
@@ -83,8 +83,7 @@ async def submit_all(
         request = ScheduleRequest(f"{prefix}{index}", {"CPU": 1})
         sent = partial(client.submit, request, timeout=30.0, command_id=f"{prefix}{index}")
         decision = await timed.send(request.actor_id, sent)
-        subject = s.event_subject(s.ACTOR, request.actor_id)
-        assert await client.bus.last_sequence(subjects=(subject,)), f"{request.actor_id} answered before stored"
+        assert await stored_about(client.bus, request.actor_id), f"{request.actor_id} answered before stored"
         return decision
 
     return list(await asyncio.gather(*(submit(i) for i in range(count))))

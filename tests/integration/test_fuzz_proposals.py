@@ -197,10 +197,11 @@ async def _log_problems(fuzzer: ProposalFuzzer) -> list[str]:
     entries = []
     async for entry in fuzzer.bus.read_log(1):
         entries.append(entry)
-        if entry.sequence >= last:
+        if entry.sequence >= last and entry.last:
             break
-    if [entry.sequence for entry in entries] != list(range(1, last + 1)):
-        problems.append(f"the log is not whole: {len(entries)} entries up to {last}")
+    messages = [entry.sequence for entry in entries if entry.last]
+    if messages != list(range(1, last + 1)):
+        problems.append(f"the log is not whole: {len(messages)} messages up to {last}")
     problems += [f"unreadable entry {e.sequence} on {e.subject}" for e in entries if e.event is None]
     problems += [f"entry {e.sequence} on a forger's inbox {e.subject}" for e in entries if e.subject in WATCHED]
     events = [entry.event for entry in entries if entry.event is not None]

@@ -19,7 +19,7 @@ from services.runtime.codec import decode, encode
 from services.runtime.snapshots import SnapshotStore
 from services.taints.view import NODE_EVENTS
 from tests.integration.conftest import log_of, wait_ready
-from tests.integration.log import read_events
+from tests.integration.log import read_events, read_sequenced
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -188,10 +188,10 @@ async def test_the_taints_service_reads_only_node_and_taint_events_and_restarts_
     await client.add_taints("while-down", {"spot": "true"})
     await client.submit(ScheduleRequest("after", {"CPU": 1}))
     assert "snapshot at sequence" in log_of(mesh, "taints")
-    events = await read_events(mesh.nats_url)
-    theirs = [e for e in events if isinstance(e, NODE_EVENTS)]
+    sequenced = await read_sequenced(mesh.nats_url)
+    theirs = [e for _, e in sequenced if isinstance(e, NODE_EVENTS)]
     reply = await service_digest(client, "taints")
     assert reply.digest == digest(replay(theirs))
-    log_end = len(events)
-    newest_of_theirs = max(i for i, e in enumerate(events, 1) if isinstance(e, NODE_EVENTS))
+    log_end = sequenced[-1][0]
+    newest_of_theirs = max(sequence for sequence, e in sequenced if isinstance(e, NODE_EVENTS))
     assert reply.sequence == newest_of_theirs < log_end

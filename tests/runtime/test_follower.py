@@ -35,10 +35,12 @@ class FakeLog:
     async def last_sequence(self, subjects: Sequence[str] = ()) -> int:
         return max(self.on_subjects)
 
-    async def last_dead_event(self, _service: str) -> int:
-        return max((sequence for _, _, sequence in self.dead_letters), default=0)
+    async def last_dead_event(self, _service: str) -> tuple[int, int]:
+        return max(((sequence, 0) for _, _, sequence in self.dead_letters), default=(0, 0))
 
-    async def dead_letter(self, service: str, _data: bytes, reason: str, _subject: str, sequence: int) -> None:
+    async def dead_letter(
+        self, service: str, _data: bytes, reason: str, _subject: str, sequence: int, *, index: int = 0
+    ) -> None:
         self.dead_letters.append((service, reason, sequence))
 
     async def log_identity(self) -> tuple[str, int]:

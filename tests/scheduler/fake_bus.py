@@ -30,8 +30,8 @@ class FakeBus:
         self.failing: Exception | None = None
         self.stored_at: list[int] | None = None
 
-    async def append(self, events: Sequence[AnyEvent]) -> list[int]:
-        """Store `events` at the end of the log, in order; their sequences."""
+    async def append(self, events: Sequence[AnyEvent], *, batched: bool = False) -> list[int]:
+        """Store `events` at the end of the log, in order; their sequences (each its own, `batched` or not)."""
         if self.failing is not None:
             raise self.failing
         if self.stored_at is not None:

@@ -1,0 +1,63 @@
+"""How the scheduler's appends group events into batch messages, and how a reader takes a batch apart: in order,
+each event readable on its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import ActorPlaced, ActorRemoved, AnyEvent, PlacementGroupRemoved, ScheduleRequest
+from schemas import subjects as s
+from services.runtime.appends import BATCH_MOST, messages_of
+from services.runtime.codec import encode
+from services.runtime.log_reader import decode_batch
+
+LIMIT = 1_000_000
+
+
+def placed(actor_id: str) -> ActorPlaced:
+    return ActorPlaced(actor_id=actor_id, node_id="n1", request=ScheduleRequest(actor_id), event_id=f"e-{actor_id}")
+
+
+def removed(actor_id: str) -> ActorRemoved:
+    return ActorRemoved(actor_id=actor_id, event_id=f"r-{actor_id}")
+
+
+def test_consecutive_actor_events_go_as_one_batch_and_anything_else_breaks_the_run() -> None:
+    group = PlacementGroupRemoved(pg_id="pg", event_id="g")
+    events: list[AnyEvent] = [placed("a1"), removed("a0"), placed("a2"), group, placed("a3")]
+    first, between, last = messages_of(events, batched=True, limit=LIMIT)
+    assert (first.subject, first.msg_id, first.events) == (s.batch_subject(s.ACTOR), "e-a1+3", events[:3])
+    assert [event for event, _raw, _error in decode_batch(first.data, LIMIT)] == events[:3]
+    assert (between.subject, between.msg_id, between.data) == (s.subject_of(group), "g", encode(group))
+    assert (last.subject, last.msg_id, last.events) == (s.event_subject(s.ACTOR, "a3"), "e-a3", [events[4]])
+
+
+def test_without_batching_every_event_is_a_message_on_its_own_subject() -> None:
+    events: list[AnyEvent] = [placed("a1"), removed("a0")]
+    messages = messages_of(events, batched=False, limit=LIMIT)
+    assert [(m.subject, m.msg_id, m.data) for m in messages] == [
+        (s.subject_of(event), event.event_id, encode(event)) for event in events
+    ]
+
+
+@pytest.mark.parametrize("limit", [LIMIT, 3 * len(encode(placed("a00000")))])
+def test_a_batch_holds_at_most_its_count_and_its_bytes(limit: int) -> None:
+    events: list[AnyEvent] = [placed(f"a{index:05d}") for index in range(BATCH_MOST + 5)]
+    messages = messages_of(events, batched=True, limit=limit)
+    assert [event for message in messages for event in message.events] == events
+    assert all(len(message.events) <= BATCH_MOST and len(message.data) <= limit for message in messages)
+    assert len(messages) == (2 if limit == LIMIT else (len(events) + 1) // 2)
+
+
+def test_one_unreadable_event_leaves_the_rest_of_its_batch_readable() -> None:
+    good = [encode(placed("a1")), encode(removed("a1"))]
+    found = decode_batch(b"[" + good[0] + b',{"type":"ActorPlaced","actor_id":7},' + good[1] + b"]", LIMIT)
+    assert [event for event, _raw, _error in found] == [placed("a1"), None, removed("a1")]
+    assert [raw for _event, raw, _error in found] == [good[0], b'{"type":"ActorPlaced","actor_id":7}', good[1]]
+    assert "actor_id" in found[1][2]
+
+
+@pytest.mark.parametrize(("data", "reason"), [(b"[]", "an empty batch"), (b'{"a":1}', "an unreadable batch")])
+def test_what_is_not_a_batch_of_events_is_one_unreadable_entry(data: bytes, reason: str) -> None:
+    ((event, raw, error),) = decode_batch(data, LIMIT)
+    assert (event, raw) == (None, data) and error.startswith(reason)
