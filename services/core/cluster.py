@@ -365,6 +365,8 @@ class Cluster:
         self._check_scope("vcluster_id", request.vcluster_id)
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
+        if not request.vcluster_id and work.group_target is None:
+            return self._submit_at_root(work)
         self._emit(ActorSubmitted(request=request))
         scope = self._scope(request.actor_id)
         actor = scope.actors[request.actor_id]
@@ -373,6 +375,25 @@ class Cluster:
             return self._decision_of(actor)
         assert actor.explanation is not None, "a pending actor was just explained"
         return Pending.of(request.actor_id, actor.explanation)  # explained once: the view has not changed since
+
+    def _submit_at_root(self, work: CompiledRequest) -> Placed | Pending:
+        """`submit` for an actor of the root outside any placement group, the commonest: placed, it is one
+        `ActorPlaced` carrying its request, folded in one step (the node is chosen before the actor joins the view,
+        which no rule looks at while it is on no node); else submitted, and pending with why."""
+        request, prng = work.request, self._prng.state
+        placed = place_actor(self._view, work, self._prng, self.sample_size)
+        if placed is not None:
+            node_id = placed[0].node_id
+            self._emit(
+                ActorPlaced(actor_id=request.actor_id, node_id=node_id, request=request, prng=prng, folded=self.folded)
+            )
+            self.retries.retry_pending(wake_all=False, where=self._view)
+            return Placed(request.actor_id, node_id)
+        self._prng.state = prng  # a try that places nothing draws nothing (see `_try_actor`)
+        self._emit(ActorSubmitted(request=request))
+        explanation = self._explain(self._view, work)
+        self._emit(ActorPending(actor_id=request.actor_id, explanation=explanation))
+        return Pending.of(request.actor_id, explanation)
 
     def propose(self, request: ScheduleRequest, prng: SplitMix64, taken: dict[str, Resources]) -> str | None:
         """The node this view would place a new actor of the root on (`proposals.choose_node`); None to leave the
