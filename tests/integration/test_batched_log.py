@@ -5,6 +5,7 @@ log holds fewer messages than events, every reader folds each event, and what lo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import nats.js.errors
 import pytest
@@ -16,9 +17,20 @@ from services.client import Client
 from services.local.mesh import Mesh
 from services.runtime.bus import Bus
 from services.runtime.log_reader import LogEntry
-from tests.integration.conftest import bus_of, holds_within
+from tests.integration.conftest import bus_of, holds_within, start_test_mesh
+from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
+    """One mesh for this module's tests (each uses its own ids and nodes)."""
+    running = start_test_mesh(tmp_path_factory.mktemp("batches") / "mesh", server_path)
+    try:
+        yield running
+    finally:
+        running.close()
 
 
 async def whole_log(bus: Bus) -> list[LogEntry]:

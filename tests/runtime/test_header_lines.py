@@ -22,7 +22,7 @@ lines = st.one_of(
 blocks = st.lists(lines, max_size=6).map(b"\r\n".join)
 
 
-@settings(max_examples=examples(2000), deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(blocks, st.binary(max_size=80)))
 def test_every_header_block_is_read_as_nats_py_reads_it(raw: bytes) -> None:
     assert parse_header_lines(raw) == Client._parse_header_lines(raw)
