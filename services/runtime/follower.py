@@ -77,6 +77,9 @@ class LogFollower:
         self.snapshot_at: float | None = None
         """When (time.monotonic) the view was last saved or loaded as a snapshot."""
         self.saver = SnapshotSaver(store, name, self._saved)
+        self._partly: tuple[int, int] = (0, -1)
+        """The (sequence, index) of the last event folded of a batch not yet folded whole: a batch read again (its
+        reader stopped half-way) goes on after it."""
         self._dead_lettered_to = (0, 0)
         """The (sequence, index) of the newest event this service sent to dead letters."""
         self._snapshot_sequence = 0
@@ -264,7 +267,7 @@ class LogFollower:
             await reader.aclose()
 
     async def _fold(self, entry: LogEntry) -> int:
-        if entry.sequence <= self.sequence:
+        if entry.sequence <= self.sequence or (entry.sequence, entry.index) <= self._partly:
             return 0  # delivered again after a reconnect: already folded
         if entry.event is None:
             await self._skip(entry, entry.error)
@@ -278,6 +281,7 @@ class LogFollower:
             else:
                 self.folded += 1
         if not entry.last:
+            self._partly = (entry.sequence, entry.index)
             return 1  # the sequence is the message's: it counts as folded once all of it is
         self.sequence, self.lag = entry.sequence, entry.pending
         if self._waiters:  # no lock and no wake-up per event while nobody waits (the common case)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -183,3 +184,55 @@ async def test_a_patient_catch_up_outlasts_a_stalled_log_says_so_once_and_ends_w
     assert follower.sequence == 6 and "the log reached sequence 6" in caplog.text
     running.cancel()
     await follower.close()
+
+
+class BatchLog(FakeLog):
+    """Events 1 and 2, then message 3: a batch of three. The first read stops after the batch's first event until
+    `go_on` is set (a reader stopped with its task mid-batch); later reads deliver all of it."""
+
+    def __init__(self) -> None:
+        super().__init__(on_subjects={1, 2, 3})
+        self.go_on = asyncio.Event()
+
+    def read_log(self, start: int, subjects: Sequence[str] = (), max_bytes: int = 0) -> AsyncIterator[LogEntry]:
+        self.reads.append(start)
+        first_read = len(self.reads) == 1
+
+        async def entries() -> AsyncIterator[LogEntry]:
+            for number, sequence in enumerate(range(start, 4), 1):
+                count = 3 if sequence == 3 else 1
+                for index in range(count):
+                    if first_read and sequence == 3 and index == 1:
+                        await self.go_on.wait()
+                    event = NodeDied(node_id=f"n{sequence}-{index}")
+                    last = index == count - 1
+                    yield LogEntry(sequence, event, b"", consumer="c", delivered=number, index=index, last=last)
+
+        return entries()
+
+
+@pytest.mark.anyio
+async def test_a_batch_read_again_after_its_reader_stopped_half_way_folds_each_of_its_events_once() -> None:
+    bus: Any = BatchLog()
+    folded: list[str] = []
+
+    def fold(event: AnyEvent, _sequence: int, _time_ns: int) -> None:
+        assert isinstance(event, NodeDied)
+        folded.append(event.node_id)
+
+    store: Any = NoSnapshots()
+    bus.on_subjects = {1, 2}  # the log ends at 2 while the follower starts
+    follower = LogFollower(bus, store, "test", fold, lambda _s: b"", lambda _b, _s: None, snapshot_every=1000)
+    await follower.start()
+    bus.on_subjects = {1, 2, 3}
+    running = asyncio.ensure_future(follower.run())
+    while folded[-1:] != ["n3-0"]:
+        await asyncio.sleep(0.01)
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    assert follower.sequence == 2, "a batch counts as folded only once all of it is"
+    await follower.fold_to_end(timeout=5.0)
+    await follower.close()
+    assert folded == ["n1-0", "n2-0", "n3-0", "n3-1", "n3-2"]
+    assert follower.sequence == 3
