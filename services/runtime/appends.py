@@ -93,32 +93,31 @@ def messages_of(events: Sequence[AnyEvent], *, batched: bool, limit: int) -> lis
     batched aggregate (`subjects.BATCHED`) together, at most `BATCH_MOST` of them in at most `limit` bytes (an event
     alone is a message of its own)."""
     messages: list[_Message] = []
-    run: list[tuple[str, bytes, AnyEvent]] = []
+    run: list[_Message] = []  # each event of the run as the message it would be alone
+    aggregate = ""
     size = 1  # the bytes of the run as a batch: "[" and, per event, the event and "," or "]"
     for event in events:
-        subject, data = subject_of(event), encode(event)
-        aggregate = subject.split(".")[2]
-        if run and (aggregate != run[0][0].split(".")[2] or len(run) >= BATCH_MOST or size + len(data) + 1 > limit):
-            messages.append(_run_message(run))
+        alone = _Message(subject_of(event), event.event_id, encode(event), [event])
+        kind = alone.subject.split(".")[2]
+        if run and (kind != aggregate or len(run) >= BATCH_MOST or size + len(alone.data) + 1 > limit):
+            messages.append(_run_message(run, aggregate))
             run, size = [], 1
-        if batched and aggregate in s.BATCHED:
-            run.append((subject, data, event))
-            size += len(data) + 1
+        if batched and kind in s.BATCHED:
+            run.append(alone)
+            aggregate, size = kind, size + len(alone.data) + 1
         else:
-            messages.append(_Message(subject, event.event_id, data, [event]))
+            messages.append(alone)
     if run:
-        messages.append(_run_message(run))
+        messages.append(_run_message(run, aggregate))
     return messages
 
 
-def _run_message(run: list[tuple[str, bytes, AnyEvent]]) -> _Message:
+def _run_message(run: list[_Message], aggregate: str) -> _Message:
     """A run of consecutive events of one batched aggregate as one message (a run of one as the event's own)."""
     if len(run) == 1:
-        subject, data, event = run[0]
-        return _Message(subject, event.event_id, data, [event])
-    events = [event for _, _, event in run]
-    data = b"[" + b",".join(data for _, data, _ in run) + b"]"
-    aggregate = run[0][0].split(".")[2]
+        return run[0]
+    events = [message.events[0] for message in run]
+    data = b"[" + b",".join(message.data for message in run) + b"]"
     return _Message(s.batch_subject(aggregate), s.batch_msg_id(events[0].event_id, len(events)), data, events)
 
 
