@@ -57,19 +57,10 @@ class Timeline:
 async def timed_events(nats_url: str) -> list[tuple[float, AnyEvent]]:
     """The whole log, in order: each readable event with the moment nats-server stored it (Unix seconds)."""
     bus = await Bus.connect(Settings.from_env({"CORRAL_NATS_URL": nats_url}), "loadtest-log-reader", timeout=10.0)
-    events: list[tuple[float, AnyEvent]] = []
     try:
-        last = await bus.last_sequence()
-        if last < 1:
-            return events
-        async for entry in bus.read_log(1):
-            if entry.event is not None:
-                events.append((entry.time_ns / 1e9, entry.event))
-            if entry.sequence >= last and entry.last:
-                break
+        return [(entry.time_ns / 1e9, entry.event) async for entry in bus.read_held() if entry.event is not None]
     finally:
         await bus.close()
-    return events
 
 
 def event_times(events: Sequence[tuple[float, AnyEvent]]) -> Timeline:

@@ -81,18 +81,12 @@ async def _first_on_subject(client: Client, subject: str) -> tuple[int, Record] 
 async def _first_in_batches(client: Client, aggregate: str, ids: list[str]) -> dict[str, tuple[int, Record]]:
     """Object id -> the sequence and record of its first event inside a batch, for those of `ids` some batch
     names."""
-    subject = s.batch_subject(aggregate)
-    last = await client.bus.last_sequence(subjects=(subject,))
     wanted = {s.event_subject(aggregate, object_id): object_id for object_id in ids}
     found: dict[str, tuple[int, Record]] = {}
-    if not last:
-        return found
-    async for entry in client.bus.read_log(1, subjects=(subject,)):
+    async for entry in client.bus.read_held((s.batch_subject(aggregate),)):
         object_id = wanted.get(s.subject_of(entry.event)) if entry.event is not None else None
         if object_id is not None and object_id not in found:
             found[object_id] = entry.sequence, Record(datetime.fromtimestamp(entry.time_ns / 1e9, UTC), entry.event)
-        if entry.sequence >= last and entry.last:
-            break
     return found
 
 

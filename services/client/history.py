@@ -129,15 +129,10 @@ class HistoryCalls(Connection):
     async def _latest_placement(self, actor_id: str) -> tuple[ActorPlaced, int, int]:
         """The actor's newest `ActorPlaced`, its sequence and its index in its message (on the actor's subject, or
         in a batch of actor events: those are read whole, so this reads every batch of the log)."""
-        subjects = (s.event_subject(s.ACTOR, actor_id), s.batch_subject(s.ACTOR))
-        last = await self.bus.last_sequence(subjects=subjects)
         found: tuple[ActorPlaced, int, int] | None = None
-        if last:
-            async for entry in self.bus.read_log(1, subjects=subjects):
-                if isinstance(entry.event, ActorPlaced) and entry.event.actor_id == actor_id:
-                    found = entry.event, entry.sequence, entry.index
-                if entry.sequence >= last and entry.last:
-                    break
+        async for entry in self.bus.read_held((s.event_subject(s.ACTOR, actor_id), s.batch_subject(s.ACTOR))):
+            if isinstance(entry.event, ActorPlaced) and entry.event.actor_id == actor_id:
+                found = entry.event, entry.sequence, entry.index
         if found is None:
             raise NotFoundError(f"actor_id {actor_id!r}: the log holds no placement of it")
         return found

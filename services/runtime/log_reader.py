@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 import msgspec
 import nats.errors
@@ -131,7 +131,7 @@ class LogReader(BusConnection):
 
     async def read_log(
         self, start: int, *, subjects: Sequence[str] = (), max_bytes: int = 1_048_576
-    ) -> AsyncIterator[LogEntry]:
+    ) -> AsyncGenerator[LogEntry, None]:
         """Every event from sequence `start` on (only those on `subjects` when given), in order, then new ones as
         they are appended (forever). Its consumer is asked for again while JetStream does not answer (a server
         restarting, say)."""
@@ -239,17 +239,22 @@ class LogReader(BusConnection):
         if reason:
             entry.event, entry.error = None, reason
 
+    async def read_held(self, subjects: Sequence[str] = (), last: int | None = None) -> AsyncGenerator[LogEntry, None]:
+        """Every entry from the start of the log (only those on `subjects` when given) up to sequence `last`
+        (default: the newest now), in order, the whole of its message included; then it ends."""
+        if last is None:
+            last = await self.last_sequence(subjects=subjects)
+        if last < 1:
+            return
+        async with contextlib.aclosing(self.read_log(1, subjects=subjects)) as entries:
+            async for entry in entries:
+                yield entry
+                if entry.sequence >= last and entry.last:
+                    return
+
     async def read_to(self, last: int) -> list[AnyEvent]:
         """Every readable event from the start of the log up to sequence `last`, in order."""
-        events: list[AnyEvent] = []
-        if last < 1:
-            return events
-        async for entry in self.read_log(1):
-            if entry.event is not None:
-                events.append(entry.event)
-            if entry.sequence >= last and entry.last:
-                break
-        return events
+        return [entry.event async for entry in self.read_held(last=last) if entry.event is not None]
 
 
 def decoded(data: bytes, max_bytes: int) -> tuple[AnyEvent | None, str]:

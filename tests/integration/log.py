@@ -18,15 +18,8 @@ async def read_sequenced(nats_url: str, last: int = 0) -> list[tuple[int, AnyEve
     order (up to sequence `last` when given)."""
     bus = await Bus.connect(Settings(nats_url=nats_url), "test-log-reader")
     try:
-        last = last or await bus.last_sequence()
-        found: list[tuple[int, AnyEvent]] = []
-        if last:
-            async for entry in bus.read_log(1):
-                if entry.event is not None:
-                    found.append((entry.sequence, entry.event))
-                if entry.sequence >= last and entry.last:
-                    break
-        return found
+        held = bus.read_held(last=last or None)
+        return [(entry.sequence, entry.event) async for entry in held if entry.event is not None]
     finally:
         await bus.close()
 
@@ -36,12 +29,7 @@ async def stored_about(bus: Bus, actor_id: str) -> bool:
     own = s.event_subject(s.ACTOR, actor_id)
     if await bus.last_sequence(subjects=(own,)):
         return True
-    batches = s.batch_subject(s.ACTOR)
-    last = await bus.last_sequence(subjects=(batches,))
-    if last:
-        async for entry in bus.read_log(1, subjects=(batches,)):
-            if entry.event is not None and s.subject_of(entry.event) == own:
-                return True
-            if entry.sequence >= last and entry.last:
-                break
+    async for entry in bus.read_held((s.batch_subject(s.ACTOR),)):
+        if entry.event is not None and s.subject_of(entry.event) == own:
+            return True
     return False

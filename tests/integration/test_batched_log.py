@@ -15,8 +15,6 @@ from schemas import subjects as s
 from services.cli.records import first_records
 from services.client import Client
 from services.local.mesh import Mesh
-from services.runtime.bus import Bus
-from services.runtime.log_reader import LogEntry
 from tests.integration.conftest import bus_of, holds_within, start_test_mesh
 from tests.support.servers import ServerPath
 
@@ -33,17 +31,6 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> I
         running.close()
 
 
-async def whole_log(bus: Bus) -> list[LogEntry]:
-    """Every entry of the log, in order."""
-    last = await bus.last_sequence()
-    entries: list[LogEntry] = []
-    async for entry in bus.read_log(1):
-        entries.append(entry)
-        if entry.sequence >= last and entry.last:
-            break
-    return entries
-
-
 async def test_a_batch_of_requests_is_appended_as_one_message_and_its_events_are_found_by_id(
     client: Client, mesh: Mesh
 ) -> None:
@@ -53,7 +40,7 @@ async def test_a_batch_of_requests_is_appended_as_one_message_and_its_events_are
     decisions = await asyncio.gather(*(client.submit(request) for request in requests))
     assert all(isinstance(decision, Placed) for decision in decisions)
     async with bus_of(mesh, "test-batches") as bus:
-        entries = await whole_log(bus)
+        entries = [entry async for entry in bus.read_held()]
     inside = [entry for entry in entries if entry.index > 0]
     assert inside, "sixty requests at once were all appended one message each"
     assert all(entry.subject == s.batch_subject(s.ACTOR) for entry in inside)
