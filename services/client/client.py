@@ -55,6 +55,7 @@ from services.client.vclusters import VirtualClusterCalls
 from services.client.work_events import WorkEvents
 from services.core.errors import UnavailableError
 from services.runtime.codec import encode
+from services.runtime.log_reader import header_number, header_text
 
 log = logging.getLogger("corral.client")
 
@@ -395,12 +396,11 @@ class Client(VirtualClusterCalls, HistoryCalls):
 def dead_letter(msg: api.RawStreamMsg) -> DeadLetter:
     """A message of the dead-letters stream, as the client reports it."""
     headers = msg.headers or {}
-    sequence = headers.get(s.DEAD_LETTER_SEQUENCE, "0")
     return DeadLetter(
         time=msg.time.isoformat(timespec="seconds") if msg.time else "",
         service="".join((msg.subject or "").split(".")[2:3]),  # corral.dlq.<service>[.events]
-        subject=headers.get(s.DEAD_LETTER_SUBJECT, ""),
-        sequence=int(sequence) if sequence.isdigit() else 0,
-        reason=headers.get(s.DEAD_LETTER_REASON, ""),
+        subject=header_text(headers, s.DEAD_LETTER_SUBJECT),
+        sequence=header_number(headers, s.DEAD_LETTER_SEQUENCE),
+        reason=header_text(headers, s.DEAD_LETTER_REASON),
         data=(msg.data or b"")[:1000].decode(errors="replace"),
     )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from email.header import Header, decode_header
 
 import msgspec
 import nats.errors
@@ -106,8 +107,7 @@ class LogReader(BusConnection):
             log.warning("%s: dead letters not readable (%s)", service, error)
             return 0, 0
         headers = msg.headers or {}
-        sequence, index = headers.get(s.DEAD_LETTER_SEQUENCE, "0"), headers.get(s.DEAD_LETTER_INDEX, "0")
-        return (int(sequence) if sequence.isdigit() else 0), (int(index) if index.isdigit() else 0)
+        return header_number(headers, s.DEAD_LETTER_SEQUENCE), header_number(headers, s.DEAD_LETTER_INDEX)
 
     # reading the log
 
@@ -255,6 +255,24 @@ class LogReader(BusConnection):
     async def read_to(self, last: int) -> list[AnyEvent]:
         """Every readable event from the start of the log up to sequence `last`, in order."""
         return [entry.event async for entry in self.read_held(last=last) if entry.event is not None]
+
+
+def header_text(headers: Mapping[str, object], name: str) -> str:
+    """A stored message's header as text, "" when absent (nats-py hands a non-ASCII value read through the stream
+    API as an `email.header.Header`)."""
+    value = headers.get(name)
+    if isinstance(value, Header):  # its bytes, as they were sent (UTF-8)
+        return "".join(
+            part.decode("utf-8", "replace") if isinstance(part, bytes) else part for part, _ in decode_header(value)
+        )
+    return "" if value is None else str(value)
+
+
+def header_number(headers: Mapping[str, object], name: str) -> int:
+    """A stored message's header as a whole number, 0 when it is none ("²" is a digit to `isdigit`, not to
+    `int`)."""
+    text = header_text(headers, name)
+    return int(text) if text.isascii() and text.isdigit() else 0
 
 
 def decoded(data: bytes, max_bytes: int) -> tuple[AnyEvent | None, str]:

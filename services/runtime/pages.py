@@ -188,7 +188,7 @@ def _query_key(query: Any) -> bytes:
 
 def _parse(cursor: str) -> tuple[int, int, int]:
     parts = cursor.split(".")
-    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+    if len(parts) != 3 or not all(part.isascii() and part.isdigit() for part in parts):
         raise RejectedError(f"cursor {cursor!r}: not a cursor of this service (give the `next` of the previous page)")
     listing_id, sequence, position = (int(part) for part in parts)
     return listing_id, sequence, position

@@ -92,8 +92,9 @@ def test_a_cursor_the_service_no_longer_holds_is_a_conflict_once_the_log_moved_o
     moved.sequence = 9
     with pytest.raises(ConflictError, match="list again from the first page"):
         moved.ask(StatusQuery(cursor=first.next))
-    with pytest.raises(RejectedError, match="not a cursor of this service"):
-        service.ask(StatusQuery(cursor="nonsense"))
+    for nonsense in ("nonsense", "\u00b2.1.1"):  # "²" is a digit to `isdigit`, not to `int`
+        with pytest.raises(RejectedError, match="not a cursor of this service"):
+            service.ask(StatusQuery(cursor=nonsense))
 
 
 def test_a_limit_caps_each_list_of_the_whole_answer() -> None:
