@@ -5,6 +5,7 @@ log holds fewer messages than events, every reader folds each event, and what lo
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 
 import nats.js.errors
@@ -16,6 +17,7 @@ from services.cli.records import first_records
 from services.client import Client
 from services.local.mesh import Mesh
 from tests.integration.conftest import bus_of, holds_within, start_test_mesh
+from tests.integration.test_restart_and_snapshots import digest_of_a_replay_at
 from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -62,7 +64,7 @@ async def test_an_unreadable_event_inside_a_batch_is_skipped_alone_and_set_aside
 ) -> None:
     await client.register_node("bad-batch-node", {"CPU": 4})
     async with bus_of(mesh, "test-hostile-batch") as bus:
-        good = b'{"type":"ActorRemoved","actor_id":"never-placed","epoch":1}'
+        good = b'{"type":"ActorRemoved","actor_id":"never-placed"}'  # of no epoch: every fold ignores it
         ack = await bus.js.publish(s.batch_subject(s.ACTOR), b"[" + good + b',{"type":"ActorPlaced","actor_id":7}]')
 
         async def set_aside() -> bool:
@@ -76,3 +78,38 @@ async def test_an_unreadable_event_inside_a_batch_is_skipped_alone_and_set_aside
         assert await holds_within(set_aside, 15)
     assert isinstance(await client.submit(ScheduleRequest("after-bad-batch", {"CPU": 1})), Placed)
     assert (await client.health("labels")).sequence > ack.seq
+
+
+@pytest.mark.parametrize(
+    ("what", "data"),
+    [
+        ("oversized", b'[{"type":"ActorRemoved","actor_id":"' + b"x" * 300_000 + b'"}]'),
+        ("not an array", b'{"type":"ActorRemoved","actor_id":"never-placed-2"}'),
+        ("random bytes", bytes(range(256)) * 4),
+        ("too deep", b"[" * 5_000 + b"]" * 5_000),
+    ],
+)
+async def test_a_hostile_batch_stops_no_reader_and_changes_no_view(
+    client: Client, mesh: Mesh, what: str, data: bytes
+) -> None:
+    """What a batch is not (over the services' size limit, not an array, not JSON, nested too deep) is one
+    unreadable entry to every reader: the services serve on and fold as a replay does, and the history, AGE and
+    `why-placed` of an actor the log holds still answer."""
+    await client.register_node(f"hostile-{what.replace(' ', '-')}", {"CPU": 4})
+    actor_id = f"before-{what.replace(' ', '-')}"
+    assert isinstance(await client.submit(ScheduleRequest(actor_id, {"CPU": 1})), Placed)
+    async with bus_of(mesh, "test-hostile-batch") as bus:
+        ack = await bus.js.publish(s.batch_subject(s.ACTOR), data)
+    assert isinstance(await client.submit(ScheduleRequest(f"after-{actor_id}", {"CPU": 1})), Placed)
+    for service in ("labels", "vclusters", "scheduler"):
+        assert await holds_within(functools.partial(_folded_past, client, service, ack.seq), 15), service
+    live, replayed = await digest_of_a_replay_at(mesh, client, "scheduler")
+    assert live == replayed
+    assert [logged.type for logged in await client.history(actor_id=actor_id)] == ["ActorPlaced"]
+    (record,) = await first_records(client, "actor", [actor_id])
+    assert record is not None and isinstance(record.event, ActorPlaced)
+    assert (await client.why_placed(actor_id)).reproduced
+
+
+async def _folded_past(client: Client, service: str, sequence: int) -> bool:
+    return (await client.health(service)).sequence > sequence
