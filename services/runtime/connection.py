@@ -171,9 +171,17 @@ class BusConnection:
             return
         self.closing = True
         with contextlib.suppress(TimeoutError, nats.errors.Error, OSError):
-            await asyncio.wait_for(self.nc.flush(), timeout=1.0)
+            await asyncio.wait_for(sent(self.nc), timeout=1.0)
         with contextlib.suppress(nats.errors.Error, OSError):  # the connection may be down (a reset socket)
             await self.nc.close()
+
+
+async def sent(nc: NatsClient, timeout: int = 10) -> None:
+    """Wait until the server has taken everything `nc` sent so far (its subscriptions, its publishes). nats-py's
+    `flush` writes its PING straight to the socket, ahead of what it still holds to write, so its PONG proves nothing
+    about those; by the time it comes back the held writes are on the socket, so a second PING follows them."""
+    await nc.flush(timeout=timeout)
+    await nc.flush(timeout=timeout)
 
 
 def answerable(reply: str) -> bool:

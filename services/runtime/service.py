@@ -19,6 +19,7 @@ from schemas.subjects import digest_subject, health_subject
 from services.runtime import metrics
 from services.runtime.bus import Bus
 from services.runtime.commands import Responder
+from services.runtime.connection import sent
 from services.runtime.follower import LogFollower
 from services.runtime.pages import Pager
 from services.runtime.queries import query_handler
@@ -104,7 +105,7 @@ async def service_shell(
         health = query_handler(HealthQuery, lambda _q: _health(follower))
         shell.subscriptions.append(await bus.serve(health_subject(name), health))
         with contextlib.suppress(TimeoutError, nats.errors.Error):  # a NATS outage: registered once it reconnects
-            await bus.nc.flush()  # the server knows the subscriptions: "serving" means a query reaches this one
+            await sent(bus.nc)  # the server knows the subscriptions: "serving" means a query reaches this one
         log.info("%s: serving", name)
         yield shell
     except Exception:

@@ -30,6 +30,7 @@ from services.local.mesh import Mesh
 from services.runtime import refusals
 from services.runtime.bus import Bus
 from services.runtime.codec import decode, encode
+from services.runtime.connection import sent
 from services.runtime.elections import new_election, record_election
 from services.runtime.runner import EXIT_LEASE_LOST
 from services.runtime.settings import Settings
@@ -312,7 +313,7 @@ async def test_a_batch_naming_a_corral_or_jetstream_subject_as_its_reply_is_not_
         await client.bus.nc.publish(s.PROPOSALS, encode(removal), reply=target)
     answer = await client.bus.nc.request(s.PROPOSALS, encode(removal), timeout=10)  # applied after both
     assert isinstance(decode(answer.data, Verdicts).verdicts[0].reply, Rejected)
-    await client.bus.nc.flush()
+    await sent(client.bus.nc)
     assert seen == []
     assert await client.bus.last_sequence() == before
     assert isinstance(await client.submit(ScheduleRequest("after", {"CPU": 1}), timeout=20.0), Placed)
@@ -401,7 +402,7 @@ async def test_floods_of_proposals_at_once_leave_the_leader_elected_and_real_req
     ]
     for flood in floods:
         await client.bus.nc.publish(s.PROPOSALS, flood)
-    await client.bus.nc.flush()
+    await sent(client.bus.nc)
     assert isinstance(await client.submit(ScheduleRequest("real", {"CPU": 1}), timeout=60.0), Placed)
     lease_ttl = float(FLOOD_LEASE["CORRAL_LEASE_TTL"])
     await asyncio.sleep(2 * lease_ttl)  # a lease lost to the floods would have lapsed by now

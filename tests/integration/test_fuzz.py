@@ -28,6 +28,7 @@ from schemas import subjects as s
 from services.client import Client
 from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
+from services.runtime.connection import sent
 from services.runtime.settings import Settings
 from services.taints.view import SUBJECTS as TAINT_SUBJECTS
 from tests.integration.autoscaling import AUTOSCALER_INTERVAL, write_config
@@ -82,7 +83,7 @@ class Fuzzer:
                     await self.bus.nc.request(target.subject, payload.data, timeout=SETTLE_S)
             else:
                 await self.bus.nc.publish(target.subject, payload.data)
-            await self.bus.nc.flush()
+            await sent(self.bus.nc)
         except nats.errors.MaxPayloadError:
             return  # the client refuses it before it leaves: nothing reached the mesh
         await self._settle()

@@ -20,6 +20,7 @@ from services.core.errors import ConflictError, NotFoundError
 from services.local import preloaded
 from services.local.mesh import SERVICES, Mesh, start_mesh
 from services.local.servers import LocalServer, find_binary, free_port, redis_server
+from services.runtime.connection import sent
 from tests.integration.autoscaling import FAST_AUTOSCALER, write_config
 from tests.integration.conftest import FAST, holds_within, log_of
 
@@ -152,7 +153,7 @@ async def refused_publishes(port: int, user: str, subjects: tuple[str, ...]) -> 
     try:
         for subject in subjects:
             await nc.publish(subject, b'{"type":"SchedulerElected","epoch":999999999,"instance":"scheduler"}')
-        await nc.flush()
+        await sent(nc)
         for _ in range(50):  # the server's -ERR lines come back asynchronously
             refused = {subject for subject in subjects if any(f'"{subject.lower()}"' in error for error in errors)}
             if refused == set(subjects):

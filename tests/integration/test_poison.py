@@ -20,6 +20,7 @@ from schemas.replies import Rejected
 from services.client import Client
 from services.local.mesh import AUTOSCALER, SERVICES, Mesh
 from services.runtime.codec import decode, encode
+from services.runtime.connection import sent
 from tests.integration.autoscaling import write_config
 from tests.integration.conftest import wait_ready
 
@@ -180,6 +181,6 @@ async def test_a_reply_subject_in_the_event_log_is_never_answered(client: Client
     for reply in ("corral.evt.node.forged", "$JS.API.STREAM.DELETE.CORRAL_EVENTS"):
         await client.bus.nc.publish(s.HEARTBEATS, heartbeat, reply=reply)
         await client.bus.nc.publish(s.NODES_QUERY, b"{}", reply=reply)
-    await client.bus.nc.flush()
+    await sent(client.bus.nc)
     assert [node.node_id for node in await client.nodes()] == ["n1"]  # answered after the hostile messages
     assert (await client.bus.js.stream_info(s.EVENTS_STREAM)).state.last_seq == before
