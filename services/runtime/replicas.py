@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats.errors
@@ -23,7 +23,12 @@ LEADER_SECONDS = 30.0
 UPDATE_SECONDS = 3.0
 """How long a stream's move to other replicas may take to be answered (a user without the right gets no answer)."""
 
-REFUSALS = {10074: "a single server keeps 1", 10023: "too few servers", 10005: "too few servers"}
+PEERS_SECONDS = 30.0
+"""How long a cluster may take to have enough JetStream servers for the replicas asked for: servers started together
+join one by one, so a service started with them may ask before the last has joined."""
+
+NOT_CLUSTERED = 10074
+REFUSALS = {NOT_CLUSTERED: "a single server keeps 1", 10023: "too few servers", 10005: "too few servers"}
 """JetStream's error codes for replicas it cannot place: not clustered, insufficient resources, no suitable peers."""
 
 
@@ -31,7 +36,9 @@ async def add_stream(js: JetStreamContext, config: api.StreamConfig, replicas: i
     """Create the stream of `config` on `replicas` servers (nothing when another process made it meanwhile), and
     wait until it has a leader."""
     with contextlib.suppress(nats.js.errors.BadRequestError):  # already in use: made by another process
-        await _placed(config.name or "", replicas, js.add_stream(dataclasses.replace(config, num_replicas=replicas)))
+        await _placed(
+            config.name or "", replicas, lambda: js.add_stream(dataclasses.replace(config, num_replicas=replicas))
+        )
     await led_info(js, config.name or "", made=True)
 
 
@@ -46,7 +53,7 @@ async def replicate(js: JetStreamContext, stream: str, replicas: int) -> None:
     log.warning("stream %s is kept on %d servers, CORRAL_REPLICAS says %d: moving it", stream, have, replicas)
     try:
         moved = dataclasses.replace(config, num_replicas=replicas)
-        await _placed(stream, replicas, asyncio.wait_for(js.update_stream(moved), UPDATE_SECONDS))
+        await _placed(stream, replicas, lambda: asyncio.wait_for(js.update_stream(moved), UPDATE_SECONDS))
     except (TimeoutError, nats.errors.Error) as error:
         raise SettingsError(
             f"CORRAL_REPLICAS {replicas!r}: stream {stream} is kept on {have} servers and could not be moved to "
@@ -85,20 +92,40 @@ async def key_value(js: JetStreamContext, bucket: str, replicas: int, **config: 
         await replicate(js, f"KV_{bucket}", replicas)
     except nats.js.errors.NotFoundError:
         with contextlib.suppress(nats.js.errors.BadRequestError):  # another process made it meanwhile
-            await _placed(f"KV_{bucket}", replicas, js.create_key_value(bucket=bucket, replicas=replicas, **config))
+            await _placed(
+                f"KV_{bucket}", replicas, lambda: js.create_key_value(bucket=bucket, replicas=replicas, **config)
+            )
         await led_info(js, f"KV_{bucket}", made=True)
     return await js.key_value(bucket)
 
 
-async def _placed(stream: str, replicas: int, declare: Awaitable[object]) -> None:
-    """Await `declare`; JetStream refusing the replicas becomes a `SettingsError` naming the variable."""
-    try:
-        await declare
-    except nats.js.errors.APIError as error:
-        why = REFUSALS.get(error.err_code or 0)
-        if why is None:
-            raise
-        raise SettingsError(
-            f"CORRAL_REPLICAS {replicas!r}: NATS cannot keep {stream} on {replicas} servers ({why}: "
-            f"{error.description}); it must be at most the number of JetStream servers of the cluster"
-        ) from None
+async def _placed(stream: str, replicas: int, declare: Callable[[], Awaitable[object]]) -> None:
+    """`declare()`, asked again while a cluster has too few JetStream servers for the replicas (for up to
+    `PEERS_SECONDS`: its servers may still be joining); JetStream refusing them for good becomes a `SettingsError`
+    naming the variable."""
+    deadline = asyncio.get_running_loop().time() + PEERS_SECONDS
+    warned = False
+    while True:
+        try:
+            await declare()
+            return
+        except nats.js.errors.APIError as error:
+            why = REFUSALS.get(error.err_code or 0)
+            if why is None:
+                raise
+            if error.err_code == NOT_CLUSTERED or asyncio.get_running_loop().time() > deadline:
+                raise SettingsError(
+                    f"CORRAL_REPLICAS {replicas!r}: NATS cannot keep {stream} on {replicas} servers ({why}: "
+                    f"{error.description}); it must be at most the number of JetStream servers of the cluster"
+                ) from None
+            if not warned:
+                log.warning(
+                    "stream %s: %s for %d replicas (%s); asking again for up to %gs while servers join",
+                    stream,
+                    why,
+                    replicas,
+                    error.description,
+                    PEERS_SECONDS,
+                )
+                warned = True
+        await asyncio.sleep(0.5)

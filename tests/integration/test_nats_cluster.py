@@ -35,7 +35,7 @@ from services.runtime.bus import Bus
 from services.runtime.connection import STREAMS
 from services.runtime.settings import Settings
 from tests.integration.cluster import NatsCluster, start_cluster, wait_for_jetstream
-from tests.integration.conftest import FAST, log_of
+from tests.integration.conftest import FAST, holds_within, log_of
 from tests.integration.log import read_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(90)]
@@ -237,6 +237,35 @@ async def test_a_stream_kept_on_one_server_is_moved_to_the_replicas_asked_for(cl
         assert (info.config.num_replicas, info.config.subjects) == (3, events.subjects)
     finally:
         await bus.close()
+
+
+async def test_three_replicas_asked_for_before_the_third_server_joins_wait_for_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Servers started together join one by one: a stream asked for on three while two answer is asked for again,
+    said once in the log, and kept on three once the third joins (it was a setting error, and the service exited)."""
+    running = start_cluster(tmp_path / "nats")
+    try:
+        running.kill("s2")
+        await wait_for_jetstream(running.url)  # two of three elect a meta leader
+        bus = await Bus.connect(Settings(nats_url=running.url, replicas=3), "test-joining")
+        try:
+            declared = asyncio.ensure_future(bus.ensure_streams((s.EVENTS_STREAM,)))
+
+            async def asked_again() -> bool:
+                return "while servers join" in caplog.text
+
+            assert await holds_within(asked_again, timeout=20.0), caplog.text
+            assert not declared.done()
+            running.named("s2").start()
+            await asyncio.wait_for(declared, timeout=30.0)
+            info = await bus.js.stream_info(s.EVENTS_STREAM)
+            assert info.config.num_replicas == 3
+            assert caplog.text.count("while servers join") == 1
+        finally:
+            await bus.close()
+    finally:
+        running.close()
 
 
 async def test_more_replicas_than_servers_stop_a_service_with_the_setting_named(servers: Mesh) -> None:
