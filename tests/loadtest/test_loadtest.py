@@ -25,9 +25,9 @@ from tests.loadtest.reports import report_of
 TINY = Config(
     nodes=20,
     users=2,
-    duration=2.0,
-    floor_duration=2.0,
-    fixed_duration=1.0,
+    duration=1.0,
+    floor_duration=1.0,
+    fixed_duration=0.5,
     warmup=0.2,
     hold=5,
     connections=2,
