@@ -59,7 +59,7 @@ lint: venv
 # TEST_FUZZ_EXAMPLES; `make test-properties` and `make fuzz` (which `.ci/run` runs too) draw many more.
 TEST_WORKERS ?= 4
 TEST_EXAMPLES_PERCENT ?= 25
-TEST_FUZZ_EXAMPLES ?= 100
+TEST_FUZZ_EXAMPLES ?= 50
 test: venv redis nats chromium lint
 	CORRAL_EXAMPLES_PERCENT=$(TEST_EXAMPLES_PERCENT) CORRAL_FUZZ_EXAMPLES=$(TEST_FUZZ_EXAMPLES) \
 	  $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
