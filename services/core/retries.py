@@ -110,9 +110,9 @@ class Retrier:
     def retry_scope(self, scope: ClusterView, *, wake_all: bool, roomier: set[str] | None = None) -> bool:
         """Re-try the scope's waiting work in queue order (with `wake_all` all of it, else only work waiting on a
         placement); once a try fails, the rest of its bucket is not tried on the same view (it fails alike),
-        unless the scope may borrow, where a failed try does not tell how the next one goes."""
+        unless room is held for nominated work: then who the work is counts, not only its shape (see `_alike`)."""
         placed_any = False
-        alike = not (self._borrows(scope) or scope.held)  # held room: work alike in shape may fit otherwise
+        alike = self._alike(scope)
         nodes = [scope.nodes[n] for n in sorted(roomier) if n in scope.nodes] if roomier is not None else None
         walk = self.index.walk(
             scope.scope_id,
@@ -143,6 +143,14 @@ class Retrier:
         return any(
             fits(node.free, work.resources) and any(plan.rejects(node) is None for plan in plans) for node in nodes
         )
+
+    def _alike(self, scope: ClusterView) -> bool:
+        """Whether work of one shape and priority fails alike in `scope` on an unchanged view: a failed try draws
+        nothing from the seeded generator, so only room held for nominated work tells two such pieces apart (the
+        scope's, or, where the scope may grow, the root's that its growth borrows from)."""
+        if scope.held:
+            return False
+        return not (self._borrows(scope) and (self.view.held or self.view.nominations))
 
     def _borrows(self, scope: ClusterView) -> bool:
         """Whether work in `scope` may be placed by growing its virtual cluster (see `VirtualClusters.borrow`)."""
