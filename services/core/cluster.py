@@ -124,7 +124,7 @@ class Cluster:
             stop_work=self._stop_work,
             retry_all=lambda: self.retries.retry_pending(wake_all=True),
             retry_scope=lambda scope: self.retries.retry_scope(scope, wake_all=True),
-            freed=lambda scope_id: self.retries.note_freed(scope_id),  # noqa: PLW0108 - `retries` comes after
+            freed=lambda scope_id, host, before: self.retries.note_freed(scope_id, host, before),  # noqa: PLW0108 - `retries` comes after
         )
         self.vclusters = VirtualClusters(
             view, self._prng, hooks, rare_resources=self.rare_resources, sample_size=self.sample_size

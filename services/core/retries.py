@@ -10,8 +10,9 @@ import msgspec
 from schemas import ScheduleRequest
 from services.core.decide.actor import actor_plans
 from services.core.request import CompiledRequest
-from services.core.state import ActorState, ClusterView, GroupState, NodeState, fits
+from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, fits
 from services.core.state.tree import ROOT
+from services.core.state.view import VClusterState
 from services.core.vclusters.virtual_clusters import VirtualClusters
 from services.core.waiting import BucketKey, WaitingIndex
 
@@ -42,6 +43,9 @@ class Retrier:
         """Scopes (ROOT or a cluster id) that got resources back during the current command."""
         self.roomier: set[str] | None = set()
         """Nodes of the root scope that got resources back during the current command (None: not known)."""
+        self.lent_back: dict[str, Resources] | None = {}
+        """Root nodes that only virtual nodes shrinking gave room back to during the current command, each with
+        what it had free before (None: the root got room back otherwise too)."""
         for scope in scopes(view):
             for work_id in scope.pending:
                 self.file(work_id)
@@ -58,34 +62,58 @@ class Retrier:
         `roomier`: the only nodes of the root scope the event changed (None: any may have changed).
         """
         self.freed.clear()
-        self.roomier = set()
+        self.roomier, self.lent_back = set(), {}
         tried = scopes(self.view) if wake_all or where is None else [where]
         self._retry(tried, wake_all=wake_all, roomier=roomier)
 
     def free(self, scope: ClusterView, node_ids: Iterable[str | None]) -> None:
         """Note that `scope` got resources back on these nodes during the current command."""
         self.freed.add(scope.scope_id)
-        if scope is self.view and self.roomier is not None:
-            self.roomier.update(node_id for node_id in node_ids if node_id is not None)
+        if scope is self.view:
+            self.lent_back = None
+            if self.roomier is not None:
+                self.roomier.update(node_id for node_id in node_ids if node_id is not None)
 
-    def note_freed(self, scope_id: str) -> None:
+    def note_freed(self, scope_id: str, host: str, before: Resources) -> None:
+        """Note that a virtual node shrinking gave `scope_id` room back on its node `host`, which had `before`
+        free."""
         self.freed.add(scope_id)  # not a bound `add`: `retry_freed` swaps the set
-        if scope_id == ROOT:
-            self.roomier = None  # a virtual node shrank: where it gave back is not tracked
+        if scope_id != ROOT:
+            return
+        if self.roomier is not None:
+            self.roomier.add(host)
+        if self.lent_back is not None:
+            self.lent_back.setdefault(host, before)
 
     def retry_freed(self) -> None:
         """Re-try what the resources this command freed can unblock: the scopes that got them back, the clusters
         that may still borrow from those, and the admission queues."""
         freed, self.freed = self.freed, set()
         roomier, self.roomier = self.roomier, set()
+        lent_back, self.lent_back = self.lent_back, {}
         clusters = self.view.tree.clusters.values()
         scopes = [self.view] if ROOT in freed else []
         scopes += [
             vc.scope
             for vc in clusters
-            if vc.scope.pending and (vc.vc_id in freed or (vc.parent in freed and self.vclusters.may_grow(vc)))
+            if vc.scope.pending
+            and (
+                vc.vc_id in freed
+                or (vc.parent in freed and self._may_use(vc, lent_back) and self.vclusters.may_grow(vc))
+            )
         ]
         self._retry(scopes, wake_all=True, roomier=roomier)
+
+    def _may_use(self, vc: VClusterState, lent_back: dict[str, Resources] | None) -> bool:
+        """Whether room its parent got back may let `vc`'s waiting work grow into it. Not when the parent is the
+        root, the room came only from virtual nodes shrinking, and each node it came back to had room enough for
+        any of that work before: growing onto it was possible then (the work fails for another reason; more
+        room on a node never makes a rule refuse it), and no other node changed. Held room counts who the work
+        is, so then it may."""
+        if vc.parent != ROOT or lent_back is None or self.view.held or vc.scope.groups.keys() & vc.scope.pending:
+            return True
+        needs = [vc.scope.actors[work_id].request.resources for work_id in vc.scope.pending]
+        return any(not fits(before, need) for before in lent_back.values() for need in needs)
 
     def _retry(self, scopes: list[ClusterView], *, wake_all: bool, roomier: set[str] | None = None) -> None:
         """Re-try the scopes' waiting work until a pass places nothing; a first pass that wakes every kind of wait

@@ -48,8 +48,9 @@ class FullRetryCluster(Cluster):
         )
 
 
-TENANTS = {"fixed": spec(fixed(2, 2)), "flex": spec(min_cpu=1, max_cpu=6)}
-"""Virtual clusters the workloads create first: one of fixed-size nodes, one whose flexible nodes borrow."""
+TENANTS = {"fixed": spec(fixed(2, 2)), "flex": spec(min_cpu=1, max_cpu=6), "grow": spec(min_cpu=0.5, max_cpu=4)}
+"""Virtual clusters the workloads create first: one of fixed-size nodes, two whose flexible nodes borrow (room one
+gives back to the root may let the other grow)."""
 
 
 @st.composite
@@ -57,11 +58,11 @@ def bursts(draw: st.DrawFn) -> Op:
     """Several actors of one shape at once (different priorities and restarts), at the root or in a virtual
     cluster: the buckets the index skips."""
     request = draw(actor_requests())
-    tenant = draw(st.sampled_from([None, None, "fixed", "flex"]))
+    tenant = draw(st.sampled_from([None, None, "fixed", "flex", "grow"]))
     return Op("burst", draw(st.integers(2, 6)), request=msgspec.structs.replace(request, vcluster_id=tenant))
 
 
-destroys = st.builds(Op, st.just("destroy"), st.integers(0, 1))
+destroys = st.builds(Op, st.just("destroy"), st.integers(0, len(TENANTS) - 1))
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,32 @@ def test_a_burst_of_one_shape_in_a_cluster_at_its_maximum_is_tried_once_per_free
             assert tries() == 2  # w02 placed, w03 finds no room: the 48 others of its shape are not tried
         decided.append(cluster.events())
     assert decided[0] == decided[1]
+
+
+def test_room_a_shrinking_cluster_gives_back_places_work_another_cluster_could_not_grow_for() -> None:
+    cluster = Cluster(seed=5)
+    cluster.add_node("n0", {"CPU": 4.0})
+    for tenant in ("a", "b"):
+        cluster.create_virtual_cluster(tenant, spec(min_cpu=0.5, max_cpu=4))
+    cluster.submit(make_actor("big", 3, vcluster_id="a"))
+    assert isinstance(cluster.submit(make_actor("waits", 2, vcluster_id="b")), Pending)  # n0 lends b 0.5 more
+    cluster.remove_actor("big")  # a's flexible node shrinks: n0 has room again
+    assert "waits" in cluster.placements("b")
+
+
+def test_room_given_back_where_there_was_enough_already_does_not_re_try_another_clusters_work() -> None:
+    """Its work waits for another reason (here a label no node has): more room on a node that had enough cannot
+    change that, so a removal in one tenant no longer re-tries the waiting work of every other."""
+    cluster = Cluster(seed=5)
+    cluster.add_node("n0", {"CPU": 16.0})
+    for tenant in ("a", "b"):
+        cluster.create_virtual_cluster(tenant, spec(min_cpu=0.5, max_cpu=8))
+    cluster.submit(make_actor("used", 3, vcluster_id="a"))
+    assert isinstance(cluster.submit(make_actor("nvme", 1, vcluster_id="b", label_selector={"disk": "nvme"})), Pending)
+    tries = count_tries(cluster)
+    cluster.remove_actor("used")
+    assert tries() == 0
+    assert list(cluster.view.scope("b").pending) == ["nvme"]
 
 
 def count_tries(cluster: Cluster) -> Callable[[], int]:

@@ -23,11 +23,11 @@ from services.core.errors import NotFoundError
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
-from services.core.state import ClusterView, NodeState
+from services.core.state import ClusterView, NodeState, Resources
 from services.core.state.model import EPSILON
 from services.core.state.nominations import closed_to, nominated_nodes
 from services.core.state.tree import ROOT, flexible_id
-from services.core.state.view import VClusterState
+from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.admission import (
     STARVATION_LIMIT,
     FreeCapacity,
@@ -56,8 +56,9 @@ class ClusterHooks:
     """Re-try every kind of waiting work in every scope."""
     retry_scope: Callable[[ClusterView], bool]
     """Re-try every waiting work of one scope; whether anything was placed."""
-    freed: Callable[[str], None]
-    """Note that a scope (ROOT or a cluster id) got resources back during the current command."""
+    freed: Callable[[str, str, Resources], None]
+    """Note that a scope (ROOT or a cluster id) got resources back on one of its nodes during the current command,
+    and what that node had free before."""
 
 
 class VirtualClusters:
@@ -348,7 +349,9 @@ class VirtualClusters:
             step = Lender.shrunk(vc, node_id)
             if vnode is None or step is None:
                 return
+            host = parent_scope(self._view, vc).nodes.get(vnode.parent_node)
+            before = dict(host.free) if host is not None else {}
             self._hooks.emit(step)
-            self._hooks.freed(vc.parent)
+            self._hooks.freed(vc.parent, vnode.parent_node, before)
             node_id = vnode.parent_node
             vc = self._view.tree.clusters.get(vc.parent)
