@@ -31,9 +31,12 @@ SUBMITS, RATE = 300, 100.0
 """The load during an outage: 3 s of submits at 100 per second (the p95 is the fifteenth slowest; each of the three
 outages sends them twice, with Redis up and away)."""
 TAIL_BOUND_S = 0.050
-"""The bound on a submit's p95 with Redis away, or twice its p95 with Redis up on a busy machine (it was 650 ms
-with Redis down, 2 to 4 s with it stopped). A p95 and not a p99: the p99 of 500 submits is the fifth slowest, and in
-a suite on two busy cores one stall of another test's processes made that 730 ms against 160 ms with Redis up."""
+"""The bound on a submit's p95 with Redis away on a quiet machine (it was 650 ms with Redis down, 2 to 4 s with it
+stopped: a save held the fold up to its socket timeout). On a busy one the two windows of 3 s see other load: in a
+suite on two busy cores the p99 of 500 was once 730 ms against 160 ms with Redis up, and the p95 of 300 once 88 ms
+against 36 ms, so the bound there is `BUSY_SLACK_S` over twice the p95 with Redis up."""
+BUSY_SLACK_S = 0.25
+"""What another test's processes may add to one window's p95 over the other's: a tenth of the fault's cost."""
 COMMAND_BOUND_S = 2.0
 """A command or query answers within this while Redis is away (they failed after 10 s: the view fell behind)."""
 FOLDING = ("labels", "vclusters", "scheduler")
@@ -159,7 +162,7 @@ async def test_with_redis_away_submits_and_commands_keep_their_pace_and_snapshot
             }
         lines = {service: not_saved_lines(mesh, service) for service in SERVICES}
         print(f"'not saved' lines per service: {lines}")
-        assert p95 < max(TAIL_BOUND_S, 2 * normal[1]), f"submit p95 {p95 * 1000:.0f} ms"
+        assert p95 < max(TAIL_BOUND_S, 2 * normal[1] + BUSY_SLACK_S), f"submit p95 {p95 * 1000:.0f} ms"
         assert all(seconds < COMMAND_BOUND_S for seconds in commands.values()), commands
         assert all(count <= 2 for count in lines.values()), lines
         assert readiness.status_code == 200, readiness.text
