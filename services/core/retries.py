@@ -91,11 +91,15 @@ class Retrier:
         freed, self.freed = self.freed, set()
         roomier, self.roomier = self.roomier, set()
         lent_back, self.lent_back = self.lent_back, {}
-        clusters = self.view.tree.clusters.values()
+        clusters = self.view.tree.clusters
+        waiting = sorted(
+            (vc for scope_id in self.index.scopes() if (vc := clusters.get(scope_id)) is not None),
+            key=lambda vc: vc.arrival,  # the tree's order (see `scopes`), not the index's
+        )
         scopes = [self.view] if ROOT in freed else []
         scopes += [
             vc.scope
-            for vc in clusters
+            for vc in waiting
             if vc.scope.pending
             and (
                 vc.vc_id in freed

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import insort
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
 BucketKey = tuple[int, Hashable]
 """(priority, shape)."""
@@ -103,6 +103,10 @@ class WaitingIndex:
         elif bucket.dead >= COMPACT_AFTER and bucket.dead * 2 > len(bucket.entries):
             bucket.entries = [entry for entry in bucket.entries if self.holds(entry)]
             bucket.dead = 0
+
+    def scopes(self) -> Iterable[str]:
+        """The scopes (ROOT or a cluster id) that have waiting work filed."""
+        return self._scopes.keys()
 
     def forget_scope(self, scope_id: str) -> None:
         """Drop a scope that is gone (a destroyed virtual cluster) with whatever is still filed in it."""
