@@ -40,7 +40,7 @@ from schemas import (
 )
 from schemas.decisions import Pending, Placed
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import explain_actor, place_actor
+from services.core.decide.actor import explain_actor, place_actor, prepared_rules
 from services.core.decide.group import decide_group
 from services.core.errors import NotFoundError, RejectedError
 from services.core.node_events import labels_changed, live_node, node_registered, taints_added, taints_removed
@@ -499,10 +499,11 @@ class Cluster:
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
         prng = self._prng.state
-        placed = place_actor(scope, work, self._prng, self.sample_size)
         vc = self.vclusters.of_scope(scope)
+        rules = prepared_rules(scope, work)
+        placed = place_actor(scope, work, self._prng, self.sample_size, rules=rules)
         if placed is None and vc is not None:
-            placed = self.vclusters.borrow(vc, work)
+            placed = self.vclusters.borrow(vc, work, rules)
         if placed is not None:
             node, bundle_index = placed
             target = work.group_target

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation
 from services.core.framework.pipeline import Plan, choose, explain, feasible, nominate
-from services.core.framework.plugin import Filter
+from services.core.framework.plugin import Filter, Scorer
 from services.core.framework.registry import prepare, registered
 from services.core.plugins.bundles import BundleTarget
 from services.core.prng import SplitMix64
@@ -18,24 +19,48 @@ _ACTOR_RULES = tuple(rule.actor for rule in registered() if rule.actor is not No
 _OPTION_RULES = tuple(rule.option for rule in registered() if rule.option is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The shared rules of an actor prepared on one view: plans built again on that view, while it does not change
+    (one decision: placing, then borrowing, then asking whether new nodes could take it), need not prepare them
+    again (most of a plan's cost)."""
+
+    view: ClusterView
+    filters: list[Filter]
+    scorers: list[Scorer]
+
+
+def prepared_rules(view: ClusterView, work: CompiledRequest) -> Rules:
+    """The actor's shared rules on `view`, as it is now."""
+    filters, scorers = prepare(_ACTOR_RULES, view, work)
+    return Rules(view, filters, scorers)
+
+
 def actor_plans(
-    view: ClusterView, work: CompiledRequest, room: Callable[[NodeState], Resources] | None = None
+    view: ClusterView,
+    work: CompiledRequest,
+    room: Callable[[NodeState], Resources] | None = None,
+    rules: Rules | None = None,
 ) -> tuple[list[Plan], BundleTarget | None]:
     """One plan per option: the shared rules plus that option's label selector.
 
     A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total.
+    `rules` prepared on this same view (unchanged since) are used as they are; on another view they are not.
     """
-    filters, scorers = prepare(_ACTOR_RULES, view, work)
+    if rules is not None and rules.view is view:
+        filters, scorers = rules.filters, rules.scorers
+    else:
+        filters, scorers = prepare(_ACTOR_RULES, view, work)
     if room is not None:
         filters = [rule for rule in filters if not rule.checks_total]
     bundle = _bundle_target(filters) if work.group_target is not None else None
     plans = []
     nominations = bool(view.held or view.nominations)
     for selector in work.options:
-        rules = list(filters)
+        option_rules = list(filters)
         for make in _OPTION_RULES:
-            rules += make(view, selector)
-        plan = Plan(work.resources, rules, scorers, work.policy)
+            option_rules += make(view, selector)
+        plan = Plan(work.resources, option_rules, scorers, work.policy)
         if bundle is not None:
             plan.room = bundle.room
         else:
@@ -63,9 +88,11 @@ def place_actor(
     prng: SplitMix64,
     sample: int,
     room: Callable[[NodeState], Resources] | None = None,
+    rules: Rules | None = None,
 ) -> tuple[NodeState, int] | None:
-    """The node (and bundle index) of the first option that can place the actor now, or None."""
-    plans, bundle = actor_plans(view, work, room)
+    """The node (and bundle index) of the first option that can place the actor now, or None (`rules`: see
+    `actor_plans`)."""
+    plans, bundle = actor_plans(view, work, room, rules)
     for plan in plans:
         node = choose(view, plan, prng, sample)
         if node is not None:
@@ -86,10 +113,10 @@ def first_fitting(
     return None
 
 
-def new_nodes_fail(view: ClusterView, work: CompiledRequest) -> bool:
+def new_nodes_fail(view: ClusterView, work: CompiledRequest, rules: Rules | None = None) -> bool:
     """Whether every option has a hard rule no newly added node could pass (hard affinity to actors on the same
-    node, or to actors of which none is placed)."""
-    plans, _bundle = actor_plans(view, work)
+    node, or to actors of which none is placed; `rules`: see `actor_plans`)."""
+    plans, _bundle = actor_plans(view, work, rules=rules)
     return all(any(rule.new_nodes_fail for rule in plan.filters) for plan in plans)
 
 

@@ -18,7 +18,7 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas.vclusters import Admitted, Destroyed, Queued
-from services.core.decide.actor import first_fitting, new_nodes_fail, place_actor
+from services.core.decide.actor import Rules, first_fitting, new_nodes_fail, place_actor
 from services.core.errors import NotFoundError
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
@@ -262,8 +262,11 @@ class VirtualClusters:
             return
         self._hooks.emit(VirtualNodesReserved(vc_id=vc.vc_id, vnodes=grants))
 
-    def borrow(self, vc: VClusterState, work: CompiledRequest) -> tuple[NodeState, int] | None:
-        """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows.
+    def borrow(
+        self, vc: VClusterState, work: CompiledRequest, rules: Rules | None = None
+    ) -> tuple[NodeState, int] | None:
+        """Place `work` by growing a flexible node of `vc` (borrowing from the parent), if its maximum allows
+        (`rules`: the actor's, prepared on the cluster's scope as it is now, if the caller has them).
 
         The cluster's flexible node on a node launched for this work (nominated) grows first; then existing
         flexible nodes; only when none can does the cluster get a new one.
@@ -287,8 +290,8 @@ class VirtualClusters:
         standins: dict[str, str] = {}
         placed = self._on_nominated(vc, spec, work, lender, nominated, standins) if nominated else None
         if placed is None:
-            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins))
-        if placed is None and not new_nodes_fail(scope, work):  # no flexible node can grow enough: try new ones
+            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins), rules)
+        if placed is None and not new_nodes_fail(scope, work, rules):  # no flexible node can grow enough: try new ones
             nodes = stand_ins(lender, vc, spec, work, headroom, self._prng)
             standins = {node.node_id: host_id for node, host_id in nodes}
             scratch = scope.with_candidates(node for node, _ in nodes)
