@@ -6,11 +6,14 @@ servers in containers instead (`tests.support`).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,12 @@ class ServerError(RuntimeError):
 
 LOWEST_PORT = 10_000
 """The lowest port `free_port` picks (below it: well-known and registered services)."""
+CLAIMS = Path(tempfile.gettempdir()) / f"corral-ports-{os.getuid()}"
+"""Where `free_port` notes each port it hands out, so that no other process (a parallel test worker, another
+`corral up`) is handed it while its server starts: a port free when chosen was taken by another's server before
+its own listened, and a three-server cluster came up with two."""
+CLAIM_SECONDS = 120.0
+"""How long a port handed out stays claimed."""
 
 
 def free_port() -> int:
@@ -29,7 +38,7 @@ def free_port() -> int:
     can: a port inside it may be taken, before its server listens, as the local end of an outgoing connection."""
     low = ephemeral_ports()[0]
     for port in random.sample(range(LOWEST_PORT, low), min(64, max(0, low - LOWEST_PORT))):
-        if _bindable(port):
+        if _bindable(port) and _claimed(port):
             return port
     with socket.socket() as probe:  # no room below the range: any port the kernel gives
         probe.bind(("127.0.0.1", 0))
@@ -47,6 +56,24 @@ def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range"))
     except (OSError, ValueError, UnicodeDecodeError):
         return LINUX_EPHEMERAL_PORTS
     return (low, high) if 1 <= low <= high <= 65_535 else LINUX_EPHEMERAL_PORTS
+
+
+def _claimed(port: int) -> bool:
+    """Claim `port` in `CLAIMS` (True), unless a claim on it younger than `CLAIM_SECONDS` is there; with no folder to
+    note it in, it is only checked to be bindable."""
+    mark = CLAIMS / str(port)
+    try:
+        CLAIMS.mkdir(mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - mark.stat().st_mtime < CLAIM_SECONDS:
+                return False
+            mark.unlink(missing_ok=True)
+        os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False  # another process claimed it just now
+    except OSError:
+        return True
+    return True
 
 
 def _bindable(port: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -247,12 +248,33 @@ def test_a_free_port_lies_below_the_ephemeral_range_and_nothing_is_bound_to_it()
 def test_a_port_taken_is_not_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "range").write_text(f"{LOWEST_PORT + 2} 60999\n")
     monkeypatch.setattr(servers, "ephemeral_ports", lambda: ephemeral_ports(tmp_path / "range"))
+    monkeypatch.setattr(servers, "CLAIM_SECONDS", 0.0)  # handed out again at once
     with socket.socket() as taken:
         try:
             taken.bind(("127.0.0.1", LOWEST_PORT))
         except OSError:
             pytest.skip(f"port {LOWEST_PORT} is in use on this machine")
         assert {free_port() for _ in range(20)} == {LOWEST_PORT + 1}
+
+
+def test_a_port_handed_out_is_not_handed_out_again_while_its_server_may_be_starting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Another process (a parallel test worker) once started its server on a port handed out a moment before to a
+    cluster's third server, which then failed to listen; a claim older than `CLAIM_SECONDS` is given up."""
+    monkeypatch.setattr(servers, "CLAIMS", tmp_path / "claims")
+    (tmp_path / "range").write_text(f"{LOWEST_PORT + 40} 60999\n")
+    monkeypatch.setattr(servers, "ephemeral_ports", lambda: ephemeral_ports(tmp_path / "range"))
+    below = set(range(LOWEST_PORT, LOWEST_PORT + 40))
+    if not all(servers._bindable(port) for port in below):
+        pytest.skip(f"a port from {LOWEST_PORT} to {LOWEST_PORT + 39} is in use on this machine")
+    handed = [free_port() for _ in range(40)]
+    assert set(handed) == below  # each once
+    assert sorted(int(mark.name) for mark in (tmp_path / "claims").iterdir()) == sorted(handed)
+    assert free_port() >= LOWEST_PORT + 40  # every port below the range claimed: the kernel's choice
+    for mark in (tmp_path / "claims").iterdir():
+        os.utime(mark, (0, 0))  # every claim long past
+    assert free_port() in below
 
 
 @pytest.mark.parametrize("text", ["", "junk", "1 2 3", "\xff"])
