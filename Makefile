@@ -54,10 +54,11 @@ lint: venv
 	$(BIN)/mypy --num-workers $(MYPY_WORKERS)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers: the tests that start servers mostly wait on them, so more
-# workers than cores pay (4 beat 3 and 6 here). A module's tests that share one mesh run on one worker
+# workers than cores pay (5 beat 4 by about 20 s in two pairs of runs here, 2026-11-29: with 4, both cores were idle
+# 12% of the run, all workers waiting at once; with 5, 7%). A module's tests that share one mesh run on one worker
 # (tests/conftest.py). The property tests draw TEST_EXAMPLES_PERCENT of their examples and the fuzz suites send
 # TEST_FUZZ_EXAMPLES; `make test-properties` and `make fuzz` (which `.ci/run` runs too) draw many more.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 TEST_EXAMPLES_PERCENT ?= 25
 TEST_FUZZ_EXAMPLES ?= 50
 test: venv redis nats chromium lint
