@@ -265,9 +265,8 @@ def test_a_port_handed_out_is_not_handed_out_again_while_its_server_may_be_start
     monkeypatch.setattr(servers, "CLAIMS", tmp_path / "claims")
     (tmp_path / "range").write_text(f"{LOWEST_PORT + 40} 60999\n")
     monkeypatch.setattr(servers, "ephemeral_ports", lambda: ephemeral_ports(tmp_path / "range"))
+    monkeypatch.setattr(servers, "_bindable", lambda _port: True)  # the claims alone decide here
     below = set(range(LOWEST_PORT, LOWEST_PORT + 40))
-    if not all(servers._bindable(port) for port in below):
-        pytest.skip(f"a port from {LOWEST_PORT} to {LOWEST_PORT + 39} is in use on this machine")
     handed = [free_port() for _ in range(40)]
     assert set(handed) == below  # each once
     assert sorted(int(mark.name) for mark in (tmp_path / "claims").iterdir()) == sorted(handed)
