@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -59,13 +60,19 @@ def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range"))
 
 
 def _claimed(port: int) -> bool:
-    """Claim `port` in `CLAIMS` (True), unless a claim on it younger than `CLAIM_SECONDS` is there; with no folder to
-    note it in, it is only checked to be bindable."""
+    """Claim `port` in `CLAIMS` (True), unless a claim on it made less than `CLAIM_SECONDS` ago is there (one dated
+    in the future is stale); with no folder to note it in (`CLAIMS` unusable), it is only checked to be bindable."""
     mark = CLAIMS / str(port)
     try:
         CLAIMS.mkdir(mode=0o700, exist_ok=True)
+    except OSError:  # a file in its place, no right to write: claims cannot be kept
+        return True
+    try:
         with contextlib.suppress(FileNotFoundError):
-            if time.time() - mark.stat().st_mtime < CLAIM_SECONDS:
+            found = mark.stat()
+            if not stat.S_ISREG(found.st_mode):
+                return True  # not a claim, and none can be made: only checked to be bindable
+            if 0.0 <= time.time() - found.st_mtime < CLAIM_SECONDS:
                 return False
             mark.unlink(missing_ok=True)
         os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))

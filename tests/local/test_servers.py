@@ -276,6 +276,41 @@ def test_a_port_handed_out_is_not_handed_out_again_while_its_server_may_be_start
     assert free_port() in below
 
 
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    shape=st.sampled_from(["file instead of the folder", "folder per port", "future claims", "garbage claims"]),
+    content=st.binary(max_size=64),
+)
+def test_a_hostile_claims_folder_never_stops_free_port_from_handing_out_a_port_below_the_range(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, shape: str, content: bytes
+) -> None:
+    """Whatever is in the claims folder's place (a file, folders named as ports, claims dated in the future, stale
+    files of any content), a port below the ephemeral range is still handed out, and stale claims are taken over
+    one port each."""
+    root = tmp_path_factory.mktemp("claims")
+    claims = root / "claims"
+    candidates = range(LOWEST_PORT, LOWEST_PORT + 8)
+    if shape == "file instead of the folder":
+        claims.write_bytes(content)
+    else:
+        claims.mkdir()
+        for port in candidates:
+            mark = claims / str(port)
+            if shape == "folder per port":
+                mark.mkdir()
+            else:
+                mark.write_bytes(content)
+                stamp = time.time() + 10**6 if shape == "future claims" else 0.0  # both stale: ahead of or long past
+                os.utime(mark, (stamp, stamp))
+    monkeypatch.setattr(servers, "CLAIMS", claims)
+    monkeypatch.setattr(servers, "_bindable", lambda _port: True)
+    monkeypatch.setattr(servers, "ephemeral_ports", lambda: (LOWEST_PORT + 8, 60_999))
+    first, second = free_port(), free_port()
+    assert first in candidates
+    if shape in ("future claims", "garbage claims"):  # stale claims: taken over, one port each
+        assert second in candidates and second != first
+
+
 @pytest.mark.parametrize("text", ["", "junk", "1 2 3", "\xff"])
 def test_an_unreadable_ephemeral_range_is_linuxs_default_and_no_room_below_it_is_the_kernels_choice(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str
