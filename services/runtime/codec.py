@@ -112,8 +112,9 @@ def decode(data: bytes, kind: Any, *, max_bytes: int = MAX_BYTES, max_depth: int
         return decoder.decode(data)
     except msgspec.ValidationError as error:
         raise _refused(kind, _located(data, kind) or str(error)) from None
-    except msgspec.DecodeError as error:
-        raise _refused(kind, f"not valid JSON ({error})") from None
+    except msgspec.DecodeError as error:  # msgspec 0.23 says "Invalid UTF-8" here; 0.22 raised UnicodeDecodeError
+        rule = "not valid UTF-8" if "UTF-8" in str(error) else "not valid JSON"
+        raise _refused(kind, f"{rule} ({error})") from None
     except UnicodeDecodeError as error:
         raise _refused(kind, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
     except Exception as error:  # one message must never stop its reader

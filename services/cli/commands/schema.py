@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
 def group_schema(title: str, named: list[Named]) -> dict[str, Any]:
     """One group as a JSON Schema: the root accepts any of its messages; `$defs` holds every type by name."""
     roots, components = msgspec.json.schema_components([kind for _, kind in named])
-    defs: dict[str, Any] = {name: _tags_described(schema) for name, schema in components.items()}
+    defs: dict[str, Any] = {name: _described(schema) for name, schema in components.items()}
     refs = []
     for (name, _), root in zip(named, roots, strict=True):
         ref = f"#/$defs/{name}"
@@ -99,8 +100,11 @@ def group_schema(title: str, named: list[Named]) -> dict[str, Any]:
     return {"$schema": DRAFT, "title": f"Corral {title}", "anyOf": refs, "$defs": defs}
 
 
-def _tags_described(schema: dict[str, Any]) -> dict[str, Any]:
-    """A type's schema with its tag property (msgspec writes `{"enum": [tag]}`, bare) described."""
+def _described(schema: dict[str, Any]) -> dict[str, Any]:
+    """A type's schema with its docstring dedented (msgspec 0.23 does, 0.22 did not: the export must not depend on
+    which) and its tag property (msgspec writes `{"enum": [tag]}`, bare) described."""
+    if isinstance(schema.get("description"), str):
+        schema["description"] = inspect.cleandoc(schema["description"])
     properties = schema.get("properties", {})
     for name, field in properties.items():
         if set(field) == {"enum"} and len(field["enum"]) == 1:
