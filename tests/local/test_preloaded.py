@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -55,3 +57,26 @@ def test_a_forked_service_is_named_after_what_it_runs(tmp_path: Path) -> None:
             time.sleep(0.05)
     finally:
         process.kill()
+
+
+MAIN_SCRIPT = """
+import os, sys
+from pathlib import Path
+with Path(sys.argv[1]).open("a") as runs:
+    runs.write(f"{__name__}\\n")
+if __name__ == "__main__":
+    from services.local import preloaded
+    log = Path(sys.argv[1]).with_name("labels.log")
+    service = preloaded.start("labels", {**os.environ, "CORRAL_LEASE_TTL": "soon"}, log)
+    sys.exit(0 if service.wait(timeout=30) == 2 else 1)
+"""
+
+
+def test_a_forked_service_does_not_run_its_parents_main_script_again(tmp_path: Path) -> None:
+    script = tmp_path / "starter.py"
+    script.write_text(MAIN_SCRIPT)
+    runs = tmp_path / "runs.txt"
+    root = Path(__file__).resolve().parents[2]
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, str(script), str(runs)], env=environ, check=True, timeout=60)
+    assert runs.read_text().splitlines() == ["__main__"], "run once, as the main of the parent, never in a child"
