@@ -2,7 +2,7 @@
 whole: every service process alive, a new actor still placed through the client, and every service's live
 digest equal to a fresh replay of the log at the same sequence.
 
-`make test` sends 50 messages (CORRAL_FUZZ_EXAMPLES; 200 when unset); `make fuzz` sends many more. Examples are not
+`make test` sends 25 messages (CORRAL_FUZZ_EXAMPLES; 200 when unset); `make fuzz` sends many more. Examples are not
 shrunk: they change the mesh, so a shrunk example would run against another mesh than the one that failed; the
 failing example is reported as it was sent, with the service that died and the end of its log.
 """

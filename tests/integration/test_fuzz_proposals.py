@@ -5,7 +5,7 @@ process is alive and the applier still answers; at the end no node is over-alloc
 JetStream subject a forger named, a new actor is still placed (with workers on, the scheduler pulls no request: a
 worker proposed it), and every live view (each worker's too) equals a replay of the log.
 
-`make test` sends CORRAL_FUZZ_EXAMPLES / 2 batches (25; 100 when unset); `make fuzz` many more. Not shrunk (see
+`make test` sends CORRAL_FUZZ_EXAMPLES / 2 batches (12; 100 when unset); `make fuzz` many more. Not shrunk (see
 test_fuzz.py).
 """
 

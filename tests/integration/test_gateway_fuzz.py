@@ -3,7 +3,7 @@ the event stream's `since` and `Last-Event-ID` of any shape get a 4xx or the str
 
 Each example is one request that must be refused: bytes that are not a JSON object, JSON of the wrong type, an
 object with a field no route takes (a number where taints and labels want strings, an unknown field for the
-structs), or a good body without the token or with another content type. CORRAL_FUZZ_EXAMPLES (50 in `make test`,
+structs), or a good body without the token or with another content type. CORRAL_FUZZ_EXAMPLES (25 in `make test`,
 200 when unset) sets how many; the nodes, taints, labels, actors, groups and clusters are the same after as before.
 """
 

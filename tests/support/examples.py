@@ -1,5 +1,5 @@
 """How many examples a property test draws: its full count in `make test-properties` (and with plain `pytest`),
-a quarter in `make test` and `make test-fast`.
+a tenth in `make test`, a quarter in `make test-fast`.
 
 `CORRAL_EXAMPLES_PERCENT` (a whole number from 1 to 100; 100 when unset) scales every count that goes through
 `examples`, so the quicker loops keep every property and draw fewer cases of each."""
