@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from schemas import NodeAffinitySchedulingStrategy, PlacementGroupRequest, ScheduleRequest
+from schemas import ActorFailed, NodeAffinitySchedulingStrategy, NodeDied, PlacementGroupRequest, ScheduleRequest
 from services.core import Cluster, Pending
+from services.core.cluster import holding_work
 from tests.core.builders import affinity, disks, make_actor, make_cluster, node_of, on_node, waiting
 
 SEEDS = range(4)
@@ -240,3 +241,18 @@ def test_work_that_fits_an_empty_node_says_nothing_of_never() -> None:
     assert waiting(cluster.submit(make_actor("second", 4))).message == (
         "0/1 nodes are available: 1 node(s) Insufficient CPU."
     )
+
+
+def test_only_tombstones_still_holding_work_are_failed_again_and_in_id_order() -> None:
+    cluster = Cluster(seed=1)
+    for node_id in ("n1", "n2", "n3"):
+        cluster.add_node(node_id, {"CPU": 1.0})
+    for actor_id in ("a1", "a3"):
+        cluster.submit(ScheduleRequest(actor_id, {"CPU": 1.0}, max_restarts=0))
+    on = cluster.placements()
+    for node_id in ("n3", "n2", "n1"):  # folded as a follower does: the work stays on the tombstones
+        cluster.fold(NodeDied(node_id=node_id), react=False)
+    assert holding_work(cluster.view.dead) == sorted({on["a1"], on["a3"]})
+    failed = [e.actor_id for e in cluster.reconcile() if isinstance(e, ActorFailed)]
+    assert failed == sorted(on, key=lambda actor: on[actor])
+    assert holding_work(cluster.view.dead) == [] and set(cluster.view.dead) == {"n1", "n2", "n3"}
