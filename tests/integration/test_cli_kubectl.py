@@ -17,8 +17,18 @@ from services.cli.__main__ import main
 from services.client import SyncClient
 from services.local.mesh import Mesh
 from tests.cli.test_commands import Lines, corral, run, stop
+from tests.integration.conftest import LASTING_NODES, running_mesh
+from tests.support.servers import ServerPath
 
 GIB = 2**30
+
+
+@pytest.fixture
+def mesh(tmp_path: Path, server_path: ServerPath) -> Iterator[Mesh]:
+    """A mesh of the test's own whose nodes outlive the late heartbeats of a busy machine (`LASTING_NODES`): nothing
+    here is about liveness, and a node taken for unreachable would carry a taint the tests do not expect."""
+    with running_mesh(tmp_path / "mesh", server_path, settings=LASTING_NODES) as running:
+        yield running
 
 
 @pytest.fixture
