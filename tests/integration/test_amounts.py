@@ -20,7 +20,7 @@ from services.cli.__main__ import main
 from services.client import Client, RejectedError, SyncClient
 from services.local.mesh import Mesh
 from services.runtime.codec import decode
-from tests.integration.conftest import start_test_mesh
+from tests.integration.conftest import LASTING_NODES, start_test_mesh
 from tests.support.servers import ServerPath
 
 pytestmark = pytest.mark.integration
@@ -31,8 +31,9 @@ NAN, INF = math.nan, math.inf
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) -> Iterator[Mesh]:
     """One mesh for this module's tests (each uses its own ids, and none is ever placed); the dead-letters test
-    counts what every service set aside, on a mesh of its own (`fresh_mesh`)."""
-    running = start_test_mesh(tmp_path_factory.mktemp("amounts") / "mesh", server_path)
+    counts what every service set aside, on a mesh of its own (`fresh_mesh`). Its nodes outlive the late heartbeats
+    of a busy machine (`LASTING_NODES`): a node taken for unreachable would change what the tests say is unchanged."""
+    running = start_test_mesh(tmp_path_factory.mktemp("amounts") / "mesh", server_path, settings=LASTING_NODES)
     try:
         yield running
     finally:
