@@ -71,6 +71,26 @@ class Shell:
         await self.follower.caught_up()
 
 
+SETTLE_SECONDS = 5.0
+"""How long a digest query waits for the view to be a fold of the log (a leader's decisions all stored and read
+back) before it answers with the view as it is."""
+
+
+def digest_handler(
+    digest: Callable[[], DigestReply], settled: Callable[[], bool], patience: float = SETTLE_SECONDS
+) -> Responder:
+    """Answer a digest query with `digest()`, taken once `settled()` (or after `patience` seconds, when it never
+    is: appends stuck in an outage): a leader's view holds its decisions before the log does, and a digest taken
+    then differs from every replay of the log at the same sequence."""
+
+    async def wait_settled() -> None:
+        deadline = time.monotonic() + patience
+        while not settled() and time.monotonic() < deadline:
+            await anyio.sleep(0.01)
+
+    return query_handler(DigestQuery, lambda _query: digest(), before=wait_settled)
+
+
 @asynccontextmanager
 async def service_shell(
     settings: Settings,
@@ -78,10 +98,12 @@ async def service_shell(
     view: View,
     *,
     ready: Callable[[], bool] = lambda: True,
+    settled: Callable[[], bool] = lambda: True,
     subjects: Sequence[str] = (),
 ) -> AsyncIterator[Shell]:
     """Connect, create streams, load the snapshot and replay the log (only `subjects`, when given, are read);
-    on exit, snapshot and close."""
+    on exit, snapshot and close. `ready`: the view may be saved as a snapshot; `settled`: it is a fold of the log
+    up to the sequence it folded (a digest query waits for that)."""
     bus = await Bus.connect(settings, name)
     store = SnapshotStore(settings.redis_url)
     follower = LogFollower(
@@ -100,7 +122,7 @@ async def service_shell(
     try:
         await bus.ensure_streams()
         await follower.start()
-        digest = query_handler(DigestQuery, lambda _q: DigestReply(view.digest(), follower.sequence, follower.skipped))
+        digest = digest_handler(lambda: DigestReply(view.digest(), follower.sequence, follower.skipped), settled)
         shell.subscriptions.append(await bus.serve(digest_subject(name), digest))
         health = query_handler(HealthQuery, lambda _q: _health(follower))
         shell.subscriptions.append(await bus.serve(health_subject(name), health))

@@ -50,11 +50,15 @@ class Writer:
         self.unconfirmed = False
         self.dirty = asyncio.Event()
 
-    def all_stored_and_folded(self) -> bool:
-        """No event of ours is waiting to be appended or to come back through the log, and we were not deposed
-        (then the view holds decisions every fold of the log ignores: it must never be a snapshot)."""
+    def settled(self) -> bool:
+        """No event of ours is waiting to be appended or to come back through the log."""
         unwritten = self.lock.locked() or self.unconfirmed or bool(self.view.unwritten)
-        return not unwritten and self.confirmed <= self.view.sequence and not self.view.deposed()
+        return not unwritten and self.confirmed <= self.view.sequence
+
+    def all_stored_and_folded(self) -> bool:
+        """`settled`, and we were not deposed (then the view holds decisions every fold of the log ignores: it must
+        never be a snapshot)."""
+        return self.settled() and not self.view.deposed()
 
     async def flush(self) -> int:
         """Append everything decided so far (call with `lock` held); the sequence of the first event, 0 if none.
@@ -90,7 +94,11 @@ async def main(settings: Settings) -> None:
     view = SchedulerView(settings.seed, settings.rare_resources)
     writer: Writer | None = None
     async with service_shell(
-        settings, "scheduler", view, ready=lambda: writer is None or writer.all_stored_and_folded()
+        settings,
+        "scheduler",
+        view,
+        ready=lambda: writer is None or writer.all_stored_and_folded(),
+        settled=lambda: writer is None or writer.settled(),
     ) as shell:
         await shell.bus.ensure_streams((s.REQUESTS_STREAM,))  # the work queue is the scheduler's alone
         await refusals.declare(shell.bus)  # kept before a refused request is acked
