@@ -15,7 +15,7 @@ from services.client import Client
 from services.local.mesh import SERVICES, Mesh
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
-from tests.integration.conftest import start_test_mesh, wait_ready
+from tests.integration.conftest import LASTING_NODES, start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
 
 TYPES = """
@@ -66,8 +66,10 @@ async def autoscaled_mesh(
     settings: dict[str, str] | None = None,
     metrics_from: int | None = None,
 ) -> AsyncIterator[tuple[Mesh, Client]]:
-    """The four services and the autoscaler (reading `config`), and a client once they answer."""
-    env = {**FAST_AUTOSCALER, "CORRAL_AUTOSCALER_CONFIG": str(config), **(settings or {})}
+    """The four services and the autoscaler (reading `config`), and a client once they answer. Nodes outlive the
+    late heartbeats of a busy machine (`LASTING_NODES`, unless `settings` say otherwise): a launched node taken for
+    dead would be replaced, and the launches and terminations the tests count would not be the autoscaler's."""
+    env = {**FAST_AUTOSCALER, **LASTING_NODES, "CORRAL_AUTOSCALER_CONFIG": str(config), **(settings or {})}
     mesh = start_test_mesh(data_dir, server_path, (*SERVICES, "autoscaler"), env, metrics_from)
     try:
         async with Client(mesh.nats_url, timeout=10.0) as client:
