@@ -495,3 +495,25 @@ def test_corral_up_serves_node_agents_until_a_signal_stops_it(tmp_path: Path) ->
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+@pytest.mark.integration
+def test_corral_sim_started_before_the_labels_service_registers_its_nodes_once_it_answers(tmp_path: Path) -> None:
+    """As in a compose deployment, which starts the simulator beside the services: it asks again while labels
+    does not answer, instead of giving up at once."""
+    mesh = start_mesh(tmp_path / "mesh", services=("taints", "vclusters", "scheduler"), settings={**FAST, **LASTING})
+    sim: subprocess.Popen[str] | None = None
+    try:
+        sim = corral("sim", "--nodes", "3", "--nats-url", mesh.nats_url)
+        time.sleep(1.5)  # the condition under test: the simulator runs while no labels service answers
+        assert sim.poll() is None, f"corral sim gave up: {sim.communicate(timeout=5)}"
+        mesh.start_service("labels")
+        assert "3 simulated nodes registered" in Lines(sim).wait_for("simulated nodes registered", timeout=60)
+        with SyncClient(mesh.nats_url) as client:
+            assert sorted(node.node_id for node in client.nodes()) == ["sim-000", "sim-001", "sim-002"]
+        status, _ = stop(sim, signal.SIGINT)
+        assert status == 0
+    finally:
+        if sim is not None and sim.poll() is None:
+            sim.kill()
+        mesh.close()

@@ -86,9 +86,21 @@ def start(deployment: Deployment) -> None:
 
 
 def wait_nodes(deployment: Deployment, count: int) -> None:
-    """At least `count` nodes registered."""
+    """At least `count` nodes registered; else the failure says how many were, with the logs of `sim` (which
+    registers them) and `labels` (which folds them)."""
+    seen = [0]
+
+    def enough() -> bool | None:
+        seen[0] = deployment.user.node_count()
+        return seen[0] >= count or None
+
     with deployment.steps.step(f"{count} nodes registered"):
-        wait_for(f"{count} nodes registered", lambda: deployment.user.node_count() >= count or None, NODES_S)
+        try:
+            wait_for(f"{count} nodes registered", enough, NODES_S)
+        except ComposeTestError as error:
+            logs = {name: deployment.project.logs(name) for name in ("sim", "labels") if name in deployment.services}
+            said = "".join(f"\n--- compose logs {name}:\n{text}" for name, text in logs.items())
+            raise ComposeTestError(f"{error} ({seen[0]} were){said}") from error
 
 
 def user_checks(deployment: Deployment) -> None:

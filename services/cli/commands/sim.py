@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from services.cli import args as types
 from services.cli.common import CliError, UsageError, add_connection_arguments, connected, progress, say, stop_signals
 from services.cli.registry import Subcommands
-from services.client import Client, CorralError
+from services.client import Client, CorralError, UnavailableError
 
 ACCELERATORS = ("A100", "H100", "L4")
 """Accelerator types handed out to the GPU nodes in turn."""
 
+SERVICE_WAIT_S = 60.0
+"""How long `corral sim` asks again while the labels service does not answer (it may start after the simulator)."""
+SERVICE_RETRY_S = 0.5
+"""How long it waits between two asks."""
 IN_FLIGHT = 64
 """Registrations awaiting their reply at once."""
 
@@ -58,8 +62,9 @@ def add_parsers(commands: Subcommands) -> None:
         help="register N simulated nodes and heartbeat them until Ctrl-C",
         description="Register N simulated nodes from this process (zones z0, z1, ... in turn; every --gpu-every-th "
         f"node gets --gpus GPUs and an accelerator type among {', '.join(ACCELERATORS)}), show progress on stderr, "
-        "then keep them alive with heartbeats until SIGINT or SIGTERM. The nodes are not removed on exit: the labels "
-        "service declares them dead after the heartbeat timeout.",
+        "then keep them alive with heartbeats until SIGINT or SIGTERM. While the labels service does not answer yet "
+        f"(it may start after the simulator), registrations are asked again for up to {SERVICE_WAIT_S:g} s. The nodes "
+        "are not removed on exit: the labels service declares them dead after the heartbeat timeout.",
     )
     sim.add_argument("--nodes", type=types.positive_int, required=True, metavar="N", help="how many nodes")
     sim.add_argument("--cpu", type=types.amount, default=8.0, metavar="N", help="CPUs per node (default: %(default)g)")
@@ -82,6 +87,7 @@ def add_parsers(commands: Subcommands) -> None:
 async def register_all(client: Client, nodes: list[SimNode]) -> None:
     """Register every node, `IN_FLIGHT` at a time, with a progress counter on stderr; the first refusal stops it."""
     limit = asyncio.Semaphore(IN_FLIGHT)
+    deadline = asyncio.get_running_loop().time() + SERVICE_WAIT_S
     errors: list[str] = []
     done = 0
     step = max(1, len(nodes) // 100)
@@ -92,9 +98,7 @@ async def register_all(client: Client, nodes: list[SimNode]) -> None:
             if errors:
                 return
             try:
-                await client.register_node(
-                    node.node_id, node.resources, node.labels, zone=node.zone, accelerator_type=node.accelerator_type
-                )
+                await _register(client, node, deadline)
             except CorralError as error:
                 errors.append(f"{node.node_id}: {error}")
                 return
@@ -106,6 +110,21 @@ async def register_all(client: Client, nodes: list[SimNode]) -> None:
     progress("\n")
     if errors:
         raise CliError(f"{len(errors)} node(s) not registered ({done} were); the first: {errors[0]}")
+
+
+async def _register(client: Client, node: SimNode, deadline: float) -> None:
+    """Register `node`, asked again while the labels service does not answer yet, until `deadline` (loop time): a
+    deployment starts the simulator beside the services, and it may come up first."""
+    while True:
+        try:
+            await client.register_node(
+                node.node_id, node.resources, node.labels, zone=node.zone, accelerator_type=node.accelerator_type
+            )
+            return
+        except UnavailableError:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+            await asyncio.sleep(SERVICE_RETRY_S)
 
 
 def run_sim(args: argparse.Namespace) -> int:
