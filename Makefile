@@ -96,7 +96,7 @@ test-scale: venv redis nats chromium
 # The tests that start no server (the pure core, parsers, the CLI's and the gateway's units): a minute or less, on
 # two workers (they wait on nothing: more workers only collect the suite more times; tests/integration, all of it
 # marked integration, is not even collected). The property tests draw a quarter of their examples here
-# (CORRAL_EXAMPLES_PERCENT; `make test` draws a quarter too, `make test-properties` all).
+# (CORRAL_EXAMPLES_PERCENT; `make test` draws a tenth, `make test-properties` all).
 FAST_EXAMPLES_PERCENT ?= 25
 FAST_TESTS := -m 'not integration and not chaos and not scale' --ignore=tests/integration
 test-fast: venv
