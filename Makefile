@@ -93,12 +93,19 @@ bytecode: venv
 test-scale: venv redis nats chromium
 	$(BIN)/pytest -n 2 --dist loadgroup -m scale
 
+# The tests that run a benchmark or the load test end to end (locust for seconds, `make loadtest`'s phases, `corral
+# bench gateway`, the replay bench): each keeps a mesh at full load, about 35 CPU-seconds in all (9% of the suite's,
+# 2026-11-29), for the tools' own sake rather than the product's; `.ci/run` runs them after `make test`.
+.PHONY: test-bench
+test-bench: venv redis nats
+	$(BIN)/pytest -n 2 --dist loadgroup -m bench
+
 # The tests that start no server (the pure core, parsers, the CLI's and the gateway's units): a minute or less, on
 # two workers (they wait on nothing: more workers only collect the suite more times; tests/integration, all of it
 # marked integration, is not even collected). The property tests draw a quarter of their examples here
 # (CORRAL_EXAMPLES_PERCENT; `make test` draws a tenth, `make test-properties` all).
 FAST_EXAMPLES_PERCENT ?= 25
-FAST_TESTS := -m 'not integration and not chaos and not scale' --ignore=tests/integration
+FAST_TESTS := -m 'not integration and not chaos and not scale and not bench' --ignore=tests/integration
 test-fast: venv
 	CORRAL_EXAMPLES_PERCENT=$(FAST_EXAMPLES_PERCENT) $(BIN)/pytest -n 2 --dist loadgroup $(FAST_TESTS)
 

@@ -8,7 +8,7 @@ import pytest
 
 from services.cli.__main__ import main
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.bench]
 
 
 def test_bench_gateway_reports_the_four_figures(capsys: pytest.CaptureFixture[str]) -> None:

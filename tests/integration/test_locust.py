@@ -12,7 +12,7 @@ import pytest
 from services.client import Client
 from services.local.mesh import Mesh
 
-pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.bench, pytest.mark.timeout(120)]
 
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtest" / "locustfile.py"
 

@@ -54,6 +54,7 @@ def assert_ordered(latency: Latency) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.bench
 def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     report = asyncio.run(run_load(TINY, mesh.nats_url, mesh_pids(mesh), clean_up=False))
 
@@ -92,6 +93,7 @@ def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.bench
 def test_the_floor_driven_from_several_processes_is_measured_as_one(mesh: Mesh) -> None:
     """Two generator and two decider processes: their requests add up in one floor phase, each process's CPU shown."""
     config = dataclasses.replace(TINY, users=4, floor_processes=2, fixed_duration=0.0, tenants=0)
@@ -135,6 +137,7 @@ def test_the_command_prints_one_json_object_against_a_running_mesh(
 
 
 @pytest.mark.integration
+@pytest.mark.bench
 def test_the_autoscaler_phase_grows_the_cluster_for_the_users_and_scales_it_down(
     mesh: Mesh, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -42,6 +42,7 @@ def test_a_tail_as_long_as_the_log_is_refused(capsys: pytest.CaptureFixture[str]
 
 
 @pytest.mark.integration
+@pytest.mark.bench
 def test_a_small_run_prints_consistent_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--events", "5000", "--tail", "500", "--nodes", "50", "--live", "500", "--json", "--quiet"]
 
