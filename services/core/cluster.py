@@ -413,8 +413,9 @@ class Cluster:
         self, request: ScheduleRequest, node_id: str, prng: int, folded: int
     ) -> Placed | Pending | None:
         """Place a new actor on the node a proposer chose (`propose`, with generator state `prng`, on a view that had
-        folded the log up to `folded`) if this view agrees (`proposals.agrees`). None when it does not, and then
-        nothing changed. A live id (or work `propose` leaves to the allocator) is decided as `submit` decides it."""
+        folded the log up to `folded`) if this view agrees (`proposals.agrees`): one `ActorPlaced` carrying its
+        request, as `_submit_at_root` writes. None when it does not, and then nothing changed. A live id (or work
+        `propose` leaves to the allocator) is decided as `submit` decides it."""
         if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
             return self.submit(request)
         work = CompiledRequest(request, self.rare_resources)
@@ -425,10 +426,9 @@ class Cluster:
             return None
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
-        self._emit(ActorSubmitted(request=request))
-        self._emit(ActorPlaced(actor_id=request.actor_id, node_id=node_id, prng=prng, folded=folded))
+        self._emit(ActorPlaced(actor_id=request.actor_id, node_id=node_id, request=request, prng=prng, folded=folded))
         self.retries.retry_pending(wake_all=False, where=self._view)
-        return self._decision_of(self._view.actors[request.actor_id])
+        return Placed(request.actor_id, node_id)
 
     def remove_actor(self, actor_id: str) -> None:
         """The actor or task finished or was removed: free its resources."""
