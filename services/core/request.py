@@ -160,7 +160,15 @@ def rare_taint_key(resource: str) -> str:
     return f"rare-resource.corral.io/{name}"
 
 
+EVERY_NODE = LabelSelector()
+"""The selector `{}` compiles to (shared: a compiled selector is never changed)."""
+NO_TOLERATIONS = Tolerations({})
+"""The tolerations of work that tolerates nothing (shared: compiled tolerations are never changed)."""
+
+
 def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
+    if type(spec) is dict and not spec:  # most work selects nothing: no parse
+        return EVERY_NODE
     try:
         return LabelSelector.parse(spec)
     except LabelError as error:
@@ -171,6 +179,9 @@ def compile_tolerations(
     field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...], seconds: object
 ) -> Tolerations:
     """The tolerations `spec` (and those of the rare resources asked for), timed by `seconds`."""
+    asks_rare = any(resources.get(resource, 0.0) > 0 for resource in rare)
+    if type(spec) is dict and not spec and type(seconds) is dict and not seconds and not asks_rare:
+        return NO_TOLERATIONS  # most work tolerates nothing
     try:
         tolerations = Tolerations.parse(spec)
     except LabelError as error:
