@@ -22,7 +22,7 @@ from services.runtime.settings import Settings
 
 
 class ThroughTheBus:
-    """The demo's calls as client requests; `cluster()` replays the mesh's event log once it has settled."""
+    """The demo's calls as client requests; `cluster()` replays the mesh's event log once it has been quiet a moment."""
 
     def __init__(self, client: SyncClient, nats_url: str) -> None:
         self.client, self.nats_url = client, nats_url
@@ -72,11 +72,11 @@ class ThroughTheBus:
 
     def cluster(self) -> Cluster:
         """The log, once it stops growing, folded into a view (replay never re-decides)."""
-        events = asyncio.run(_settled_log(self.nats_url))
+        events = asyncio.run(_quiet_log(self.nats_url))
         return Cluster.from_events(events, SEED, RARE_RESOURCES)
 
 
-async def _settled_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
+async def _quiet_log(nats_url: str, quiet: float = 0.3) -> list[AnyEvent]:
     bus = await Bus.connect(Settings(nats_url=nats_url), "corral-demo-reader")
     try:
         last, since = await bus.last_sequence(), time.monotonic()
