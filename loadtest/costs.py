@@ -24,8 +24,12 @@ class Costs(TypedDict):
     """The same per request sent (placements, pendings, removes)."""
     serial_us: float | None
     """The serial path's microseconds per placement (None: no scheduler measured, as in the bus floor)."""
+    serial_request_us: float | None
+    """The same per request (a submit or a removal): the unit the targets are set in."""
     mesh_us: float | None
     """Every process but the load generator together: Corral's services, nats-server(s), redis-server."""
+    mesh_request_us: float | None
+    """The same per request."""
     projection_per_s: float | None
     """Placements/s the serial path allows on a machine whose other processes have cores of their own."""
 
@@ -39,19 +43,33 @@ def costs_of(cpu: dict[str, float], placements_per_s: float, requests_per_s: flo
     """Costs from each process's share of a core over a phase and the phase's rates (nothing when nothing was
     placed); no serial path unless `serial` (the bus floor's requests never cross the scheduler)."""
     if placements_per_s <= 0 or not cpu:
-        return Costs(per_placement_us={}, per_request_us={}, serial_us=None, mesh_us=None, projection_per_s=None)
+        return Costs(
+            per_placement_us={},
+            per_request_us={},
+            serial_us=None,
+            serial_request_us=None,
+            mesh_us=None,
+            mesh_request_us=None,
+            projection_per_s=None,
+        )
     per_placement = {name: round(share * 1e6 / placements_per_s, 1) for name, share in cpu.items()}
     per_request = {name: round(share * 1e6 / requests_per_s, 1) for name, share in cpu.items()}
     serial_us = per_placement.get(SERIAL) if serial else None
-    mesh_parts = [us for name, us in per_placement.items() if not is_load(name)]
-    mesh = round(sum(mesh_parts), 1) if mesh_parts else None
     return Costs(
         per_placement_us=per_placement,
         per_request_us=per_request,
         serial_us=serial_us,
-        mesh_us=mesh,
+        serial_request_us=per_request.get(SERIAL) if serial else None,
+        mesh_us=_mesh(per_placement),
+        mesh_request_us=_mesh(per_request),
         projection_per_s=round(1e6 / serial_us) if serial_us else None,
     )
+
+
+def _mesh(by_process: dict[str, float]) -> float | None:
+    """The sum over every process but the load generator's (None when there is none)."""
+    parts = [us for name, us in by_process.items() if not is_load(name)]
+    return round(sum(parts), 1) if parts else None
 
 
 def cost_lines(costs: Costs) -> list[str]:
@@ -60,10 +78,12 @@ def cost_lines(costs: Costs) -> list[str]:
         return []
     head = []
     if costs["serial_us"] is not None:
-        head.append(f"serial path ({SERIAL}) {costs['serial_us']:,.0f} us/placement")
+        head.append(
+            f"serial path ({SERIAL}) {costs['serial_us']:,.0f} us/placement ({costs['serial_request_us'] or 0:,.0f})"
+        )
         head.append(f"projection {costs['projection_per_s'] or 0:,.0f} placements/s")
     if costs["mesh_us"] is not None:
-        head.append(f"mesh {costs['mesh_us']:,.0f} us/placement")
+        head.append(f"mesh {costs['mesh_us']:,.0f} us/placement ({costs['mesh_request_us'] or 0:,.0f})")
     ranked = sorted(costs["per_placement_us"].items(), key=lambda kv: -kv[1])
     each = "  ".join(f"{name} {us:,.0f} ({costs['per_request_us'][name]:,.0f})" for name, us in ranked)
     return ["   ".join(head), f"cpu us per placement (per request): {each}"]

@@ -260,11 +260,15 @@ def test_cpu_per_placement_splits_the_serial_path_from_the_mesh_and_the_load() -
     assert costs["serial_us"] == 25.0
     assert costs["projection_per_s"] == 40_000
     assert costs["mesh_us"] == 85.0
+    assert (costs["serial_request_us"], costs["mesh_request_us"]) == (12.5, 42.5)  # the unit of the targets
     assert costs["per_request_us"]["scheduler"] == 12.5
     assert costs_of(cpu, 1000.0, 2000.0, serial=False)["serial_us"] is None
     assert costs_of(cpu, 0.0, 0.0)["mesh_us"] is None
     text = "\n".join(cost_lines(costs))
-    assert "serial path (scheduler) 25 us/placement   projection 40,000 placements/s   mesh 85 us/placement" in text
+    assert (
+        "serial path (scheduler) 25 us/placement (12)   projection 40,000 placements/s   mesh 85 us/placement (42)"
+        in text
+    )
 
 
 def test_the_text_report_says_met_or_not_met() -> None:
