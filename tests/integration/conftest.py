@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from services.local.mesh import SERVICES, Mesh, start_mesh
 from services.local.servers import LocalServer, nats_server, redis_server
 from services.runtime.bus import Bus
 from services.runtime.settings import Settings
+from tests.support.cli_runner import RUNNER
 from tests.support.servers import ServerPath, choose_servers, nats_container, redis_container
 
 FAST = {
@@ -207,12 +207,11 @@ def log_of(mesh: Mesh, key: str) -> str:
 
 
 async def corral(mesh: Mesh, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """`corral ARGS` against the mesh, run without blocking the test's loop: a client's heartbeats go on meanwhile
-    (a loop blocked past the heartbeat timeout has its nodes declared dead, and their actors die with them)."""
-    command = [sys.executable, "-m", "services.cli", *args, "--nats-url", mesh.nats_url, "--timeout", f"{timeout:g}"]
-    with anyio.fail_after(timeout + 30):
-        done = await anyio.run_process(command, check=False)
-    return subprocess.CompletedProcess(command, done.returncode, done.stdout.decode(), done.stderr.decode())
+    """`corral ARGS` against the mesh in a process of its own (forked from a parent that imported the CLI once:
+    `cli_runner`), run without blocking the test's loop: a client's heartbeats go on meanwhile (a loop blocked past
+    the heartbeat timeout has its nodes declared dead, and their actors die with them)."""
+    argv = [*args, "--nats-url", mesh.nats_url, "--timeout", f"{timeout:g}"]
+    return await anyio.to_thread.run_sync(RUNNER.run, argv, timeout + 30)
 
 
 @contextlib.asynccontextmanager
