@@ -159,6 +159,7 @@ def test_a_bundle_tolerating_unreachable_stays_and_one_that_does_not_is_reserved
         ({UNREACHABLE_TAINT: math.nan}, {UNREACHABLE_TAINT: "exists()"}, "must be a number of seconds"),
         ({UNREACHABLE_TAINT: math.inf}, {UNREACHABLE_TAINT: "exists()"}, "must be a number of seconds"),
         ({UNREACHABLE_TAINT: True}, {UNREACHABLE_TAINT: "exists()"}, "must be a number of seconds"),
+        ([], {}, "must be a map of taint keys to seconds"),  # empty, but not the `{}` that skips the parse
     ],
 )
 def test_toleration_seconds_out_of_rule_are_refused_naming_the_field_and_change_nothing(

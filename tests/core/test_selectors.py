@@ -356,3 +356,15 @@ def test_a_malformed_selector_in_a_request_is_refused_and_records_nothing() -> N
     with pytest.raises(ValueError, match=r"label_selector.*'tier'.*in\(a,"):
         cluster.submit(make_actor("a", label_selector={"tier": "in(a,"}))
     assert cluster.events() == before
+
+
+@pytest.mark.parametrize("empty", [[], "", 0, ()], ids=["a list", "a string", "zero", "a tuple"])
+def test_an_empty_selector_that_is_not_a_mapping_is_refused_as_any_other(empty: object) -> None:
+    """`{}` selects every node without a parse; an empty value of another type is not `{}`."""
+    cluster = make_cluster(3)
+    before = cluster.events()
+    with pytest.raises(ValueError, match=r"label_selector.*must be a mapping of label keys to conditions"):
+        cluster.submit(make_actor("a", label_selector=empty))
+    with pytest.raises(ValueError, match=r"tolerations.*must be a mapping of taint keys to conditions"):
+        cluster.submit(make_actor("a", tolerations=empty))
+    assert cluster.events() == before

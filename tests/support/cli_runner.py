@@ -5,7 +5,7 @@ the integration tests run dozens of commands. The runner is one process per test
 forking it is safe), that imported `services.cli.__main__`; each command is a child forked from it with the
 environment, arguments, exit status and output a fresh `python -m services.cli` would have.
 
-Its protocol, one JSON line each way: {"argv", "env", "out", "err"} in; {"pid"} once forked, then {"code"} (minus
+Its protocol, one JSON line each way: {"argv", "env", "cwd", "out", "err"} in; {"pid"} once forked, then {"code"} (minus
 the signal that ended it, as `subprocess` says it).
 """
 
@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from services.cli.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.support.cli_runner import serve; serve()"
+"""The runner's program: from any folder, as the repository is put on its path rather than found from it."""
 
 
 class CliRunner:
@@ -40,7 +45,8 @@ class CliRunner:
         with self._lock, tempfile.TemporaryDirectory(prefix="corral-cli-") as folder:
             out, err = Path(folder) / "out", Path(folder) / "err"
             pipe_in, pipe_out = self._pipes()
-            pipe_in.write(json.dumps({"argv": argv, "env": dict(os.environ), "out": str(out), "err": str(err)}) + "\n")
+            request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "out": str(out), "err": str(err)}
+            pipe_in.write(json.dumps(request) + "\n")
             pipe_in.flush()
             self._running, self._killed = json.loads(pipe_out.readline())["pid"], False
             timer = threading.Timer(timeout, self._kill_running)
@@ -57,13 +63,13 @@ class CliRunner:
     def _kill_running(self) -> None:
         if self._running is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._running, 9)
+                os.kill(self._running, signal.SIGKILL)
                 self._killed = True
 
     def _pipes(self) -> tuple[IO[str], IO[str]]:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.cli_runner"],
+                [sys.executable, "-c", SERVE],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -96,6 +102,7 @@ def _child(request: dict[str, Any]) -> None:
     try:
         os.environ.clear()
         os.environ.update(request["env"])
+        os.chdir(request["cwd"])
         for fd, path, flags in (
             (0, os.devnull, os.O_RDONLY),
             (1, request["out"], os.O_WRONLY | os.O_CREAT),
@@ -108,7 +115,9 @@ def _child(request: dict[str, Any]) -> None:
         sys.argv = ["corral", *request["argv"]]
         try:
             code = main(request["argv"])
-        except SystemExit as exit_:
+        except SystemExit as exit_:  # as the interpreter ends on one: a message goes to stderr with status 1
+            if exit_.code is not None and not isinstance(exit_.code, int):
+                print(exit_.code, file=sys.stderr)
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except BaseException:  # a traceback on stderr and status 1, as an uncaught error gives
         traceback.print_exc()
@@ -118,7 +127,3 @@ def _child(request: dict[str, Any]) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
-
-
-if __name__ == "__main__":
-    serve()
