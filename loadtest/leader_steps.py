@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from services.cli.args import duration, positive_int
 from services.local.mesh import start_mesh
 from services.scheduler import app, handlers
 
@@ -174,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Where the leading scheduler's CPU goes per request, under the load test's Corral phase: the "
         "core's decision, recording its events, decoding and metrics, the reply and ack, and the rest.",
     )
-    parser.add_argument("--nodes", type=int, default=1000, help="simulated nodes (default: 1000)")
-    parser.add_argument("--users", type=int, default=50, help="simulated users (default: 50)")
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds of the Corral phase (default: 10)")
+    parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
+    parser.add_argument("--users", type=positive_int, default=50, help="simulated users (default: 50)")
+    parser.add_argument("--duration", type=duration(), default=10.0, help="seconds of the Corral phase (default: 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
     figures = measure(args.nodes, args.users, args.duration)

@@ -8,11 +8,28 @@ import sys
 
 import pytest
 
-from loadtest.leader_steps import STEPS
-
-pytestmark = [pytest.mark.integration, pytest.mark.bench]
+from loadtest.leader_steps import STEPS, main
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--nodes", "0"], "argument --nodes: '0' must be 1 or more"),
+        (["--users", "-3"], "argument --users: '-3' must be 1 or more"),
+        (["--duration", "nan"], "argument --duration: 'nan' must be a number of seconds above 0"),
+        (["--duration", "1e999"], "argument --duration: '1e999' must be a number of seconds above 0"),
+    ],
+)
+def test_a_bad_option_is_refused_naming_it_before_any_mesh_starts(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.bench
 def test_a_small_run_splits_every_request_into_steps_that_add_up_to_its_cpu() -> None:
     command = [sys.executable, "-m", "loadtest.leader_steps", "--nodes", "20", "--users", "4", "--duration", "2"]
     done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=180, check=False)
