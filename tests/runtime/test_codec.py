@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas import AnyEvent, NodeRegistered
 from schemas.commands import RegisterNode
 from schemas.proposals import Proposals
 from services.core.errors import CodecError
-from services.runtime.codec import MAX_DEPTH, decode, encode
+from services.runtime.codec import MAX_DEPTH, _nests_deeper_exactly, _nests_too_deep, decode, encode
+from tests.support.examples import examples
 
 DEEP = b'{"a":' * 1000 + b"1" + b"}" * 1000
 """A 6 KB object nested 1,000 levels: past the interpreter's recursion limit."""
@@ -77,3 +80,19 @@ def test_a_proposal_with_a_generator_state_wider_than_64_bits_is_refused_naming_
     with pytest.raises(CodecError, match=r"prng \d+: a generator state is at most 2\*\*64 - 1"):
         decode(batch, Proposals)
     assert decode(batch.replace(b"%d" % prng, b"%d" % (2**64 - 1)), Proposals).proposals[0].prng == 2**64 - 1
+
+
+_BRACKETY = st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b"a", b","]), max_size=120).map(b"".join)
+_NESTED = st.recursive(
+    st.text(st.sampled_from('[]{}"\\a'), max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("[]{}k", max_size=3), inner, max_size=3),
+    max_leaves=40,
+).map(encode)
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(st.one_of(_BRACKETY, _NESTED), st.integers(0, 12))
+def test_the_quick_depth_check_answers_as_the_exact_one(data: bytes, max_depth: int) -> None:
+    """The quick path (no backslash, quotes paired) never changes a verdict: the same bytes are refused in every
+    process, whichever path reads them."""
+    assert _nests_too_deep(data, max_depth) == _nests_deeper_exactly(data, max_depth)
