@@ -65,16 +65,18 @@ class Writer:
 
         Events taken and never confirmed (the append failed, or the service stopped meanwhile) keep
         `all_stored_and_folded` false for good, so no snapshot records decisions the log may not hold. Events stored
-        at sequences the view has already folded are a repeat of an append whose ack was lost, or went to a new log
-        (the event stream was made again: `LogReplaced`).
+        at sequences the view had folded before this append went to a new log (the event stream was made again:
+        `LogReplaced`), or repeat an append stored earlier: the log's identity is checked. The echo of this very
+        append may be folded before its ack is read, so what the view folds meanwhile proves nothing.
         """
         events = self.view.take_unwritten()
         if not events:
             return 0
         self.unconfirmed = True
+        folded_before = self.view.sequence
         sequences = await self.shell.bus.append(events, batched=True)
-        if sequences[0] <= self.view.sequence:  # a repeat stored earlier, or another log than the one we folded
-            # LogReplaced in the second case: nothing of this batch is answered
+        if sequences[0] <= folded_before:  # not a new append to the log we folded
+            # LogReplaced when it is another log: nothing of this batch is answered
             await self.shell.bus.with_retries(self.shell.follower.check_log, "the event log's identity")
         self.confirmed = max(self.confirmed, sequences[-1])
         self.unconfirmed = False

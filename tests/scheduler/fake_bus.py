@@ -20,7 +20,8 @@ R = TypeVar("R")
 
 class FakeBus:
     """Appends to `log` (sequence = index + 1); `failing` makes the next appends raise, `stored_at` makes the next
-    one answer these sequences instead (a repeat the stream stored before)."""
+    one answer these sequences instead (a repeat the stream stored before); `before_ack` runs once the events are
+    stored, before the append returns (a follower reading their echo first)."""
 
     def __init__(self, log: list[AnyEvent]) -> None:
         self.log = log
@@ -29,6 +30,7 @@ class FakeBus:
         self.recognise: Recognise | None = None
         self.failing: Exception | None = None
         self.stored_at: list[int] | None = None
+        self.before_ack: Callable[[], None] = lambda: None
 
     async def append(self, events: Sequence[AnyEvent], *, batched: bool = False) -> list[int]:
         """Store `events` at the end of the log, in order; their sequences (each its own, `batched` or not)."""
@@ -39,6 +41,7 @@ class FakeBus:
             return stored
         first = len(self.log) + 1
         self.log.extend(events)
+        self.before_ack()
         return list(range(first, first + len(events)))
 
     async def with_retries(self, step: Callable[[], Awaitable[R]], _what: str) -> R:

@@ -127,6 +127,17 @@ def test_an_append_answered_at_folded_sequences_checks_which_log_it_went_to() ->
     assert follower.log_checks == 1
 
 
+def test_an_append_whose_echo_is_folded_before_its_ack_is_not_taken_for_another_log() -> None:
+    log: list[AnyEvent] = [node("n1")]
+    view, writer, _leader, bus, follower = leading(log)
+    submit(view, "a1")
+    bus.before_ack = lambda: follower.fold_to(len(log))  # the follower reads the echo before the ack arrives
+    first = asyncio.run(writer.flush())
+    assert view.sequence == first == len(log), "the echo was folded before the append returned"
+    assert follower.log_checks == 0, "a JetStream request on every batch would sit on the decision path"
+    assert writer.all_stored_and_folded()
+
+
 def test_reactions_to_another_service_s_event_are_flagged_for_the_writer() -> None:
     log: list[AnyEvent] = [node("n1"), node("n2")]
     view, writer, _leader, _bus, follower = leading(log)
