@@ -7,6 +7,10 @@ its events for the writer, decoding the request and the metrics, the reply and t
 appending and its acks, reading the batches back, the election check, asyncio). The window runs from the first
 request decided to the last. cProfile inflates Python calls against C several times, so its shares mislead for
 this split (docs/throughput.md); two clock reads around a step cost about a microsecond.
+
+With `--decision-workers N` the mesh runs N decision workers and the scheduler here is their applier, the serial
+step: the core is then its check of each proposal (and the requests it decides itself, removals among them),
+decoding covers the proposal batches, and answering is its replies to the workers (the workers answer the clients).
 """
 
 from __future__ import annotations
@@ -28,14 +32,31 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from services.cli.args import duration, positive_int
-from services.local.mesh import start_mesh
-from services.scheduler import app, handlers
+from services.cli.args import duration, non_negative_int, positive_int
+from services.core.cluster import Cluster
+from services.local.mesh import DECIDER, start_mesh
+from services.runtime.settings import COUNTS
+from services.scheduler import app, applier, handlers
 
 FOLLOWERS = ("labels", "taints", "vclusters")
 """The services the mesh runs beside the scheduler this process runs."""
 STEPS = ("core", "recording", "decoding_and_metrics", "answering", "rest")
 """The steps reported, in order: each exclusive of the others, summing to the window's CPU."""
+
+Sums = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+"""Each step but the rest: the wrapped functions whose CPU it adds, and those (nested in them) it takes away."""
+SCHEDULER_STEPS: Sums = {
+    "core": (("apply",), ()),
+    "recording": (("handle",), ("apply",)),
+    "decoding_and_metrics": (("decide",), ("handle",)),
+    "answering": (("answer",), ()),
+}
+APPLIER_STEPS: Sums = {
+    "core": (("apply", "proposed"), ()),
+    "recording": (("proposal",), ("apply", "proposed")),
+    "decoding_and_metrics": (("decide", "decode"), ("proposal",)),
+    "answering": (("reply",), ()),
+}
 
 
 class StepClock:
@@ -80,32 +101,50 @@ class StepClock:
 
         return timed
 
-    def per_request_us(self) -> dict[str, float]:
-        """Each step's exclusive CPU microseconds per request, and the window's total (`total`)."""
+    def per_request_us(self, sums: Sums = SCHEDULER_STEPS) -> dict[str, float]:
+        """Each step's exclusive CPU microseconds per request (`sums` says which wrapped functions make it up), the
+        rest, and the window's total (`total`)."""
         if not self.requests or self.first is None:
             return {}
-        inside = self.inside
         window = self.last - self.first
         steps = {
-            "core": inside.get("apply", 0.0),
-            "recording": inside.get("handle", 0.0) - inside.get("apply", 0.0),
-            "decoding_and_metrics": inside.get("decide", 0.0) - inside.get("handle", 0.0),
-            "answering": inside.get("answer", 0.0),
+            step: sum(self.inside.get(name, 0.0) for name in plus) - sum(self.inside.get(name, 0.0) for name in minus)
+            for step, (plus, minus) in sums.items()
         }
         steps["rest"] = window - sum(steps.values())
         steps["total"] = window
         return {name: round(seconds * 1e6 / self.requests, 1) for name, seconds in steps.items()}
 
 
-@contextlib.contextmanager
-def clocked_scheduler(clock: StepClock) -> Iterator[None]:
-    """The scheduler's steps wrapped by `clock` (module attributes, looked up at each call), restored on the way out."""
-    wrapped: list[tuple[ModuleType, str, Callable[..., Any]]] = [
+Wrapped = list[tuple[ModuleType | type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]
+
+
+def scheduler_steps(clock: StepClock) -> Wrapped:
+    """The scheduler's steps (`SCHEDULER_STEPS`), as `clock` wraps them."""
+    return [
         (handlers, "_apply", lambda f: clock.sync("apply", f)),
         (app, "handle", lambda f: clock.sync("handle", f)),  # as `app` imported it from `handlers`
         (app, "_decide", lambda f: clock.coroutine("decide", f, request=True)),
         (app, "_answer", lambda f: clock.coroutine("answer", f, request=False)),
     ]
+
+
+def applier_steps(clock: StepClock) -> Wrapped:
+    """The applier's steps (`APPLIER_STEPS`), as `clock` wraps them: one request per proposal."""
+    return [
+        (handlers, "_apply", lambda f: clock.sync("apply", f)),
+        (Cluster, "submit_proposed", lambda f: clock.sync("proposed", f)),
+        (applier, "handle_proposal", lambda f: clock.sync("proposal", f)),  # as `applier` imported it
+        (applier.Applier, "_decide", lambda f: clock.coroutine("decide", f, request=True)),
+        (applier, "decode", lambda f: clock.sync("decode", f)),
+        (applier, "send_reply", lambda f: clock.coroutine("reply", f, request=False)),
+    ]
+
+
+@contextlib.contextmanager
+def clocked(wrapped: Wrapped) -> Iterator[None]:
+    """`wrapped`'s functions replaced by their clocked wrappers (attributes, looked up at each call), restored on
+    the way out."""
     saved = [(module, name, getattr(module, name)) for module, name, _ in wrapped]
     for module, name, wrap in wrapped:
         setattr(module, name, wrap(getattr(module, name)))
@@ -116,13 +155,18 @@ def clocked_scheduler(clock: StepClock) -> Iterator[None]:
             setattr(module, name, function)
 
 
-def measure(nodes: int, users: int, seconds: float) -> dict[str, Any]:
-    """Run the scheduler here under the load test's Corral phase; the figures of `StepClock.per_request_us`."""
+def measure(nodes: int, users: int, seconds: float, workers: int = 0) -> dict[str, Any]:
+    """Run the scheduler here (the applier of `workers` decision workers, when above 0) under the load test's Corral
+    phase; the figures of `StepClock.per_request_us`."""
     clock = StepClock()
+    wrapped, sums = (applier_steps(clock), APPLIER_STEPS) if workers else (scheduler_steps(clock), SCHEDULER_STEPS)
     with tempfile.TemporaryDirectory(prefix="corral-leader-steps-") as folder:
         mesh = start_mesh(Path(folder) / "mesh", services=FOLLOWERS)
         try:
-            os.environ.update({**mesh.env, "CORRAL_INSTANCE": "scheduler"})
+            for index in range(workers):
+                mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
+            env = {**mesh.env, "CORRAL_INSTANCE": "scheduler", "CORRAL_DECISION_WORKERS": str(workers)}
+            os.environ.update(env)
             os.environ.setdefault("CORRAL_LOG_LEVEL", "WARNING")  # the figures, not the scheduler's log
             load = subprocess.Popen(
                 [
@@ -133,7 +177,7 @@ def measure(nodes: int, users: int, seconds: float) -> dict[str, Any]:
                 stdout=subprocess.PIPE,
             )  # fmt: skip
             threading.Thread(target=_stop_when_done, args=(load,), daemon=True).start()
-            with clocked_scheduler(clock), contextlib.suppress(SystemExit):
+            with clocked(wrapped), contextlib.suppress(SystemExit):
                 runpy.run_module("services.scheduler", run_name="__main__", alter_sys=True)
             report = json.loads(load.communicate()[0] or b"{}")
         finally:
@@ -142,9 +186,10 @@ def measure(nodes: int, users: int, seconds: float) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "users": users,
+        "decision_workers": workers,
         "requests": clock.requests,
         "requests_per_s": corral.get("requests_per_s"),
-        "us_per_request": clock.per_request_us(),
+        "us_per_request": clock.per_request_us(sums),
     }
 
 
@@ -157,8 +202,9 @@ def _stop_when_done(load: subprocess.Popen[bytes]) -> None:
 def text(figures: dict[str, Any]) -> str:
     """The figures as a table."""
     steps = figures["us_per_request"]
+    who = f"applier of {figures['decision_workers']} decision workers" if figures["decision_workers"] else "scheduler"
     lines = [
-        f"leading scheduler, {figures['nodes']:,} nodes, {figures['users']} users: {figures['requests']:,} requests "
+        f"leading {who}, {figures['nodes']:,} nodes, {figures['users']} users: {figures['requests']:,} requests "
         f"decided, {steps.get('total', 0):,.0f} us of CPU per request between the first and the last",
         f"{'step':24} {'us/request':>10} {'share':>6}",
     ]
@@ -178,9 +224,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
     parser.add_argument("--users", type=positive_int, default=50, help="simulated users (default: 50)")
     parser.add_argument("--duration", type=duration(), default=10.0, help="seconds of the Corral phase (default: 10)")
+    parser.add_argument(
+        "--decision-workers",
+        type=non_negative_int,
+        default=0,
+        help="decision workers in the mesh; above 0, the scheduler here is their applier and its steps are split "
+        "(default: 0)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
-    figures = measure(args.nodes, args.users, args.duration)
+    most = COUNTS["decision_workers"][1]
+    if args.decision_workers > most:
+        parser.error(f"argument --decision-workers: {args.decision_workers} must be at most {most}")
+    figures = measure(args.nodes, args.users, args.duration, args.decision_workers)
     print(json.dumps(figures) if args.json else text(figures))
     return 0 if figures["requests"] else 1
 

@@ -18,6 +18,8 @@ from loadtest.leader_steps import STEPS, main
         (["--users", "-3"], "argument --users: '-3' must be 1 or more"),
         (["--duration", "nan"], "argument --duration: 'nan' must be a number of seconds above 0"),
         (["--duration", "1e999"], "argument --duration: '1e999' must be a number of seconds above 0"),
+        (["--decision-workers", "-1"], "argument --decision-workers: '-1' must be 0 or more"),
+        (["--decision-workers", "65"], "argument --decision-workers: 65 must be at most 64"),
     ],
 )
 def test_a_bad_option_is_refused_naming_it_before_any_mesh_starts(
@@ -30,12 +32,15 @@ def test_a_bad_option_is_refused_naming_it_before_any_mesh_starts(
 
 @pytest.mark.integration
 @pytest.mark.bench
-def test_a_small_run_splits_every_request_into_steps_that_add_up_to_its_cpu() -> None:
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_small_run_splits_every_request_into_steps_that_add_up_to_its_cpu(workers: int) -> None:
+    """The scheduler deciding alone, then the applier of a decision worker."""
     command = [sys.executable, "-m", "loadtest.leader_steps", "--nodes", "20", "--users", "4", "--duration", "2"]
+    command += ["--decision-workers", str(workers)]
     done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
-    assert figures["requests"] > 0 and figures["requests_per_s"] > 0
+    assert figures["requests"] > 0 and figures["requests_per_s"] > 0 and figures["decision_workers"] == workers
     steps = figures["us_per_request"]
     assert set(steps) == {*STEPS, "total"}
     assert steps["core"] > 0 and steps["answering"] > 0 and steps["decoding_and_metrics"] > 0
