@@ -160,6 +160,8 @@ def aggregate_subjects(*aggregates: str) -> tuple[str, ...]:
 
 def subject_of(event: AnyEvent) -> str:
     """The subject an event is appended to: `corral.evt.<aggregate>.<id>`, one aggregate token per writer."""
+    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved):  # most events: asked first
+        return event_subject(ACTOR, event.actor_id)
     if isinstance(
         event, NodeRegistered | NodeDied | NodeLabelsChanged | NodeUnreachable | NodeReachable | NodeDeclaredDead
     ):
@@ -168,8 +170,6 @@ def subject_of(event: AnyEvent) -> str:
         return event_subject(TAINT, event.node_id)
     if isinstance(event, ActorSubmitted):
         return event_subject(ACTOR, event.request.actor_id)
-    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved):
-        return event_subject(ACTOR, event.actor_id)
     if isinstance(event, PlacementGroupSubmitted):
         return event_subject(PLACEMENT_GROUP, event.request.pg_id)
     if isinstance(
