@@ -3,8 +3,10 @@
 `python -m loadtest.leader_steps` starts a mesh without its scheduler, runs the scheduler in this process with
 `time.process_time` read around its steps, drives it with `python -m loadtest` (the closed-loop Corral phase only)
 and prints the CPU microseconds per request (a submit or a removal) of each step: the core's decision, recording
-its events for the writer, decoding the request and the metrics, the reply and the ack, and the rest (fetching,
-appending and its acks, reading the batches back, the election check, asyncio). The window runs from the first
+its events for the writer, decoding the request and the metrics, the reply and the ack, nats-py's reading of every
+message received, building the appended messages, folding what the log delivers (our own batches skipped, other
+services' events folded and reacted to), and the rest (fetching, publishing and the acks, the election check, the
+lease, asyncio). The window runs from the first
 request decided to the last. cProfile inflates Python calls against C several times, so its shares mislead for
 this split (docs/throughput.md); two clock reads around a step cost about a microsecond.
 
@@ -32,30 +34,41 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from nats.protocol.parser import Parser
+
 from services.cli.args import duration, non_negative_int, positive_int
 from services.core.cluster import Cluster
 from services.local.mesh import DECIDER, start_mesh
+from services.runtime import appends
+from services.runtime.follower import LogFollower
 from services.runtime.settings import COUNTS
 from services.scheduler import app, applier, handlers
 
 FOLLOWERS = ("labels", "taints", "vclusters")
 """The services the mesh runs beside the scheduler this process runs."""
-STEPS = ("core", "recording", "decoding_and_metrics", "answering", "rest")
+STEPS = ("core", "recording", "decoding_and_metrics", "answering", "reading", "appending", "folding", "rest")
 """The steps reported, in order: each exclusive of the others, summing to the window's CPU."""
 
 Sums = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 """Each step but the rest: the wrapped functions whose CPU it adds, and those (nested in them) it takes away."""
+BUS_STEPS: Sums = {
+    "reading": (("reading",), ()),
+    "appending": (("appending",), ()),
+    "folding": (("folding",), ()),
+}
 SCHEDULER_STEPS: Sums = {
     "core": (("apply",), ()),
     "recording": (("handle",), ("apply",)),
     "decoding_and_metrics": (("decide",), ("handle",)),
     "answering": (("answer",), ()),
+    **BUS_STEPS,
 }
 APPLIER_STEPS: Sums = {
     "core": (("apply", "proposed"), ()),
     "recording": (("proposal",), ("apply", "proposed")),
     "decoding_and_metrics": (("decide", "decode"), ("proposal",)),
     "answering": (("reply",), ()),
+    **BUS_STEPS,
 }
 
 
@@ -119,9 +132,19 @@ class StepClock:
 Wrapped = list[tuple[ModuleType | type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]
 
 
+def bus_steps(clock: StepClock) -> Wrapped:
+    """The steps on the bus (`BUS_STEPS`) either process takes, as `clock` wraps them."""
+    return [
+        (Parser, "parse", lambda f: clock.coroutine("reading", f, request=False)),
+        (appends, "messages_of", lambda f: clock.sync("appending", f)),
+        (LogFollower, "_fold", lambda f: clock.coroutine("folding", f, request=False)),
+    ]
+
+
 def scheduler_steps(clock: StepClock) -> Wrapped:
     """The scheduler's steps (`SCHEDULER_STEPS`), as `clock` wraps them."""
     return [
+        *bus_steps(clock),
         (handlers, "_apply", lambda f: clock.sync("apply", f)),
         (app, "handle", lambda f: clock.sync("handle", f)),  # as `app` imported it from `handlers`
         (app, "_decide", lambda f: clock.coroutine("decide", f, request=True)),
@@ -132,6 +155,7 @@ def scheduler_steps(clock: StepClock) -> Wrapped:
 def applier_steps(clock: StepClock) -> Wrapped:
     """The applier's steps (`APPLIER_STEPS`), as `clock` wraps them: one request per proposal."""
     return [
+        *bus_steps(clock),
         (handlers, "_apply", lambda f: clock.sync("apply", f)),
         (Cluster, "submit_proposed", lambda f: clock.sync("proposed", f)),
         (applier, "handle_proposal", lambda f: clock.sync("proposal", f)),  # as `applier` imported it
@@ -219,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m loadtest.leader_steps",
         description="Where the leading scheduler's CPU goes per request, under the load test's Corral phase: the "
-        "core's decision, recording its events, decoding and metrics, the reply and ack, and the rest.",
+        "core's decision, recording its events, decoding and metrics, the reply and ack, nats-py's reading, building "
+        "the appended messages, folding what the log delivers, and the rest.",
     )
     parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
     parser.add_argument("--users", type=positive_int, default=50, help="simulated users (default: 50)")

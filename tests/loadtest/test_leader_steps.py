@@ -43,5 +43,6 @@ def test_a_small_run_splits_every_request_into_steps_that_add_up_to_its_cpu(work
     assert figures["requests"] > 0 and figures["requests_per_s"] > 0 and figures["decision_workers"] == workers
     steps = figures["us_per_request"]
     assert set(steps) == {*STEPS, "total"}
-    assert steps["core"] > 0 and steps["answering"] > 0 and steps["decoding_and_metrics"] > 0
+    assert all(steps[name] > 0 for name in ("core", "answering", "decoding_and_metrics", "reading", "appending"))
+    assert steps["folding"] > 0, "the log's echo of every batch is read back"
     assert abs(sum(steps[name] for name in STEPS) - steps["total"]) <= 0.5  # each rounded to a tenth
