@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import nats.errors
 import nats.js.errors
+from nats.aio.msg import Msg
 from nats.js import api
 
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect, VirtualCluster
@@ -78,13 +79,16 @@ class Client(VirtualClusterCalls, HistoryCalls):
     ) -> None:
         super().__init__(url, name=name, timeout=timeout, redis_url=redis_url)
         self._nodes: dict[str, RegisterNode] = {}
-        self._heartbeats: dict[str, asyncio.Task[None]] = {}
+        self._beating: dict[str, tuple[str, bytes]] = {}
+        """The nodes this client heartbeats, by the token of their reply subject: each node's id and heartbeat."""
+        self._beater: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
         """Stop heartbeats and close the connection."""
-        for task in self._heartbeats.values():
-            task.cancel()
-        self._heartbeats.clear()
+        if self._beater is not None:
+            self._beater.cancel()
+            self._beater = None
+        self._beating.clear()
         await super().close()
 
     async def _reconnected(self) -> None:
@@ -111,24 +115,30 @@ class Client(VirtualClusterCalls, HistoryCalls):
         )
         accepted = await self._command(s.REGISTER_NODE, command)
         self._nodes[node_id] = command
-        if heartbeat and node_id not in self._heartbeats:
-            self._heartbeats[node_id] = asyncio.create_task(self._beat(node_id))
+        if heartbeat and s.token(node_id) not in self._beating:
+            self._beating[s.token(node_id)] = (node_id, encode(Heartbeat(node_id)))
+            if self._beater is None:
+                self._beater = asyncio.create_task(self._beat())
         return accepted
 
-    async def _beat(self, node_id: str) -> None:
-        """Heartbeat while connected; the labels service answers one of a node its log does not hold (the log was
-        replaced, or the node was declared dead), and the node is then registered again."""
-        payload = encode(Heartbeat(node_id))
-
-        async def unknown(_msg: object) -> None:
-            await self._register_unknown(node_id)
-
+    async def _beat(self) -> None:
+        """Heartbeat every node this client registered, together, every interval while connected (one task, and one
+        burst the server and `labels` read in a few reads, however many nodes a simulator holds). `labels` answers the
+        heartbeat of a node its log does not hold (the log was replaced, or the node was declared dead) on the node's
+        own reply subject, and that node is then registered again."""
         inbox = self.bus.nc.new_inbox()
-        answers = await self.bus.nc.subscribe(inbox, cb=unknown)
+
+        async def unknown(msg: Msg) -> None:
+            beating = self._beating.get(msg.subject.rpartition(".")[2])
+            if beating is not None:
+                await self._register_unknown(beating[0])
+
+        answers = await self.bus.nc.subscribe(f"{inbox}.*", cb=unknown)
         try:
             while True:
-                with contextlib.suppress(nats.errors.Error):
-                    await self.bus.nc.publish(s.heartbeat_subject(node_id), payload, reply=inbox)
+                for reply_token, (node_id, beat) in list(self._beating.items()):
+                    with contextlib.suppress(nats.errors.Error):
+                        await self.bus.nc.publish(s.heartbeat_subject(node_id), beat, reply=f"{inbox}.{reply_token}")
                 await asyncio.sleep(self.settings.heartbeat_interval)
         finally:
             with contextlib.suppress(nats.errors.Error):
@@ -187,9 +197,7 @@ class Client(VirtualClusterCalls, HistoryCalls):
 
     async def remove_node(self, node_id: str) -> Accepted:
         """Take a node out now; its actors fail and restart elsewhere when they may."""
-        task = self._heartbeats.pop(node_id, None)
-        if task is not None:
-            task.cancel()
+        self._beating.pop(s.token(node_id), None)
         self._nodes.pop(node_id, None)
         return await self._command(s.REMOVE_NODE, RemoveNode(node_id=node_id))
 
