@@ -6,9 +6,9 @@ and prints the CPU microseconds per request (a submit or a removal) of each step
 its events for the writer, decoding the request and the metrics, the reply and the ack, nats-py's reading of every
 message received, building the appended messages, folding what the log delivers (our own batches skipped, other
 services' events folded and reacted to), and the rest (fetching, publishing and the acks, the election check, the
-lease, asyncio). The window runs from the first
-request decided to the last. cProfile inflates Python calls against C several times, so its shares mislead for
-this split (docs/throughput.md); two clock reads around a step cost about a microsecond.
+lease, asyncio). The window runs from the first request decided to the last. cProfile inflates Python calls against
+C several times, so its shares mislead for this split (docs/throughput.md); two clock reads around a step cost about
+a microsecond.
 
 With `--decision-workers N` the mesh runs N decision workers and the scheduler here is their applier, the serial
 step: the core is then its check of each proposal (and the requests it decides itself, removals among them),
