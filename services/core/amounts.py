@@ -7,14 +7,15 @@ value and the rule.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 import msgspec.inspect as mi
 
-from services.core.errors import rule_error
+from services.core.errors import RejectedError, rule_error
 
 
 @lru_cache(maxsize=128)
@@ -25,11 +26,102 @@ def _info(kind: Any) -> mi.Type:
 def check_amounts(message: object, kind: Any = None) -> None:
     """Raise `RejectedError` naming the first number of `message` that is not finite or breaks its bound.
 
-    `message` is a Struct, or the plain JSON values of a message of type `kind`.
+    `message` is a Struct, or the plain JSON values of a message of type `kind`. The numbers are first checked by
+    `_checker(kind)`, which names nothing and visits only what can hold a number; only a message it cannot pass is
+    walked again with paths (`_check`), for the error.
     """
     if kind is None:
         kind = type(message)
-    _check(message, _info(kind), "")
+    within = _checker(kind)
+    if within is not None and not within(message):  # None: the type holds no number
+        _check(message, _info(kind), "")
+
+
+Within = Callable[[Any], bool]
+"""Whether every number inside a value is finite and within its bounds, as `_check` reads the value: True only when
+`_check` would raise nothing (False also for a shape it does not know: a plain JSON object where a Struct goes)."""
+
+
+_STRUCT_CHECKS: dict[type, Within | None] = {}
+"""Each Struct type's check, once built (a type that holds itself, as a virtual cluster its children, refers to it)."""
+
+
+@lru_cache(maxsize=128)
+def _checker(kind: Any) -> Within | None:
+    """`kind`'s check, built once; None when nothing in it is a number with a bound to check."""
+    return _within(_info(kind), set())
+
+
+def _within(info: mi.Type, building: set[type]) -> Within | None:
+    """The check of a value of type `info`, mirroring `_parts` (None: no number inside, nothing to do); `building`:
+    the Struct types whose checks are being built, which a field of theirs refers to as built later."""
+    while isinstance(info, mi.Metadata):
+        info = info.type
+    if isinstance(info, mi.FloatType | mi.IntType):
+        return functools.partial(_number_within, info)
+    if isinstance(info, mi.StructType):
+        return _struct_check(info, building)
+    if isinstance(info, mi.TypedDictType):
+        keyed = [(field.name, check) for field in info.fields if (check := _within(field.type, building)) is not None]
+        return functools.partial(_typed_dict_within, keyed) if keyed else None
+    if isinstance(info, mi.DictType):
+        check = _within(info.value_type, building)
+        return None if check is None else functools.partial(_items_within, dict, check)
+    if isinstance(info, mi.ListType | mi.VarTupleType):
+        check = _within(info.item_type, building)
+        return None if check is None else functools.partial(_items_within, list | tuple, check)
+    if isinstance(info, mi.UnionType):
+        members = [check for member in info.types if (check := _within(member, building)) is not None]
+        return functools.partial(_all_within, members) if members else None
+    return None
+
+
+def _struct_check(info: mi.StructType, building: set[type]) -> Within | None:
+    cls = info.cls
+    if cls in _STRUCT_CHECKS:
+        return _STRUCT_CHECKS[cls]
+    if cls in building:
+        return functools.partial(_built_later, cls)
+    building.add(cls)
+    fields = [(field.name, check) for field in info.fields if (check := _within(field.type, building)) is not None]
+    building.discard(cls)
+    check = functools.partial(_struct_within, cls, fields) if fields else None
+    _STRUCT_CHECKS[cls] = check
+    return check
+
+
+def _built_later(cls: type, value: Any) -> bool:
+    check = _STRUCT_CHECKS.get(cls)
+    return check is None or check(value)
+
+
+def _number_within(info: mi.FloatType | mi.IntType, value: Any) -> bool:
+    try:
+        _check_number(value, info, "")
+    except RejectedError:
+        return False
+    return True
+
+
+def _struct_within(cls: type, fields: list[tuple[str, Within]], value: Any) -> bool:
+    if isinstance(value, cls):
+        return all(check(getattr(value, name)) for name, check in fields)
+    return not isinstance(value, dict)  # a plain object is read by its tag and encoded names: `_check` decides
+
+
+def _typed_dict_within(fields: list[tuple[str, Within]], value: Any) -> bool:
+    return not isinstance(value, dict) or all(check(value[name]) for name, check in fields if name in value)
+
+
+def _items_within(kind: Any, check: Within, value: Any) -> bool:
+    if not isinstance(value, kind):
+        return True
+    items = value.values() if isinstance(value, dict) else value
+    return all(check(item) for item in items)
+
+
+def _all_within(members: list[Within], value: Any) -> bool:
+    return all(check(value) for check in members)
 
 
 def _check(value: Any, info: mi.Type, path: str) -> None:
