@@ -122,7 +122,8 @@ fuzz: venv redis nats
 	CORRAL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CORRAL_FUZZ_SNAPSHOTS=$(FUZZ_SNAPSHOTS) $(BIN)/pytest -m fuzz -s \
 	  -p no:cacheprovider --timeout 3600 tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py \
 	  tests/integration/test_fuzz_snapshots.py tests/integration/test_fuzz_provider_output.py \
-	  tests/integration/test_fuzz_proposals.py tests/integration/test_gateway_fuzz.py
+	  tests/integration/test_fuzz_proposals.py tests/integration/test_gateway_fuzz.py \
+	  tests/integration/test_fuzz_heartbeat_replies.py
 
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo.mesh
