@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from schemas.requests import Amounts, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect
@@ -135,4 +137,33 @@ class RemovePlacementGroup(Command, frozen=True, kw_only=True, tag_field="kind",
 
 
 SchedulerRequest = SubmitActor | CreatePlacementGroup | RemoveActor | ReportActorFailed | RemovePlacementGroup
-"""Everything the scheduler consumes from `CORRAL_REQUESTS`."""
+"""One durable request: what a `RequestBatch` holds, and a message of `CORRAL_REQUESTS` alone."""
+
+MAX_BATCH = 1_000
+"""The most requests one `RequestBatch` carries."""
+
+
+class RequestBatch(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="kind", tag="batch"
+):
+    """Many durable requests in one message (`corral.req.batch`): stored once, decided in their order, each as it
+    would be alone, and answered together by one `BatchReply` once every decision of the batch is durable.
+
+    A request inside carries no idempotency key (`command_id`): the batch's `Nats-Msg-Id` stores it once, and a
+    resend of a request whose id is live answers its decision again and changes nothing.
+    """
+
+    requests: Annotated[list[SchedulerRequest], msgspec.Meta(min_length=1, max_length=MAX_BATCH)]
+
+    def __post_init__(self) -> None:
+        """Refuse a keyed request inside: its key could not be honoured there."""
+        for index, request in enumerate(self.requests):
+            if request.command_id:
+                raise ValueError(
+                    f"requests[{index}].command_id {request.command_id!r}: a request inside a batch carries no "
+                    "idempotency key (the batch is stored once as a whole); send a keyed request alone"
+                )
+
+
+DurableRequest = SchedulerRequest | RequestBatch
+"""Everything the scheduler (or a decision worker) consumes from `CORRAL_REQUESTS`."""

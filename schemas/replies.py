@@ -30,3 +30,15 @@ CommandReply = Accepted | Rejected
 
 RequestReply = Placed | Pending | Accepted | Rejected
 """What the scheduler sends to a durable request's reply inbox: the decision, or accepted / rejected."""
+
+
+class BatchReply(msgspec.Struct, frozen=True, tag_field="type", tag="batch", forbid_unknown_fields=True):
+    """The answers to a `RequestBatch`, one per request and in its order (a Pending's node lists may be shortened
+    so the whole fits the bus's payload limit)."""
+
+    replies: list[RequestReply]
+
+
+DurableReply = RequestReply | BatchReply
+"""What a durable request's inbox receives: a `RequestReply`, or a `BatchReply` for a batch (a `Rejected` when the
+batch itself is unreadable)."""

@@ -68,7 +68,15 @@ ROUTES = [
         ["RemovePlacementGroup"],
         ["RequestReply"],
     ),
-    Route("REQUESTS_SUBJECTS", s.REQUESTS_SUBJECTS, "stream subjects", ["SchedulerRequest"], ["RequestReply"]),
+    Route(
+        "BATCH",
+        s.BATCH,
+        "durable request",
+        ["RequestBatch"],
+        ["BatchReply", "Rejected"],
+        "up to 1,000 requests, decided in order and answered together once all are durable",
+    ),
+    Route("REQUESTS_SUBJECTS", s.REQUESTS_SUBJECTS, "stream subjects", ["DurableRequest"], ["DurableReply"]),
     Route(
         "PROPOSALS",
         s.PROPOSALS,

@@ -245,6 +245,7 @@ CREATE_PLACEMENT_GROUP = request_subject("placement_group")
 REMOVE_ACTOR = request_subject("remove_actor")
 REPORT_ACTOR_FAILED = request_subject("fail_actor")
 REMOVE_PLACEMENT_GROUP = request_subject("remove_placement_group")
+BATCH = request_subject("batch")
 
 # queries
 NODES_QUERY = query_subject(LABELS, "nodes")

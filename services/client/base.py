@@ -16,10 +16,10 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from schemas import subjects as s
-from schemas.commands import CreatePlacementGroup, SchedulerRequest, SubmitActor
+from schemas.commands import CreatePlacementGroup, RequestBatch, SchedulerRequest, SubmitActor
 from schemas.decisions import Pending, Placed
 from schemas.queries import DecisionQuery
-from schemas.replies import Accepted, CommandReply, Rejected, RequestReply
+from schemas.replies import Accepted, BatchReply, CommandReply, Rejected, RequestReply
 from services.client.deadlines import check, deadline_in
 from services.client.errors import raise_for
 from services.core.amounts import check_amounts
@@ -163,14 +163,33 @@ class Connection:
         A request without a `command_id` gets a fresh `Nats-Msg-Id`, so the stream can only find it a duplicate of
         this call's own earlier sending (its ack lost): the first sending, stored, names this call's inbox, whose
         answer is awaited as usual. A keyed request may repeat another call's: `_duplicate_answer` decides."""
+        reply = await self._exchange(subject, request, request.command_id, RequestReply, timeout)
+        if isinstance(reply, Rejected):
+            raise_for(reply)
+        answer: RequestReply = reply
+        return answer
+
+    async def _durable_batch(self, batch: RequestBatch, timeout: float | None) -> list[RequestReply]:
+        """Publish a batch of durable requests (stored once, under a fresh `Nats-Msg-Id`) and wait for the answers,
+        one per request in its order; a `Rejected` for the whole batch (unreadable) is raised."""
+        reply = await self._exchange(s.BATCH, batch, "", BatchReply | Rejected, timeout)
+        if isinstance(reply, Rejected):
+            raise_for(reply)
+        assert isinstance(reply, BatchReply), reply
+        if len(reply.replies) != len(batch.requests):
+            raise UnavailableError(f"{len(reply.replies)} answers to a batch of {len(batch.requests)} requests")
+        return reply.replies
+
+    async def _exchange(self, subject: str, request: Any, key: str, kind: Any, timeout: float | None) -> Any:
+        """Store `request` (under its idempotency `key`, if any) and its answer read as `kind`."""
         inbox, answer = await self._replies.expect()
-        headers = {"Nats-Msg-Id": request.command_id or uuid.uuid4().hex, s.REPLY_HEADER: inbox}
-        if request.command_id:
-            headers[s.KEY_HEADER] = request.command_id
+        headers = {"Nats-Msg-Id": key or uuid.uuid4().hex, s.REPLY_HEADER: inbox}
+        if key:
+            headers[s.KEY_HEADER] = key
         try:
             payload = self._payload(subject, request)
             stored = await self._stored(subject, payload, headers, timeout or self.timeout)
-            if stored.duplicate and request.command_id:  # without a key, a duplicate is this call's own resend
+            if stored.duplicate and key:  # without a key, a duplicate is this call's own resend
                 return await self._duplicate_answer(request, payload, stored.seq, timeout or self.timeout)
             async with asyncio.timeout(timeout or self.timeout):
                 data = await answer
@@ -178,10 +197,7 @@ class Connection:
             raise UnavailableError(f"no decision within {timeout or self.timeout}s for {subject}: {error!r}") from None
         finally:
             self._replies.forget(inbox)
-        reply: RequestReply = decode(data, RequestReply)
-        if isinstance(reply, Rejected):
-            raise_for(reply)
-        return reply
+        return decode(data, kind)
 
     async def _stored(self, subject: str, payload: bytes, headers: dict[str, str], timeout: float) -> api.PubAck:
         """The request stored in the requests stream: published again (its `Nats-Msg-Id` has it stored once) while

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from nats.js import api
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect, VirtualCluster
 from schemas import subjects as s
 from schemas.commands import (
+    MAX_BATCH,
     AddTaints,
     CreatePlacementGroup,
     Heartbeat,
@@ -25,6 +27,8 @@ from schemas.commands import (
     RemovePlacementGroup,
     RemoveTaints,
     ReportActorFailed,
+    RequestBatch,
+    SchedulerRequest,
     SetLabels,
     SubmitActor,
 )
@@ -48,7 +52,7 @@ from schemas.queries import (
     TaintsQuery,
     TaintsReply,
 )
-from schemas.replies import Accepted
+from schemas.replies import Accepted, Rejected
 from services.client.deadlines import check, deadline_in
 from services.client.history import HistoryCalls
 from services.client.job import Job
@@ -228,6 +232,37 @@ class Client(VirtualClusterCalls, HistoryCalls):
         reply = await self._durable(s.REMOVE_ACTOR, RemoveActor(actor_id=actor_id, command_id=command_id), None)
         assert isinstance(reply, Accepted), reply
         return reply
+
+    async def send_batch(
+        self, requests: Sequence[SchedulerRequest], timeout: float | None = None
+    ) -> list[Placed | Pending | Accepted | Rejected]:
+        """Send many durable requests at once: one message and one reply for up to `MAX_BATCH` of them (a longer
+        list goes as consecutive batches). They are decided in order, each as it would be alone, and the answers
+        come back in that order once all are durable: a `Rejected` for a request refused is in the list, not raised.
+        A request in a batch carries no `command_id`; a resent submit whose actor id is live answers its decision
+        again and changes nothing."""
+        replies: list[Placed | Pending | Accepted | Rejected] = []
+        for start in range(0, len(requests), MAX_BATCH):
+            batch = RequestBatch(requests=list(requests[start : start + MAX_BATCH]))
+            replies += await self._durable_batch(batch, timeout)
+        return replies
+
+    async def submit_many(
+        self, requests: Sequence[ScheduleRequest], timeout: float | None = None
+    ) -> list[Placed | Pending | Rejected]:
+        """Schedule many actors or tasks at once (`send_batch`): a `Placed`, `Pending` or `Rejected` for each, in
+        order."""
+        replies = await self.send_batch([SubmitActor(request=request) for request in requests], timeout)
+        decisions = [reply for reply in replies if isinstance(reply, Placed | Pending | Rejected)]
+        assert len(decisions) == len(replies), replies
+        return decisions
+
+    async def remove_many(self, actor_ids: Sequence[str], timeout: float | None = None) -> list[Accepted | Rejected]:
+        """Remove many actors or tasks at once (`send_batch`): an `Accepted` or `Rejected` for each, in order."""
+        replies = await self.send_batch([RemoveActor(actor_id=actor_id) for actor_id in actor_ids], timeout)
+        answers = [reply for reply in replies if isinstance(reply, Accepted | Rejected)]
+        assert len(answers) == len(replies), replies
+        return answers
 
     async def report_actor_failed(self, actor_id: str) -> Accepted:
         """A running actor failed: it restarts while it has restarts left."""

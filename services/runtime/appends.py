@@ -370,13 +370,14 @@ class Appends(BusConnection):
         An event of the log (its `sequence` given, and its `index` when it came in a batch) goes to
         `corral.dlq.<service>.events`, stored once per service, sequence and index however many of the service's
         processes skip it at once. A request (its `request`
-        sequence in `CORRAL_REQUESTS` given) is stored once however many times it is delivered within the
-        duplicate window (a delivery whose terminate was late comes again).
+        sequence in `CORRAL_REQUESTS` given, and its `index` in its batch, from 1, when it came in one) is stored
+        once however many times it is delivered within the duplicate window (a delivery whose terminate was late
+        comes again).
         """
         headers = {s.DEAD_LETTER_REASON: reason[:1000], s.DEAD_LETTER_SUBJECT: subject}
         where = s.dead_letter_subject(service)
         if request:
-            headers["Nats-Msg-Id"] = f"{service}-request-{request}"
+            headers["Nats-Msg-Id"] = f"{service}-request-{request}" + (f".{index}" if index else "")
         if sequence:
             headers[s.DEAD_LETTER_SEQUENCE] = str(sequence)
             headers["Nats-Msg-Id"] = f"{service}-event-{sequence}"

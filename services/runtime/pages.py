@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from schemas.decisions import Pending
-from schemas.replies import Rejected
+from schemas.replies import BatchReply, Rejected
 from services.core.errors import ConflictError, RejectedError
 from services.runtime.codec import encode
 
@@ -145,6 +145,10 @@ def fit(value: msgspec.Struct, limit: int) -> bytes:
         data = encode(_trimmed(value, limit - HEADROOM))
         if len(data) <= limit:
             return data
+    if isinstance(value, BatchReply):
+        data = encode(_trimmed_batch(value, limit - HEADROOM))
+        if len(data) <= limit:
+            return data
     return encode(Rejected(f"the answer is {len(data)} bytes, over the bus's payload limit of {limit} bytes"))
 
 
@@ -156,6 +160,14 @@ def _shrunk(item: Any, room: int, budget: int) -> tuple[Any, int]:
         if size <= room:
             return trimmed, size
     raise RejectedError(f"one item of this answer is over the bus's payload limit of {budget + HEADROOM} bytes")
+
+
+def _trimmed_batch(batch: BatchReply, room: int) -> BatchReply:
+    """The batch's answers with the node lists of its Pendings shortened alike, so it fits `room` bytes."""
+    pendings = sum(isinstance(reply, Pending) for reply in batch.replies)
+    others = len(encode(BatchReply([reply for reply in batch.replies if not isinstance(reply, Pending)])))
+    share = (room - others) // max(1, pendings)
+    return BatchReply([_trimmed(reply, share) if isinstance(reply, Pending) else reply for reply in batch.replies])
 
 
 def _trimmed(pending: Pending, room: int) -> Pending:

@@ -15,7 +15,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
 from schemas import subjects as s
-from schemas.replies import Rejected, RequestReply
+from schemas.replies import DurableReply, Rejected
 from services.runtime import refusals
 from services.runtime.bus import Bus
 from services.runtime.codec import encode
@@ -142,11 +142,11 @@ async def send_reply(bus: Bus, subject: str, inbox: str, data: bytes) -> None:
         log.warning("request on %s names a malformed reply inbox %r: not answered", subject, inbox[:200])
 
 
-Fit = Callable[[RequestReply], bytes]
+Fit = Callable[[DurableReply], bytes]
 """Encodes a reply within the bus's payload limit (`Pager.fit`)."""
 
 
-async def answer_and_ack(bus: Bus, fit: Fit, msg: Msg, reply: RequestReply | None, *, poison: bool) -> None:
+async def answer_and_ack(bus: Bus, fit: Fit, msg: Msg, reply: DurableReply | None, *, poison: bool) -> None:
     """Send `reply` (if any) to the request's inbox, then ack the request, or terminate a poison one. Kept first
     (`refusals`), for resends: a request sent with an idempotency key (`KEY_HEADER`), which leaves the work queue
     with the ack, and a refusal of one with a `Nats-Msg-Id` (the client's sends all carry one: the request's

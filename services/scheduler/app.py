@@ -16,12 +16,12 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import subjects as s
-from schemas.commands import SchedulerRequest
+from schemas.commands import DurableRequest, RequestBatch, SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
-from schemas.replies import Rejected, RequestReply
+from schemas.replies import BatchReply, DurableReply, Rejected, RequestReply
 from services.core.errors import CodecError
 from services.runtime import refusals
-from services.runtime.codec import decode
+from services.runtime.codec import decode, encode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.metrics import ELECTIONS
@@ -297,42 +297,60 @@ async def _check_still_elected(shell: Shell, view: SchedulerView, elected_at: in
         raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
 
 
-Decided = tuple[RequestReply, bool]
-"""A request's reply, and whether the request is poison: unreadable, or one the scheduler failed on."""
+Decided = tuple[DurableReply, bool]
+"""A request's reply (a batch's: one reply for all its requests), and whether the request is poison: unreadable, or
+one the scheduler failed on."""
 
 
 async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
+    """Decide the request `msg` carries, or each request of its batch in order (one reply for them all)."""
     began = time.perf_counter()
-    decided = await _decide_one(shell, view, msg)
-    measure.decided(decided[2], decided[0], time.perf_counter() - began, measure.stored_at(msg.reply))
-    return decided[:2]
-
-
-async def _decide_one(shell: Shell, view: SchedulerView, msg: Msg) -> tuple[RequestReply, bool, object]:
     try:
-        request = decode(msg.data, SchedulerRequest, max_bytes=shell.bus.settings.max_message_bytes)
+        request = decode(msg.data, DurableRequest, max_bytes=shell.bus.settings.max_message_bytes)
     except CodecError as error:
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))
-        return Rejected(str(error)), True, measure.UNREADABLE
+        unreadable = Rejected(str(error))
+        measure.decided(measure.UNREADABLE, unreadable, time.perf_counter() - began, measure.stored_at(msg.reply))
+        return unreadable, True
+    if isinstance(request, RequestBatch):
+        replies = [
+            (await _decide_request(shell, view, msg, item, functools.partial(encode, item), place))[0]
+            for place, item in enumerate(request.requests, start=1)
+        ]
+        return BatchReply(replies), False
+    return await _decide_request(shell, view, msg, request, lambda: msg.data)
+
+
+async def _decide_request(
+    shell: Shell, view: SchedulerView, msg: Msg, request: SchedulerRequest, data: Callable[[], bytes], place: int = 0
+) -> tuple[RequestReply, bool]:
+    """Decide one request (the `place`-th of its message's batch, from 1; 0 alone), counted and timed."""
+    began = time.perf_counter()
     reply, poison = await guarded(
-        shell, msg.subject, lambda: msg.data, lambda: handle(view, request), lambda: request_sequence(msg)
+        shell, msg.subject, data, lambda: handle(view, request), lambda: request_sequence(msg), place
     )
-    return reply, poison, request
+    measure.decided(request, reply, time.perf_counter() - began, measure.stored_at(msg.reply))
+    return reply, poison
 
 
 async def guarded(
-    shell: Shell, subject: str, data: Callable[[], bytes], decide: Callable[[], R], sequence: Callable[[], int]
+    shell: Shell,
+    subject: str,
+    data: Callable[[], bytes],
+    decide: Callable[[], R],
+    sequence: Callable[[], int],
+    place: int = 0,
 ) -> tuple[R | Rejected, bool]:
     """`decide()`, and whether the request is poison: a bug must not stop the scheduler for everyone, so a request it
-    fails on is put aside in dead letters (as `data()`; once per `sequence()` in `CORRAL_REQUESTS`, 0: no key) and
-    answered as the scheduler failing."""
+    fails on is put aside in dead letters (as `data()`; once per `sequence()` in `CORRAL_REQUESTS` and `place` in its
+    batch, sequence 0: no key) and answered as the scheduler failing."""
     try:
         return decide(), False
     except Exception as error:
         log.exception("request on %s failed", subject)
         await shell.bus.dead_letter(
-            "scheduler", data(), f"{type(error).__name__}: {error}", subject, request=sequence()
+            "scheduler", data(), f"{type(error).__name__}: {error}", subject, request=sequence(), index=place
         )
         failed = Rejected(f"the scheduler failed on this request ({type(error).__name__}: {error})", "unavailable")
         return failed, True

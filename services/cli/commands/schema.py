@@ -48,13 +48,21 @@ GROUPS: dict[str, tuple[str, list[Named]]] = {
             ("CreateVirtualCluster", cmd.CreateVirtualCluster),
             ("DestroyVirtualCluster", cmd.DestroyVirtualCluster),
             ("SchedulerRequest", cmd.SchedulerRequest),
+            ("RequestBatch", cmd.RequestBatch),
+            ("DurableRequest", cmd.DurableRequest),
             ("Proposals", proposals.Proposals),
         ],
     ),
     "events": ("Events: the facts the log records on corral.evt.>", [("AnyEvent", AnyEvent)]),
     "replies": (
-        "Replies to commands (CommandReply) and to durable scheduler requests (RequestReply)",
-        [("CommandReply", rp.CommandReply), ("RequestReply", rp.RequestReply), ("Verdicts", proposals.Verdicts)],
+        "Replies to commands (CommandReply), durable scheduler requests (RequestReply) and their batches (BatchReply)",
+        [
+            ("CommandReply", rp.CommandReply),
+            ("RequestReply", rp.RequestReply),
+            ("BatchReply", rp.BatchReply),
+            ("DurableReply", rp.DurableReply),
+            ("Verdicts", proposals.Verdicts),
+        ],
     ),
     "queries": (
         "Queries answered from a service's view, and their replies (a query may also answer Rejected)",

@@ -1,0 +1,111 @@
+"""Requests sent in batches (`corral.req.batch`): one message and one reply for many, each request decided in its
+order as it would be alone, answered only once every decision of the batch is in the log, none applied twice."""
+
+from __future__ import annotations
+
+import uuid
+
+import msgspec
+import pytest
+
+from schemas import Pending, Placed, ScheduleRequest
+from schemas import subjects as s
+from schemas.commands import MAX_BATCH, RemoveActor, RequestBatch, SubmitActor
+from schemas.replies import Accepted, BatchReply, Rejected
+from services.client import Client
+from services.core.state import replay
+from services.local.mesh import Mesh
+from services.runtime.codec import decode
+from tests.integration.conftest import wait_ready
+from tests.integration.log import read_events
+from tests.integration.test_restart_and_snapshots import digest_of_a_replay_at
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def test_a_batch_is_decided_in_order_answered_together_and_stored_once(client: Client, mesh: Mesh) -> None:
+    """Ten one-CPU actors on eight CPUs, a bad selector and a removal in one batch: the answers come in the
+    requests' order (decided in that order: eight placed, the ninth and tenth pending, the removal after them), the
+    refused one named with its rule, the removal accepted; every placement is in the log; sending the same submits
+    again answers the same decisions and writes nothing."""
+    await client.register_node("n0", {"CPU": 4})
+    await client.register_node("n1", {"CPU": 4})
+    submits = [ScheduleRequest(f"b{i}", {"CPU": 1}) for i in range(10)]
+    bad = ScheduleRequest("bad", {"CPU": 1}, label_selector={"zone": "in()"})
+    answers = await client.send_batch(
+        [*(SubmitActor(request=request) for request in submits), SubmitActor(request=bad), RemoveActor(actor_id="b0")]
+    )
+    assert [type(answer) for answer in answers] == [Placed] * 8 + [Pending] * 2 + [Rejected, Accepted]
+    assert [answer.id for answer in answers[:10] if isinstance(answer, Placed | Pending)] == [
+        f"b{i}" for i in range(10)
+    ]
+    refused = answers[10]
+    assert isinstance(refused, Rejected) and "zone" in refused.error
+    placed = {answer.id: answer.node_id for answer in answers if isinstance(answer, Placed)}
+    in_log = replay(await read_events(mesh.nats_url))
+    assert {actor_id: in_log.actors[actor_id].node_id for actor_id in placed if actor_id != "b0"} == {
+        actor_id: node for actor_id, node in placed.items() if actor_id != "b0"
+    }
+    assert "b0" not in in_log.actors
+    events_before = len(await read_events(mesh.nats_url))
+    again = await client.submit_many(submits[1:8])
+    assert again == answers[1:8]
+    assert len(await read_events(mesh.nats_url)) == events_before
+    removed = await client.remove_many([f"b{i}" for i in range(1, 10)])
+    assert all(isinstance(answer, Accepted) for answer in removed), removed
+    assert sum(node.available["CPU"] for node in (await client.status()).nodes) == 8
+    live, replayed = await digest_of_a_replay_at(mesh, client, "scheduler")
+    assert live == replayed
+
+
+async def test_a_batch_the_scheduler_cannot_read_is_refused_whole_naming_the_rule(client: Client) -> None:
+    """A keyed request inside a batch, an empty batch and one over the limit are refused whole, the field and the
+    rule named, and nothing is decided."""
+    await client.register_node("n0", {"CPU": 4})
+    keyed = {"kind": "batch", "requests": [{"kind": "schedule", "request": {"actor_id": "k1"}, "command_id": "x"}]}
+    too_many = {"kind": "batch", "requests": [{"kind": "remove_actor", "actor_id": "z"}] * (MAX_BATCH + 1)}
+    for body, words in (
+        (keyed, "requests[0].command_id 'x'"),
+        ({"kind": "batch", "requests": []}, "length >= 1 - at `$.requests`"),
+        (too_many, f"length <= {MAX_BATCH} - at `$.requests`"),
+    ):
+        reply = await _sent_raw(client, msgspec.json.encode(body))
+        assert isinstance(reply, Rejected) and words in reply.error, reply
+    assert (await client.status()).nodes[0].available["CPU"] == 4
+    with pytest.raises(ValueError, match="command_id"):
+        RequestBatch(requests=[RemoveActor(actor_id="a", command_id="key")])
+
+
+async def test_a_resent_batch_is_stored_once_and_a_restart_loses_none_of_it(
+    fresh_client: Client, fresh_mesh: Mesh
+) -> None:
+    """The same batch message twice (a client resending after a lost ack) is stored once: one answer, one set of
+    decisions; after a restart of the scheduler every placement answered is still there."""
+    client, mesh = fresh_client, fresh_mesh
+    await client.register_node("n0", {"CPU": 100})
+    batch = RequestBatch(requests=[SubmitActor(request=ScheduleRequest(f"r{i}", {"CPU": 1})) for i in range(50)])
+    key = uuid.uuid4().hex
+    first = await _sent_raw(client, msgspec.json.encode(batch), key)
+    assert isinstance(first, BatchReply) and all(isinstance(reply, Placed) for reply in first.replies)
+    ack = await client.bus.js.publish(s.BATCH, msgspec.json.encode(batch), headers={"Nats-Msg-Id": key})
+    assert ack.duplicate
+    mesh.stop_service("scheduler")
+    mesh.start_service("scheduler")
+    await wait_ready(client)
+    placements = await client.placements()
+    assert set(placements) == {f"r{i}" for i in range(50)}
+    assert sum(1 for _ in replay(await read_events(mesh.nats_url)).actors) == 50
+
+
+async def _sent_raw(client: Client, data: bytes, key: str = "") -> BatchReply | Rejected:
+    """The scheduler's answer to `data` published on `corral.req.batch` as any NATS client would."""
+    inbox = client.bus.nc.new_inbox()
+    sub = await client.bus.nc.subscribe(inbox)
+    try:
+        headers = {s.REPLY_HEADER: inbox, "Nats-Msg-Id": key or uuid.uuid4().hex}
+        await client.bus.js.publish(s.BATCH, data, headers=headers)
+        msg = await sub.next_msg(timeout=10.0)
+    finally:
+        await sub.unsubscribe()
+    answer: BatchReply | Rejected = decode(msg.data, BatchReply | Rejected)
+    return answer
