@@ -183,6 +183,19 @@ MESSAGES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     s.REMOVE_ACTOR: struct("kind", "remove_actor", actor_id=ids(ACTORS)),
     s.REPORT_ACTOR_FAILED: struct("kind", "fail_actor", actor_id=ids(ACTORS)),
     s.REMOVE_PLACEMENT_GROUP: struct("kind", "remove_placement_group", pg_id=ids(GROUPS)),
+    s.BATCH: struct(
+        "kind",
+        "batch",
+        requests=st.lists(
+            st.one_of(
+                struct("kind", "schedule", request=schedule_request),
+                struct("kind", "remove_actor", actor_id=ids(ACTORS)),
+                struct("kind", "fail_actor", actor_id=ids(ACTORS)),
+            ),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
     s.NODES_QUERY: struct(selector=st.just({"tier": "web"})),
     s.ACTORS_QUERY: struct(labels=st.just({"k": "v"})),
     s.TAINTS_QUERY: struct(node_id=ids(NODES)),
