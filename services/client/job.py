@@ -7,6 +7,7 @@ cluster's virtual nodes, and introspection through it sees only that cluster.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from schemas import (
     VirtualClusterInfo,
 )
 from schemas.queries import ActorInfo, NodeInfo, ScopedWorkReply
+from schemas.replies import Rejected
 from services.core.errors import CorralError
 
 
@@ -31,6 +33,10 @@ class JobClient(Protocol):
     """The calls of `Client` a job scopes (the client creates jobs, so a job names only what it uses)."""
 
     async def submit(self, request: ScheduleRequest, timeout: float | None = None) -> Placed | Pending: ...
+
+    async def submit_many(
+        self, requests: Sequence[ScheduleRequest], timeout: float | None = None
+    ) -> list[Placed | Pending | Rejected]: ...
 
     async def create_placement_group(
         self, request: PlacementGroupRequest, timeout: float | None = None
@@ -101,6 +107,12 @@ class Job:
     async def submit(self, request: ScheduleRequest, timeout: float | None = None) -> Placed | Pending:
         """Schedule an actor or task inside the job's cluster."""
         return await self.client.submit(self._scoped(request), timeout)
+
+    async def submit_many(
+        self, requests: Sequence[ScheduleRequest], timeout: float | None = None
+    ) -> list[Placed | Pending | Rejected]:
+        """Schedule many actors or tasks inside the job's cluster in one message (`Client.submit_many`)."""
+        return await self.client.submit_many([self._scoped(request) for request in requests], timeout)
 
     async def create_placement_group(
         self, request: PlacementGroupRequest, timeout: float | None = None

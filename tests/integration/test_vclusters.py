@@ -179,6 +179,18 @@ async def test_a_job_scopes_its_requests_and_introspection_and_destroys_its_clus
     assert await vc.placements() == {"outside": outside.node_id}
 
 
+async def test_a_jobs_batch_is_kept_inside_its_cluster_and_decided_in_order(vc: Client) -> None:
+    """`job.submit_many`: each request of the one message lands in the job's cluster (at most 2 CPUs), decided in
+    order: the first two placed on its virtual nodes, the third waits; outside, nothing was placed."""
+    await vc.register_node("n1", {"CPU": 4})
+    async with vc.job(virtual_cluster=flexible(1, 2)) as job:
+        answers = await job.submit_many([ScheduleRequest(f"m{i}", {"CPU": 1}) for i in range(3)])
+        assert [type(answer) for answer in answers] == [Placed, Placed, Pending]
+        placed = {answer.id: answer.node_id for answer in answers if isinstance(answer, Placed)}
+        assert set(placed.values()) <= {node.node_id for node in await job.nodes()}
+        assert await vc.placements() == await job.placements() == placed
+
+
 async def test_a_resent_create_is_idempotent_and_bad_requests_are_refused_clearly(vc: Client, mesh: Mesh) -> None:
     """The same create again answers the same outcome with one event; another spec, a bad spec: rejected."""
     await vc.register_node("n1", {"CPU": 4})
