@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import ActorPlaced, AnyEvent, NodeRegistered, Pending, ScheduleRequest
+from schemas import ActorPlaced, AnyEvent, NodeRegistered, Pending, Placed, ScheduleRequest
 from schemas.commands import RemoveActor
 from schemas.queries import ActorInfo, NodeInfo, StatusQuery, StatusReply
+from schemas.replies import BatchReply
 from services.client.base import joined
 from services.core.errors import ConflictError, RejectedError
 from services.runtime.codec import decode, encode
-from services.runtime.pages import KEPT_LISTINGS, Pager
+from services.runtime.pages import KEPT_LISTINGS, Pager, fit
 from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 
@@ -156,3 +157,23 @@ def test_a_leader_never_lists_again_from_decisions_the_log_does_not_hold_yet() -
     while listed[-1].next:
         listed.append(page(listed[-1].next))
     assert [actor.actor_id for actor in joined(listed).actors] == [f"a-{i:04d}" for i in range(1, 1000)]
+
+
+def test_a_batch_answer_over_the_limit_shortens_each_pending_alike_and_keeps_every_answer() -> None:
+    """Fifty Pendings of 3,000 node ids each and a placement pass 1 MB together: `fit` keeps all 51 answers in
+    order, every Pending's counts whole and its node lists cut alike, the whole under the limit."""
+    ids = [f"node-{index:05d}" for index in range(3_000)]
+    pendings = [
+        Pending(f"w{index}", "0/3000 nodes are available", {"Insufficient CPU": 3_000}, {"Insufficient CPU": ids})
+        for index in range(50)
+    ]
+    batch = BatchReply([Placed("p", "n1"), *pendings])
+    limit = 1_048_576
+    assert len(encode(batch)) > limit
+    data = fit(batch, limit)
+    assert len(data) <= limit
+    answer = decode(data, BatchReply)
+    assert [reply.id for reply in answer.replies] == ["p", *(f"w{index}" for index in range(50))]
+    kept = {len(reply.nodes_by_reason["Insufficient CPU"]) for reply in answer.replies if isinstance(reply, Pending)}
+    assert len(kept) == 1 and 0 < kept.pop() < 3_000
+    assert all(reply.reasons == {"Insufficient CPU": 3_000} for reply in answer.replies if isinstance(reply, Pending))
