@@ -7,21 +7,25 @@ applier has stored what it accepted and answered, the worker answers the clients
 proposal is decided again after folding the log up to the applier's sequence, at most `RETRIES` times, and then left
 to the applier. When no applier answers in time the batch is nak'ed and delivered again (the applier answers a
 request it already decided as it did the first time).
+
+A message carrying a `RequestBatch` is proposed as its requests, each with its place in the batch; the worker
+answers it with one `BatchReply` and acks it once every one of its requests has its verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import NamedTuple
 
 import anyio
 import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import subjects as s
-from schemas.commands import SchedulerRequest, SubmitActor
-from schemas.proposals import Proposal, Proposals, Verdicts
-from schemas.replies import Rejected
+from schemas.commands import DurableRequest, RequestBatch, SchedulerRequest, SubmitActor
+from schemas.proposals import Proposal, Proposals, Verdict, Verdicts
+from schemas.replies import BatchReply, Rejected, RequestReply
 from services.core.errors import CodecError, RejectedError
 from services.core.prng import SplitMix64, stable_hash
 from services.core.state import Resources
@@ -39,7 +43,36 @@ RETRIES = 2
 NO_APPLIER_PAUSE_S = 0.1
 """How long to wait before proposing again while no scheduler leads (an election under way)."""
 
-Waiting = list[tuple[Msg, SchedulerRequest]]
+
+class Answers:
+    """The replies to the requests of one batch message, in its order, as their verdicts come."""
+
+    def __init__(self, msg: Msg, count: int) -> None:
+        self.msg = msg
+        self.replies: list[RequestReply | None] = [None] * count
+        self.missing = count
+
+    def add(self, place: int, reply: RequestReply) -> list[RequestReply] | None:
+        """Keep the reply of the request at `place` (from 1); every reply, once each request has one."""
+        if self.replies[place - 1] is None:
+            self.missing -= 1
+        self.replies[place - 1] = reply
+        return None if self.missing else [reply for reply in self.replies if reply is not None]
+
+
+class Item(NamedTuple):
+    """One request waiting for its verdict: its message, and its place in the message's batch (0: alone)."""
+
+    msg: Msg
+    request: SchedulerRequest
+    place: int = 0
+    size: int = 0
+    """The request's size in bytes."""
+    answers: Answers | None = None
+    """The replies of its batch (None: the request is its message alone)."""
+
+
+Waiting = list[Item]
 
 
 async def main(settings: Settings) -> None:
@@ -74,16 +107,26 @@ class Worker:
             await self.decide(await self._readable(batch))
 
     async def _readable(self, batch: list[Msg]) -> Waiting:
-        """The batch's requests; an unreadable one is set aside in dead letters, answered and never delivered again."""
+        """The batch's requests (a batch message's each in its place); an unreadable message is set aside in dead
+        letters, answered and never delivered again."""
         readable: Waiting = []
         bus = self.shell.bus
         for msg in batch:
             try:
-                readable.append((msg, decode(msg.data, SchedulerRequest, max_bytes=bus.settings.max_message_bytes)))
+                request = decode(msg.data, DurableRequest, max_bytes=bus.settings.max_message_bytes)
             except CodecError as error:
                 log.warning("request on %s rejected: %s", msg.subject, error)
                 await bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))
                 await answer_and_ack(bus, self.shell.pager.fit, msg, Rejected(str(error)), poison=True)
+                continue
+            if isinstance(request, RequestBatch):
+                answers = Answers(msg, len(request.requests))
+                readable += [
+                    Item(msg, item, place, len(encode(item)), answers)
+                    for place, item in enumerate(request.requests, start=1)
+                ]
+            else:
+                readable.append(Item(msg, request, size=len(msg.data)))
         return readable
 
     async def decide(self, waiting: Waiting) -> None:
@@ -93,16 +136,21 @@ class Worker:
                 return
             verdicts = await self._propose(waiting, choose=attempt < RETRIES)
             if verdicts is None:
-                for msg, _request in waiting:
+                for msg in {id(item.msg): item.msg for item in waiting}.values():  # a batch message once
                     await msg.nak()
                 return
             refused: Waiting = []
-            for (msg, request), verdict in zip(waiting, verdicts.verdicts, strict=True):
-                if verdict.reply is None and not verdict.sent:
-                    refused.append((msg, request))
+            for item, verdict in zip(waiting, verdicts.verdicts, strict=True):
+                if item.answers is not None:
+                    if verdict.reply is None:
+                        refused.append(item)
+                    else:
+                        await self._collect(item.answers, item.place, verdict.reply)
+                elif verdict.reply is None and not verdict.sent:
+                    refused.append(item)
                 else:
                     await answer_and_ack(
-                        self.shell.bus, self.shell.pager.fit, msg, verdict.reply, poison=verdict.poison
+                        self.shell.bus, self.shell.pager.fit, item.msg, verdict.reply, poison=verdict.poison
                     )
             waiting = refused
             if waiting:
@@ -111,21 +159,40 @@ class Worker:
                 except TimeoutError:
                     log.warning("the view did not fold up to %d in time; proposing again", verdicts.sequence)
 
+    async def _collect(self, answers: Answers, place: int, reply: RequestReply) -> None:
+        """Keep a batch's reply; once all its requests have one, answer the batch and ack it (a poison request of it
+        is answered as the scheduler failing, and the others are decided: the message is acked, not terminated)."""
+        replies = answers.add(place, reply)
+        if replies is not None:
+            await answer_and_ack(self.shell.bus, self.shell.pager.fit, answers.msg, BatchReply(replies), poison=False)
+
     async def _propose(self, waiting: Waiting, *, choose: bool) -> Verdicts | None:
         """Decide the requests (with `choose`, else leave them to the applier) and have the applier store them;
-        None when no applier answered in time."""
+        None when no applier answered in time. Once a request of a batch is refused, its batch's later requests in
+        later parts are not proposed (refused here): they are decided after it, in their order."""
         taken: dict[str, Resources] = {}
-        proposals = [self._proposal(msg, request, taken if choose else None) for msg, request in waiting]
+        proposals = [self._proposal(item, taken if choose else None) for item in waiting]
         limit = max(1, self.shell.bus.nc.max_payload // 2)
-        verdicts: list[Verdicts] = []
-        for part in _parts(proposals, [len(msg.data) for msg, _request in waiting], limit):
-            answer = await self._ask(Proposals(self.settings.instance, self.view.sequence, part))
-            if answer is None or len(answer.verdicts) != len(part):
+        verdicts: list[Verdict] = []
+        sequence = 0
+        held: set[int] = set()  # the sequences of the batch messages with a request refused
+        for part in _parts(proposals, [item.size for item in waiting], limit):
+            withheld = [bool(proposal.place) and proposal.request_sequence in held for proposal in part]
+            sent = [proposal for proposal, out in zip(part, withheld, strict=True) if not out]
+            answer = await self._ask(Proposals(self.settings.instance, self.view.sequence, sent)) if sent else None
+            if sent and (answer is None or len(answer.verdicts) != len(sent)):
                 return None
-            verdicts.append(answer)
-        return Verdicts(max(v.sequence for v in verdicts), [v for answer in verdicts for v in answer.verdicts])
+            answered = iter(answer.verdicts if answer is not None else [])
+            for proposal, out in zip(part, withheld, strict=True):
+                verdict = Verdict() if out else next(answered)
+                if proposal.place and verdict.reply is None:
+                    held.add(proposal.request_sequence)
+                verdicts.append(verdict)
+            sequence = max(sequence, answer.sequence if answer is not None else 0)
+        return Verdicts(sequence, verdicts)
 
-    def _proposal(self, msg: Msg, request: SchedulerRequest, taken: dict[str, Resources] | None) -> Proposal:
+    def _proposal(self, item: Item, taken: dict[str, Resources] | None) -> Proposal:
+        msg, request = item.msg, item.request
         node_id, drawn = "", -1
         if taken is not None and isinstance(request, SubmitActor):
             drawn = self.prng.state
@@ -135,7 +202,8 @@ class Worker:
                 pass  # a request the core refuses: the applier answers it with the reason
             except Exception:  # a bug must not stop the worker: the applier decides (and sets aside) the request
                 log.exception("proposing for request on %s failed", msg.subject)
-        return Proposal(request, request_sequence(msg), inbox_of(msg), node_id, drawn)
+        inbox = "" if item.place else inbox_of(msg)  # a batch is answered by the worker alone
+        return Proposal(request, request_sequence(msg), inbox, node_id, drawn, item.place)
 
     async def _ask(self, proposals: Proposals) -> Verdicts | None:
         """The applier's verdicts (waiting out an election with no leader), or None after half the ack wait."""

@@ -142,7 +142,7 @@ def fit(value: msgspec.Struct, limit: int) -> bytes:
     if len(data) <= limit:
         return data
     if isinstance(value, Pending):
-        data = encode(_trimmed(value, limit - HEADROOM))
+        data = encode(trimmed_pending(value, limit - HEADROOM))
         if len(data) <= limit:
             return data
     if isinstance(value, BatchReply):
@@ -155,7 +155,7 @@ def fit(value: msgspec.Struct, limit: int) -> bytes:
 def _shrunk(item: Any, room: int, budget: int) -> tuple[Any, int]:
     """An item too large for a page on its own: a Pending with fewer node ids, or a `RejectedError`."""
     if isinstance(item, Pending):
-        trimmed = _trimmed(item, room)
+        trimmed = trimmed_pending(item, room)
         size = len(encode(trimmed)) + 1
         if size <= room:
             return trimmed, size
@@ -167,10 +167,12 @@ def _trimmed_batch(batch: BatchReply, room: int) -> BatchReply:
     pendings = sum(isinstance(reply, Pending) for reply in batch.replies)
     others = len(encode(BatchReply([reply for reply in batch.replies if not isinstance(reply, Pending)])))
     share = (room - others) // max(1, pendings)
-    return BatchReply([_trimmed(reply, share) if isinstance(reply, Pending) else reply for reply in batch.replies])
+    return BatchReply(
+        [trimmed_pending(reply, share) if isinstance(reply, Pending) else reply for reply in batch.replies]
+    )
 
 
-def _trimmed(pending: Pending, room: int) -> Pending:
+def trimmed_pending(pending: Pending, room: int) -> Pending:
     """The Pending with each reason's node ids cut to the same share, so it fits `room` bytes (counts are kept)."""
     listed = sum(len(ids) for ids in pending.nodes_by_reason.values())
     fixed = len(encode(msgspec.structs.replace(pending, nodes_by_reason={})))

@@ -4,6 +4,8 @@ Decision workers decide batches of requests against their own views and propose 
 each proposal against its view, the authoritative one (`handlers.handle_proposal`: the node live, its room, the
 hard rules on that node only; a live id answered with its decision), appends what it accepts exactly as the
 scheduler appends its own decisions, checks it is still the elected leader, and only then answers each worker.
+The requests of a batch message (`Proposal.place` from 1) are decided in their order: once one is refused, the
+later ones of its batch in the same proposals are refused undecided, and proposed again after it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
+import msgspec
 import nats.errors
 from nats.aio.msg import Msg
 
@@ -28,6 +31,7 @@ from services.core.errors import CodecError
 from services.runtime import refusals
 from services.runtime.codec import MAX_DEPTH, decode, encode
 from services.runtime.nats_private import pending_queue
+from services.runtime.pages import HEADROOM, trimmed_pending
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell
 from services.runtime.work_queue import send_reply
@@ -40,7 +44,8 @@ log = logging.getLogger("corral.scheduler.applier")
 DEPOSED = "a newer scheduler was elected: this batch is left unanswered for it"
 
 REMEMBERED = 100_000
-"""Verdicts kept by request sequence: a request delivered again (its worker gave up waiting) gets the same one."""
+"""Verdicts kept by request sequence and place: a request delivered again (its worker gave up waiting) gets the
+same one."""
 NESTING = 4
 """How much deeper a request lies inside `Proposals` than alone (a request within the limit is never refused here)."""
 BATCHES_AT_ONCE = 64
@@ -81,8 +86,8 @@ class Applier:
     ) -> None:
         self.shell, self.view, self.writer = shell, view, writer
         self.still_elected, self.guarded = still_elected, guarded
-        self.answered: OrderedDict[int, tuple[SchedulerRequest, Verdict]] = OrderedDict()
-        """Request sequence -> the request and its verdict (a proposal naming the sequence with another request is
+        self.answered: OrderedDict[tuple[int, int], tuple[SchedulerRequest, Verdict]] = OrderedDict()
+        """(Request sequence, place) -> the request and its verdict (a proposal naming them with another request is
         not answered from here: a forged one must not answer the real request)."""
 
     async def run(self) -> None:
@@ -121,43 +126,65 @@ class Applier:
 
         A batch over `PROPOSALS_AT_ONCE` proposals is decided and appended that many at a time, with a turn of the
         event loop between: one big batch must not stall the lease's renewal either."""
-        proposals = [(proposal, batch.folded) for _msg, batch in batches for proposal in batch.proposals]
+        proposals = [
+            (proposal, batch.folded, index)
+            for index, (_msg, batch) in enumerate(batches)
+            for proposal in batch.proposals
+        ]
         verdicts: list[Verdict] = []
+        held: set[tuple[int, int]] = set()
         for start in range(0, len(proposals), PROPOSALS_AT_ONCE):
             if start:
                 await asyncio.sleep(0)
-            verdicts += await self._stored_verdicts(proposals[start : start + PROPOSALS_AT_ONCE])
+            verdicts += await self._stored_verdicts(proposals[start : start + PROPOSALS_AT_ONCE], held)
         sequence = max(self.writer.confirmed, self.view.sequence)
         ends = list(itertools.accumulate(len(batch.proposals) for _msg, batch in batches))
         decided = [verdicts[end - len(batch.proposals) : end] for (_msg, batch), end in zip(batches, ends, strict=True)]
+        limit = self.shell.bus.nc.max_payload
         for (msg, batch), batch_verdicts in zip(batches, decided, strict=True):
             for_workers = [
                 await self._worker_verdict(p, v) for p, v in zip(batch.proposals, batch_verdicts, strict=True)
             ]
             answer = encode(Verdicts(sequence, for_workers))
-            if len(answer) > self.shell.bus.nc.max_payload:
-                # every reply sent from here instead: a verdict marked sent is shorter than any proposal, so this fits
+            if len(answer) > limit:
+                # every reply of a request alone sent from here instead: a verdict marked sent is shorter than any
+                # proposal, so this fits (but for the replies of batches' requests, which only the worker answers)
                 direct = [
                     await self._worker_verdict(p, v, direct=True)
                     for p, v in zip(batch.proposals, for_workers, strict=True)
                 ]
                 answer = encode(Verdicts(sequence, direct))
+                if len(answer) > limit:
+                    answer = fitted(batch.proposals, Verdicts(sequence, direct), limit)
             if msg.reply:  # never to a Corral or JetStream subject a forger named as the reply subject
                 await send_reply(self.shell.bus, s.PROPOSALS, msg.reply, answer)
 
-    async def _stored_verdicts(self, proposals: list[tuple[Proposal, int]]) -> list[Verdict]:
-        """Decide `proposals` (each with the sequence its worker had folded) and append what they decided; return
-        once the events are stored and still count."""
+    async def _stored_verdicts(
+        self, proposals: list[tuple[Proposal, int, int]], held: set[tuple[int, int]]
+    ) -> list[Verdict]:
+        """Decide `proposals` (each with the sequence its worker had folded and the index of its batch) and append
+        what they decided; return once the events are stored and still count. A request of a batch message whose
+        earlier request was refused in the same batch (`held`: batch index, request sequence) is refused undecided.
+        """
         async with self.writer.lock:
             if self.view.deposed():
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
-            verdicts = [await self._decide(proposal, folded) for proposal, folded in proposals]
+            verdicts: list[Verdict] = []
+            for proposal, folded, index in proposals:
+                batch = (index, proposal.request_sequence)
+                if proposal.place and batch in held:
+                    verdicts.append(Verdict())
+                    continue
+                verdict = await self._decide(proposal, folded)
+                if proposal.place and verdict.reply is None:
+                    held.add(batch)
+                verdicts.append(verdict)
             appended_from = await self.writer.flush()
         await self.still_elected(appended_from)
         return verdicts
 
     async def _decide(self, proposal: Proposal, folded: int) -> Verdict:
-        known = self.answered.get(proposal.request_sequence)
+        known = self.answered.get((proposal.request_sequence, proposal.place))
         if known is not None and known[0] == proposal.request:
             return known[1]
         began = time.perf_counter()
@@ -178,7 +205,10 @@ class Applier:
         reply when `direct` (the batch's answer would pass the bus's payload limit), is sent to the client's inbox
         from here, and remembered as sent. A refusal sent from here is kept first (`refusals`; the worker, which
         holds the request's message, gets no reply to keep): under the request's sequence, when the request has an
-        idempotency key (the client's `Nats-Msg-Id`, which the applier does not see)."""
+        idempotency key (the client's `Nats-Msg-Id`, which the applier does not see). A request of a batch message
+        (`place` from 1) is never answered from here: its reply stays in its verdict."""
+        if proposal.place:
+            return verdict
         if (isinstance(verdict.reply, Pending) or (direct and verdict.reply is not None)) and not verdict.sent:
             data = self.shell.pager.fit(verdict.reply)
             if isinstance(verdict.reply, Rejected) and proposal.request.command_id:  # kept before the worker acks
@@ -190,9 +220,53 @@ class Applier:
         return verdict
 
     def _remember(self, proposal: Proposal, verdict: Verdict) -> None:
-        self.answered[proposal.request_sequence] = (proposal.request, verdict)
+        self.answered[proposal.request_sequence, proposal.place] = (proposal.request, verdict)
         if len(self.answered) > REMEMBERED:
             self.answered.popitem(last=False)
+
+
+def fitted(proposals: list[Proposal], answer: Verdicts, limit: int) -> bytes:
+    """`answer` encoded within `limit` bytes: the node lists of the Pendings answering requests of batches shortened
+    alike (as `Pager.fit` shortens a `BatchReply`'s), and if even that is too long, each reply of a request of a batch
+    replaced by a rejection naming the limit (the applier still remembers the whole replies)."""
+    items = [p.place > 0 for p in proposals]
+    count = sum(item and isinstance(v.reply, Pending) for item, v in zip(items, answer.verdicts, strict=True))
+    bare = [_unlisted(v) if item else v for item, v in zip(items, answer.verdicts, strict=True)]
+    share = max(0, limit - HEADROOM - len(encode(msgspec.structs.replace(answer, verdicts=bare)))) // max(1, count)
+    shortened = [_shortened(v, share) if item else v for item, v in zip(items, answer.verdicts, strict=True)]
+    data = encode(msgspec.structs.replace(answer, verdicts=shortened))
+    if len(data) <= limit:
+        return data
+    refused = Rejected(
+        f"decided, but the answers to its batch are over the bus's payload limit of {limit} bytes: ask for its "
+        "decision",
+        "unavailable",
+    )
+    return encode(
+        msgspec.structs.replace(
+            answer,
+            verdicts=[
+                Verdict(refused, poison=v.poison) if item and v.reply is not None else v
+                for item, v in zip(items, answer.verdicts, strict=True)
+            ],
+        )
+    )
+
+
+def _unlisted(verdict: Verdict) -> Verdict:
+    """The verdict with its Pending's node lists emptied (the reasons kept)."""
+    if not isinstance(verdict.reply, Pending):
+        return verdict
+    empty: dict[str, list[str]] = {reason: [] for reason in verdict.reply.nodes_by_reason}
+    return msgspec.structs.replace(verdict, reply=msgspec.structs.replace(verdict.reply, nodes_by_reason=empty))
+
+
+def _shortened(verdict: Verdict, share: int) -> Verdict:
+    """The verdict with its Pending's node lists cut to fit `share` bytes more than the Pending without them."""
+    if not isinstance(verdict.reply, Pending):
+        return verdict
+    room = len(encode(_unlisted(verdict).reply)) + share
+    return msgspec.structs.replace(verdict, reply=trimmed_pending(verdict.reply, room))
 
 
 async def rounds(batches: AsyncIterable[tuple[Msg, Proposals]]) -> AsyncIterator[list[tuple[Msg, Proposals]]]:
