@@ -10,9 +10,20 @@ from pathlib import Path
 
 from loadtest.harness import Config, run
 from loadtest.report import format_report, to_json
+from schemas.commands import MAX_BATCH
 from services.cli.args import duration, non_negative_int, positive_int
 
 any_seconds = duration(zero=True)
+
+
+def batch_size(text: str) -> int:
+    """An argparse type: requests per batch message, a whole number from 1 to `MAX_BATCH`."""
+    number = positive_int(text)
+    if number > MAX_BATCH:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be at most {MAX_BATCH:,} (the most requests one corral.req.batch message carries)"
+        )
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--warmup", type=any_seconds, default=1.0, help="unmeasured seconds before each phase")
     parser.add_argument("--hold", type=positive_int, default=20, help="actors a user holds before removing its oldest")
+    parser.add_argument(
+        "--batch",
+        type=batch_size,
+        default=1,
+        metavar="K",
+        help=f"requests per message, 1 to {MAX_BATCH:,}: above 1, each user sends its submits K at a time in one "
+        "corral.req.batch message and waits for its one BatchReply, and removes K at a time alike (the floor sends "
+        "the same batches); every request counts as one in every figure, and each request's submit-to-placed "
+        "latency is its batch's round trip; with --rate R, R/K batches per second (default: 1, each request alone)",
+    )
     parser.add_argument("--connections", type=positive_int, default=4, help="client connections the users share")
     parser.add_argument("--timeout", type=any_seconds, default=10.0, help="seconds to wait for one reply")
     parser.add_argument("--seed", type=int, default=0, help="seed of the workload mix")
@@ -113,6 +134,7 @@ def config_of(args: argparse.Namespace) -> Config:
         autoscaler_duration=args.autoscaler_duration,
         replicas=args.replicas,
         baseline_share=json.loads(args.baseline.read_text())["floor_share"] if args.baseline else None,
+        batch=args.batch,
     )
 
 

@@ -51,6 +51,7 @@ from loadtest.tenants import (
 from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, Target
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS, Workload
+from schemas import subjects as s
 from services.client import Client, CorralError
 from services.local.cluster import NatsCluster, start_cluster, wait_for_jetstream
 from services.local.mesh import DECIDER, SERVICES, Mesh, decision_workers, start_mesh
@@ -86,6 +87,8 @@ class Config:
     """nats-servers of the embedded mesh, clustered on loopback, every stream on all of them (`CORRAL_REPLICAS`)."""
     baseline_share: float | None = None
     """The floor share of an earlier run at one replica, to judge this run's replicas against."""
+    batch: int = 1
+    """Requests per message in the Corral, floor, fixed-rate and tenants phases (above 1: `corral.req.batch`)."""
 
 
 def progress(config: Config, text: str) -> None:
@@ -127,9 +130,10 @@ def _phase(
     return Phase(
         name=name,
         target=target.name,
-        description=target.description,
+        description=target.description if drive.batch == 1 else target.description.replace(s.SCHEDULE, s.BATCH),
         mode="open" if drive.rate > 0 else "closed",
         users=drive.users,
+        batch=drive.batch,
         rate_target=drive.rate,
         seconds=round(seconds, 3),
         requests=total["requests"],
@@ -164,6 +168,7 @@ async def drive_phase(
 ) -> tuple[Phase, Outcome]:
     """Run one phase (closed or open loop, requests drawn from `workloads`) and measure it, with each process's CPU."""
     how = f"{drive.users} users" if drive.rate <= 0 else f"{drive.rate:,.0f} req/s"
+    how += f", batches of {drive.batch}" if drive.batch > 1 else ""
     progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
     window = asyncio.create_task(CpuMeter(pids).window(drive.warmup, drive.seconds))  # the recorder's window
     with collector.paused(collect_after=True):  # the generator must not stall on its own results
@@ -227,7 +232,8 @@ async def drive_generators(drive: Drive, config: Config, nats_url: str, pids: di
     progress(
         config,
         f"floor: {count} generator and {count} decider processes, {drive.users} users, "
-        f"{drive.warmup:g} s warm-up + {drive.seconds:g} s",
+        + (f"batches of {drive.batch}, " if drive.batch > 1 else "")
+        + f"{drive.warmup:g} s warm-up + {drive.seconds:g} s",
     )
     start_at = time.time() + floor_drive.START_DELAY
     generators = [
@@ -378,6 +384,7 @@ async def run_load(
             hold=config.hold,
             seed=config.seed,
             rate=config.rate,
+            batch=config.batch,
         )
         corral = CorralTarget(config.timeout)
         phases["corral"], outcome = await drive_phase(

@@ -13,6 +13,9 @@ a microsecond.
 With `--decision-workers N` the mesh runs N decision workers and the scheduler here is their applier, the serial
 step: the core is then its check of each proposal (and the requests it decides itself, removals among them),
 decoding covers the proposal batches, and answering is its replies to the workers (the workers answer the clients).
+
+With `--batch K` the load sends its requests K at a time in `corral.req.batch` messages (`python -m loadtest
+--batch K`); each request inside a batch counts as one request (the applier's: each proposal is one).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 
 from nats.protocol.parser import Parser
 
+from loadtest.cli import batch_size
 from services.cli.args import duration, non_negative_int, positive_int
 from services.core.cluster import Cluster
 from services.local.mesh import DECIDER, start_mesh
@@ -94,9 +98,12 @@ class StepClock:
 
         return timed
 
-    def coroutine(self, name: str, function: Callable[..., Awaitable[Any]], *, request: bool) -> Callable[..., Any]:
+    def coroutine(
+        self, name: str, function: Callable[..., Awaitable[Any]], *, request: bool, counts: bool = True
+    ) -> Callable[..., Any]:
         """The coroutine function `function`, its CPU counted under `name` (it must not wait on I/O, or other tasks'
-        CPU counts too); `request`: each call is one request decided, and marks the window."""
+        CPU counts too); `request`: each call marks the window and (unless not `counts`: `counted` counts them
+        instead) is one request decided."""
 
         @functools.wraps(function)
         async def timed(*args: Any, **kwargs: Any) -> Any:
@@ -109,10 +116,20 @@ class StepClock:
                 ended = time.process_time()
                 self.inside[name] = self.inside.get(name, 0.0) + ended - began
                 if request:
-                    self.requests += 1
+                    self.requests += counts
                     self.last = ended
 
         return timed
+
+    def counted(self, function: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+        """The coroutine function `function`, each call counted as one request decided (its CPU is not timed)."""
+
+        @functools.wraps(function)
+        async def counting(*args: Any, **kwargs: Any) -> Any:
+            self.requests += 1
+            return await function(*args, **kwargs)
+
+        return counting
 
     def per_request_us(self, sums: Sums = SCHEDULER_STEPS) -> dict[str, float]:
         """Each step's exclusive CPU microseconds per request (`sums` says which wrapped functions make it up), the
@@ -147,7 +164,8 @@ def scheduler_steps(clock: StepClock) -> Wrapped:
         *bus_steps(clock),
         (handlers, "_apply", lambda f: clock.sync("apply", f)),
         (app, "handle", lambda f: clock.sync("handle", f)),  # as `app` imported it from `handlers`
-        (app, "_decide", lambda f: clock.coroutine("decide", f, request=True)),
+        (app, "_decide", lambda f: clock.coroutine("decide", f, request=True, counts=False)),  # a message
+        (app, "_decide_request", clock.counted),  # each request, alone or inside a batch
         (app, "_answer", lambda f: clock.coroutine("answer", f, request=False)),
     ]
 
@@ -179,9 +197,9 @@ def clocked(wrapped: Wrapped) -> Iterator[None]:
             setattr(module, name, function)
 
 
-def measure(nodes: int, users: int, seconds: float, workers: int = 0) -> dict[str, Any]:
+def measure(nodes: int, users: int, seconds: float, workers: int = 0, batch: int = 1) -> dict[str, Any]:
     """Run the scheduler here (the applier of `workers` decision workers, when above 0) under the load test's Corral
-    phase; the figures of `StepClock.per_request_us`."""
+    phase (its requests `batch` to a message); the figures of `StepClock.per_request_us`."""
     clock = StepClock()
     wrapped, sums = (applier_steps(clock), APPLIER_STEPS) if workers else (scheduler_steps(clock), SCHEDULER_STEPS)
     with tempfile.TemporaryDirectory(prefix="corral-leader-steps-") as folder:
@@ -196,7 +214,7 @@ def measure(nodes: int, users: int, seconds: float, workers: int = 0) -> dict[st
                 [
                     sys.executable, "-m", "loadtest", "--nats-url", mesh.nats_url, "--nodes", str(nodes),
                     "--users", str(users), "--duration", str(seconds), "--tenants", "0", "--floor-duration", "0",
-                    "--fixed-duration", "0", "--autoscaler-duration", "0", "--quiet", "--json",
+                    "--fixed-duration", "0", "--autoscaler-duration", "0", "--batch", str(batch), "--quiet", "--json",
                 ],
                 stdout=subprocess.PIPE,
             )  # fmt: skip
@@ -211,6 +229,7 @@ def measure(nodes: int, users: int, seconds: float, workers: int = 0) -> dict[st
         "nodes": nodes,
         "users": users,
         "decision_workers": workers,
+        "batch": batch,
         "requests": clock.requests,
         "requests_per_s": corral.get("requests_per_s"),
         "us_per_request": clock.per_request_us(sums),
@@ -227,9 +246,10 @@ def text(figures: dict[str, Any]) -> str:
     """The figures as a table."""
     steps = figures["us_per_request"]
     who = f"applier of {figures['decision_workers']} decision workers" if figures["decision_workers"] else "scheduler"
+    batches = f" in batches of {figures['batch']}" if figures.get("batch", 1) > 1 else ""
     lines = [
-        f"leading {who}, {figures['nodes']:,} nodes, {figures['users']} users: {figures['requests']:,} requests "
-        f"decided, {steps.get('total', 0):,.0f} us of CPU per request between the first and the last",
+        f"leading {who}, {figures['nodes']:,} nodes, {figures['users']} users: {figures['requests']:,} requests"
+        f"{batches} decided, {steps.get('total', 0):,.0f} us of CPU per request between the first and the last",
         f"{'step':24} {'us/request':>10} {'share':>6}",
     ]
     total = steps.get("total") or 1.0
@@ -256,12 +276,20 @@ def main(argv: list[str] | None = None) -> int:
         help="decision workers in the mesh; above 0, the scheduler here is their applier and its steps are split "
         "(default: 0)",
     )
+    parser.add_argument(
+        "--batch",
+        type=batch_size,
+        default=1,
+        metavar="K",
+        help="requests per message of the load (`python -m loadtest --batch K`), each request counted as one "
+        "(default: 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
     most = COUNTS["decision_workers"][1]
     if args.decision_workers > most:
         parser.error(f"argument --decision-workers: {args.decision_workers} must be at most {most}")
-    figures = measure(args.nodes, args.users, args.duration, args.decision_workers)
+    figures = measure(args.nodes, args.users, args.duration, args.decision_workers, args.batch)
     print(json.dumps(figures) if args.json else text(figures))
     return 0 if figures["requests"] else 1
 

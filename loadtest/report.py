@@ -37,6 +37,8 @@ class Phase(TypedDict):
     description: str
     mode: str
     users: int
+    batch: int
+    """Requests per message (1: each alone; above 1: `corral.req.batch` messages, each request counted as one)."""
     rate_target: float
     seconds: float
     requests: int
@@ -239,6 +241,8 @@ def _heading(phase: Phase) -> str:
         if phase["mode"] == "closed"
         else f"open loop at {phase['rate_target']:,.0f} req/s"
     )
+    if phase["batch"] > 1:
+        how += f", batches of {phase['batch']} requests per message"
     return f"== {phase['name']}: {phase['description']} ({how}, {phase['seconds']:.1f} s measured)"
 
 
@@ -265,6 +269,11 @@ def _summary(phase: Phase) -> list[str]:
         lines.append(
             f"no-op decider: {d['batches']:,} batches, mean batch {d['mean_batch']:.1f}, "
             f"{d['mean_batch_ms']:.2f} ms per batch, busy {d['busy_share']:.0%}"
+            + (
+                f"; {d['request_batches']:,} of its messages were request batches ({d['requests']:,} requests)"
+                if d["request_batches"]
+                else ""
+            )
         )
     if phase["first_error"]:
         lines.append(f"first error: {phase['first_error'][:300]}")

@@ -116,6 +116,15 @@ class InsideTenants:
         """Removes are not scoped."""
         return await self.inner.remove(conn, actor_id)
 
+    async def submit_many(self, conn: Connection, requests: Sequence[ScheduleRequest]) -> list[Result]:
+        """The same batch, each request in its sender's tenant."""
+        scoped = [msgspec.structs.replace(r, vcluster_id=self._tenant(r.actor_id)) for r in requests]
+        return await self.inner.submit_many(conn, scoped)
+
+    async def remove_many(self, conn: Connection, actor_ids: Sequence[str]) -> list[Result]:
+        """Removes are not scoped."""
+        return await self.inner.remove_many(conn, actor_ids)
+
 
 class _Errors:
     def __init__(self) -> None:

@@ -1,9 +1,12 @@
-"""The request pattern under test: a JetStream publish with a reply-inbox header, then the decision on that inbox."""
+"""The request pattern under test: a JetStream publish with a reply-inbox header, then the decision on that inbox;
+with batches, one `RequestBatch` message for many requests and one `BatchReply` for them all."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -11,8 +14,8 @@ from nats.aio.msg import Msg
 
 from schemas import Pending, Placed, ScheduleRequest
 from schemas import subjects as s
-from schemas.commands import RemoveActor, SubmitActor
-from schemas.replies import Accepted, Rejected, RequestReply
+from schemas.commands import RemoveActor, RequestBatch, SchedulerRequest, SubmitActor
+from schemas.replies import Accepted, BatchReply, Rejected, RequestReply
 from services.client import Client
 from services.runtime.codec import decode, encode
 
@@ -21,6 +24,10 @@ Outcome = Literal["placed", "pending", "accepted", "error"]
 FLOOR_PREFIX = "loadtest"
 FLOOR_SCHEDULE = f"{FLOOR_PREFIX}.req.schedule"
 FLOOR_REMOVE = f"{FLOOR_PREFIX}.req.remove_actor"
+FLOOR_BATCH = f"{FLOOR_PREFIX}.req.batch"
+
+BATCH_ANSWER = BatchReply | Rejected
+"""What a batch's inbox receives: one answer per request, or one refusal of the whole batch."""
 
 
 class Replies:
@@ -107,6 +114,26 @@ async def _decided(conn: Connection, subject: str, payload: bytes, msg_id: str, 
     return Result(started, finished, outcome, detail)
 
 
+async def _decided_batch(
+    conn: Connection, subject: str, requests: Sequence[SchedulerRequest], timeout: float
+) -> list[Result]:
+    """Publish `requests` as one `RequestBatch` (a fresh `Nats-Msg-Id`) and wait for its `BatchReply`: one result per
+    request, each timed as the batch's round trip; a failure of the whole batch fails each of its requests."""
+    started = time.perf_counter()
+    try:
+        payload = encode(RequestBatch(requests=list(requests)))
+        started, finished, data = await durable_request(conn, subject, payload, uuid.uuid4().hex, timeout)
+        answer = decode(data, BATCH_ANSWER)
+    except Exception as error:  # a load test counts every failure (timeouts, bad replies, lost connections)
+        return [Result(started, time.perf_counter(), "error", f"{type(error).__name__}: {error}")] * len(requests)
+    if isinstance(answer, Rejected):
+        return [Result(started, finished, "error", f"the batch was refused: {answer.error}")] * len(requests)
+    if len(answer.replies) != len(requests):
+        wrong = f"{len(answer.replies)} answers to a batch of {len(requests)} requests"
+        return [Result(started, finished, "error", wrong)] * len(requests)
+    return [Result(started, finished, *_outcome(reply)) for reply in answer.replies]
+
+
 class Target(Protocol):
     """Where the users send their requests: the Corral scheduler, or the no-op decider of the bus floor."""
 
@@ -119,9 +146,16 @@ class Target(Protocol):
     async def remove(self, conn: Connection, actor_id: str) -> Result:
         """Remove one actor and wait for the reply."""
 
+    async def submit_many(self, conn: Connection, requests: Sequence[ScheduleRequest]) -> list[Result]:
+        """Schedule these actors in one batch message and wait for its answers: one result per request."""
+
+    async def remove_many(self, conn: Connection, actor_ids: Sequence[str]) -> list[Result]:
+        """Remove these actors in one batch message and wait for its answers: one result per actor."""
+
 
 class CorralTarget:
-    """The real thing: `corral.req.schedule` to the scheduler; removes through `Client.remove_actor`."""
+    """The real thing: `corral.req.schedule` to the scheduler; removes through `Client.remove_actor`; batches of
+    either through `corral.req.batch`."""
 
     name = "corral"
     description = "the Corral scheduler, through corral.req.schedule"
@@ -143,6 +177,16 @@ class CorralTarget:
             return Result(started, time.perf_counter(), "error", f"{type(error).__name__}: {error}")
         return Result(started, time.perf_counter(), "accepted", reply.message)
 
+    async def submit_many(self, conn: Connection, requests: Sequence[ScheduleRequest]) -> list[Result]:
+        """Publish one `RequestBatch` of `SubmitActor`s to `corral.req.batch` and wait for its `BatchReply`."""
+        batch = [SubmitActor(request=request) for request in requests]
+        return await _decided_batch(conn, s.BATCH, batch, self.timeout)
+
+    async def remove_many(self, conn: Connection, actor_ids: Sequence[str]) -> list[Result]:
+        """Publish one `RequestBatch` of `RemoveActor`s to `corral.req.batch` and wait for its `BatchReply`."""
+        batch = [RemoveActor(actor_id=actor_id) for actor_id in actor_ids]
+        return await _decided_batch(conn, s.BATCH, batch, self.timeout)
+
 
 class FloorTarget:
     """The bus floor: the same messages to `loadtest.req.>`, answered by a decider that decides nothing."""
@@ -162,3 +206,13 @@ class FloorTarget:
         """Publish the same `RemoveActor` to the floor's work queue and wait for its reply."""
         payload = encode(RemoveActor(actor_id=actor_id))
         return await _decided(conn, FLOOR_REMOVE, payload, f"rm-{actor_id}", self.timeout)
+
+    async def submit_many(self, conn: Connection, requests: Sequence[ScheduleRequest]) -> list[Result]:
+        """Publish the same `RequestBatch` to the floor's work queue and wait for its `BatchReply`."""
+        batch = [SubmitActor(request=request) for request in requests]
+        return await _decided_batch(conn, FLOOR_BATCH, batch, self.timeout)
+
+    async def remove_many(self, conn: Connection, actor_ids: Sequence[str]) -> list[Result]:
+        """Publish the same `RequestBatch` of removals to the floor's work queue and wait for its `BatchReply`."""
+        batch = [RemoveActor(actor_id=actor_id) for actor_id in actor_ids]
+        return await _decided_batch(conn, FLOOR_BATCH, batch, self.timeout)

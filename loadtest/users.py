@@ -1,4 +1,8 @@
-"""Simulated users: closed-loop users (send, await, repeat) and an open-loop sender at a fixed rate."""
+"""Simulated users: closed-loop users (send, await, repeat) and an open-loop sender at a fixed rate.
+
+With `Drive.batch` above 1, a user sends its submits that many at a time in one batch message (each request drawn
+from the mix as it would be alone) and removes what it must remove that many at a time too; every request of a
+batch is recorded as one request, timed as its batch's round trip."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 from loadtest.stats import Recorder, percentile
 from loadtest.transport import Connection, Result, Target
 from loadtest.workloads import REMOVE, WORKLOADS, Mix, Ticket, Workload
+from schemas.commands import MAX_BATCH
 
 ERROR_PAUSE = 0.05
 """A user that failed pauses this long before its next request, so a dead mesh is not hammered."""
@@ -33,6 +38,12 @@ class Drive:
     """Requests per second for the open loop (0: closed loop)."""
     max_in_flight: int = 5000
     """Open loop: arrivals beyond this many outstanding requests are dropped (and counted)."""
+    batch: int = 1
+    """Requests per message (1 to `MAX_BATCH`): above 1, submits and removals go in batches this large."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ValueError(f"batch {self.batch} must be 1 to {MAX_BATCH:,} requests")
 
 
 @dataclass
@@ -66,6 +77,32 @@ def _held(result: Result) -> bool:
     return result.outcome in ("placed", "pending")
 
 
+async def _submit_batch(
+    target: Target, conn: Connection, recorder: Recorder, mix: Mix, ids: _Ids, user: int, size: int, held: deque[str]
+) -> bool:
+    """`size` requests drawn as `size` single ones would be, sent in one batch; whether any of them failed."""
+    drawn: list[tuple[Workload, Ticket]] = []
+    for _ in range(size):
+        workload = mix.draw()
+        drawn.append((workload, ids.ticket(user, workload.name)))
+    results = await target.submit_many(conn, [workload.build(ticket) for workload, ticket in drawn])
+    for (workload, ticket), result in zip(drawn, results, strict=True):
+        recorder.add(workload.name, result)
+        if _held(result):
+            held.append(ticket.actor_id)
+    return any(result.outcome == "error" for result in results)
+
+
+async def _remove_batches(
+    target: Target, conn: Connection, recorder: Recorder, held: deque[str], most: int, size: int
+) -> None:
+    """Remove the oldest actors beyond `most`, `size` at most in each batch message."""
+    while len(held) > most:
+        oldest = [held.popleft() for _ in range(min(size, len(held) - most))]
+        for result in await target.remove_many(conn, oldest):
+            recorder.add(REMOVE, result)
+
+
 async def closed_loop(
     target: Target, conns: Sequence[Connection], drive: Drive, workloads: tuple[Workload, ...] = WORKLOADS
 ) -> tuple[Recorder, Outcome]:
@@ -79,6 +116,11 @@ async def closed_loop(
         mix = Mix(drive.seed * 7919 + index, workloads)
         held: deque[str] = deque()
         while time.perf_counter() < recorder.end:
+            if drive.batch > 1:
+                await _remove_batches(target, conn, recorder, held, drive.hold, drive.batch)
+                if await _submit_batch(target, conn, recorder, mix, ids, index, drive.batch, held):
+                    await asyncio.sleep(ERROR_PAUSE)
+                continue
             while len(held) > drive.hold:
                 recorder.add(REMOVE, await target.remove(conn, held.popleft()))
             workload = mix.draw()
@@ -95,10 +137,23 @@ async def closed_loop(
     return recorder, Outcome(held=[actor for actors in held for actor in actors])
 
 
+async def _drain(tasks: set[asyncio.Task[None]], timeout: float) -> int:
+    """Wait up to `timeout` for the requests still out; cancel the rest and say how many they were."""
+    if not tasks:
+        return 0
+    _, unfinished = await asyncio.wait(set(tasks), timeout=timeout)
+    for task in unfinished:
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(*unfinished, return_exceptions=True)
+    return len(unfinished)
+
+
 async def open_loop(
     target: Target, conns: Sequence[Connection], drive: Drive, drain_timeout: float
 ) -> tuple[Recorder, Outcome]:
-    """Requests at `drive.rate` per second whatever the replies do; latency is counted from each publish."""
+    """Requests at `drive.rate` per second whatever the replies do (with `drive.batch` above 1: batches of that many
+    at `drive.rate / drive.batch` per second); latency is counted from each publish."""
     assert drive.rate > 0, drive
     began = time.perf_counter()
     recorder = Recorder(began + drive.warmup, began + drive.warmup + drive.seconds)
@@ -109,6 +164,12 @@ async def open_loop(
     outcome = Outcome()
     tasks: set[asyncio.Task[None]] = set()
     lags: list[float] = []
+
+    async def batch(number: int) -> None:
+        user = number % drive.users
+        conn = conns[number % len(conns)]
+        await _submit_batch(target, conn, recorder, mixes[user], ids, user, drive.batch, held)
+        await _remove_batches(target, conn, recorder, held, hold_total, drive.batch)
 
     async def one(number: int) -> None:
         user = number % drive.users
@@ -122,29 +183,24 @@ async def open_loop(
             if len(held) > hold_total:
                 recorder.add(REMOVE, await target.remove(conn, held.popleft()))
 
-    interval = 1.0 / drive.rate
+    send = one if drive.batch == 1 else batch
+    interval = drive.batch / drive.rate
     next_at = began
     number = 0
     while next_at < recorder.end:
         now = time.perf_counter()
         while next_at <= now and next_at < recorder.end:
             lags.append((now - next_at) * 1000.0)
-            if len(tasks) >= drive.max_in_flight:
-                outcome.dropped += 1
+            if len(tasks) * drive.batch >= drive.max_in_flight:
+                outcome.dropped += drive.batch
             else:
-                task = asyncio.create_task(one(number))
+                task = asyncio.create_task(send(number))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             number += 1
             next_at += interval
         await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-    if tasks:
-        _, unfinished = await asyncio.wait(set(tasks), timeout=drain_timeout)
-        outcome.unfinished = len(unfinished)
-        for task in unfinished:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*unfinished, return_exceptions=True)
+    outcome.unfinished = await _drain(tasks, drain_timeout)
     lags.sort()
     outcome.lag_p99_ms = round(percentile(lags, 0.99), 2)
     outcome.lag_max_ms = round(lags[-1] if lags else 0.0, 2)

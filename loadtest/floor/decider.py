@@ -1,8 +1,10 @@
 """The bus floor: Corral's request pattern through its own streams, answered by a decider that decides nothing.
 
 Run as `python -m loadtest.floor --nats-url URL` it is that decider, in a process of its own like the
-scheduler: it fetches batches from a durable pull consumer, appends one event per request with publish_async
-and gather, replies to each request's inbox header and acks, until SIGTERM; then it prints its batch figures.
+scheduler: it fetches batches from a durable pull consumer, appends one event per message with publish_async
+and gather, replies to each message's inbox header and acks, until SIGTERM; then it prints its batch figures. A
+request batch (`loadtest.req.batch`, with `python -m loadtest --batch K`) is one message: one event carrying it, one
+`BatchReply` of one no-op answer per request inside, one ack.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import sys
 import time
 from typing import TypedDict
 
+import msgspec
 import nats.errors
 import nats.js.errors
 from nats.js import api
 
 from schemas import Placed
 from schemas import subjects as s
-from schemas.replies import Accepted
+from schemas.commands import SubmitActor
+from schemas.replies import Accepted, BatchReply, RequestReply
 from services.runtime.bus import Bus
 from services.runtime.codec import encode
 from services.runtime.connection import STREAMS
@@ -71,26 +75,52 @@ async def delete_streams(bus: Bus) -> None:
             await bus.js.delete_stream(config.name)  # type: ignore[arg-type]
 
 
+class _Kind(msgspec.Struct):
+    """A request inside a batch, read only as far as its kind (every other field is skipped)."""
+
+    kind: str
+
+
+class _Kinds(msgspec.Struct):
+    """A `RequestBatch`, read only as far as the kind of each request: all a no-op answer needs."""
+
+    requests: list[_Kind]
+
+
+_BATCH_KINDS = msgspec.json.Decoder(_Kinds)
+_SCHEDULE = SubmitActor.__struct_config__.tag
+
+
 class DeciderFigures(TypedDict):
     """What the no-op decider reports when it stops."""
 
     batches: int
+    """Fetches from the work queue."""
     requests: int
+    """Requests answered, each request inside a request batch counted."""
+    messages: int
+    """Messages answered (a request batch is one)."""
+    request_batches: int
+    """Messages that were request batches."""
     mean_batch: float
+    """Messages per fetch."""
     mean_batch_ms: float
     busy_share: float
 
 
 class NoOpDecider:
-    """Fetch a batch, append one event per request, reply to each inbox, ack: nothing is decided."""
+    """Fetch a batch, append one event per message, reply to each inbox, ack: nothing is decided; a request batch
+    is answered with one no-op answer per request inside, as the scheduler answers it with one decision each."""
 
     def __init__(self, bus: Bus, batch: int = BATCH) -> None:
         self.bus, self.batch = bus, batch
-        self.batches = self.requests = 0
+        self.batches = self.requests = self.messages = self.request_batches = 0
         self.busy = 0.0
         self.began = time.perf_counter()
         self.placed = encode(Placed("floor", "floor-node"))
         self.accepted = encode(Accepted(message="floor"))
+        self.placed_reply: RequestReply = Placed("floor", "floor-node")
+        self.accepted_reply: RequestReply = Accepted(message="floor")
         self.ready = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -115,40 +145,61 @@ class NoOpDecider:
                     headers = {"Nats-Msg-Id": f"evt-{msg_id}"}
                     futures.append(await self.bus.js.publish_async(subject, msg.data, headers=headers))
                 await asyncio.wait_for(asyncio.gather(*futures), timeout=10.0)
+                requests = len(batch)
                 for msg in batch:
                     inbox = (msg.headers or {}).get(s.REPLY_HEADER)
-                    if inbox:
+                    if msg.subject.endswith(".batch"):
+                        reply, inside = self.batch_answer(msg.data)
+                        requests += inside - 1
+                        self.request_batches += 1
+                    else:
                         reply = self.placed if msg.subject.endswith(".schedule") else self.accepted
+                    if inbox:
                         await self.bus.nc.publish(inbox, reply)
                     await msg.ack()
                 self.batches += 1
-                self.requests += len(batch)
+                self.messages += len(batch)
+                self.requests += requests
                 self.busy += time.perf_counter() - fetched
         finally:
             with contextlib.suppress(nats.errors.Error):
                 await consumer.unsubscribe()
 
+    def batch_answer(self, data: bytes) -> tuple[bytes, int]:
+        """A request batch's `BatchReply` (Placed for a submit, Accepted for anything else, in its order) and how
+        many requests it holds; an unreadable batch is answered as one request would be (Accepted)."""
+        try:
+            kinds = _BATCH_KINDS.decode(data).requests
+        except msgspec.DecodeError:
+            return self.accepted, 1
+        replies = [self.placed_reply if one.kind == _SCHEDULE else self.accepted_reply for one in kinds]
+        return encode(BatchReply(replies)), len(replies)
+
     def figures(self) -> DeciderFigures:
-        """Batches, requests, the mean batch and the time spent per batch."""
+        """Batches, requests, messages, request batches, the mean batch and the time spent per batch."""
         elapsed = time.perf_counter() - self.began
         return DeciderFigures(
             batches=self.batches,
             requests=self.requests,
-            mean_batch=round(self.requests / self.batches, 1) if self.batches else 0.0,
+            messages=self.messages,
+            request_batches=self.request_batches,
+            mean_batch=round(self.messages / self.batches, 1) if self.batches else 0.0,
             mean_batch_ms=round(self.busy * 1000 / self.batches, 3) if self.batches else 0.0,
             busy_share=round(self.busy / elapsed, 3) if elapsed > 0 else 0.0,
         )
 
 
 def combined(figures: list[DeciderFigures]) -> DeciderFigures:
-    """The figures of several deciders as one: batches and requests summed, time per batch and busy share averaged."""
+    """The figures of several deciders as one: counts summed, time per batch and busy share averaged."""
     batches = sum(one["batches"] for one in figures)
-    requests = sum(one["requests"] for one in figures)
+    messages = sum(one["messages"] for one in figures)
     busy_ms = sum(one["mean_batch_ms"] * one["batches"] for one in figures)
     return DeciderFigures(
         batches=batches,
-        requests=requests,
-        mean_batch=round(requests / batches, 1) if batches else 0.0,
+        requests=sum(one["requests"] for one in figures),
+        messages=messages,
+        request_batches=sum(one["request_batches"] for one in figures),
+        mean_batch=round(messages / batches, 1) if batches else 0.0,
         mean_batch_ms=round(busy_ms / batches, 3) if batches else 0.0,
         busy_share=round(sum(one["busy_share"] for one in figures) / len(figures), 3) if figures else 0.0,
     )

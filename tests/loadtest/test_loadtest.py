@@ -20,7 +20,7 @@ from loadtest.report import Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
 from services.local.mesh import Mesh, start_mesh
-from tests.loadtest.reports import report_of
+from tests.loadtest.reports import phase, report_of
 
 TINY = Config(
     nodes=20,
@@ -67,10 +67,10 @@ def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     assert floor["decider"]["requests"] > 0
     assert fixed["mode"] == "open"
     assert fixed["rate_target"] == pytest.approx(corral["placements_per_s"] / 2, abs=0.1)
-    for phase in (corral, floor, fixed):
-        assert_ordered(phase["latency_ms"])
-        assert phase["rows"][-1]["name"] == "Aggregated"
-        assert phase["rows"][-1]["requests"] == phase["requests"]
+    for figures in (corral, floor, fixed):
+        assert_ordered(figures["latency_ms"])
+        assert figures["rows"][-1]["name"] == "Aggregated"
+        assert figures["rows"][-1]["requests"] == figures["requests"]
     names = ["throughput", "floor_share", "p99", "inside_cost", "serial_us", "mesh_us", "fast_p99", "inside_cpu"]
     assert [goal["name"] for goal in report["targets"]] == names
     assert all(goal["met"] is not None for goal in report["targets"])
@@ -105,6 +105,38 @@ def test_the_floor_driven_from_several_processes_is_measured_as_one(mesh: Mesh) 
     assert {"floor-generator-0", "floor-generator-1", "floor-decider-0", "floor-decider-1"} <= set(floor["cpu"])
     assert_ordered(floor["latency_ms"])
     assert floor["rows"][-1]["requests"] == floor["requests"]
+
+
+@pytest.mark.integration
+@pytest.mark.bench
+def test_a_run_in_batches_counts_every_request_and_the_floor_answers_batches(mesh: Mesh) -> None:
+    """`--batch 10`: users send ten submits (and up to ten removals) per corral.req.batch message; each request
+    counts as one, removals included, and the floor's no-op decider answers the same batches."""
+    config = dataclasses.replace(
+        TINY, nodes=50, users=4, duration=2.0, warmup=0.0, floor_processes=1, fixed_duration=0.0, tenants=0, batch=10
+    )
+    report = asyncio.run(run_load(config, mesh.nats_url, mesh_pids(mesh), clean_up=False))
+
+    assert list(report["phases"]) == ["corral", "floor"]
+    corral, floor = report["phases"]["corral"], report["phases"]["floor"]
+    for figures in (corral, floor):
+        assert figures["batch"] == 10
+        assert figures["placements"] > 0 and figures["errors"] == 0, figures["first_error"]
+        decided = figures["placements"] + figures["pending"]
+        assert figures["requests"] == decided + figures["removes"]
+        # one removal per placement beyond the hold, each counted: a user holds at most hold + batch, and one batch
+        # of its submits may fall after the window
+        assert decided - config.users * (config.hold + 2 * config.batch) <= figures["removes"] <= decided
+        assert_ordered(figures["latency_ms"])
+    assert corral["placements"] > 2 * config.users * (config.hold + 2 * config.batch)  # counted per message: fails
+    decider = floor["decider"]
+    assert decider is not None and decider["request_batches"] > 0
+    assert decider["requests"] >= floor["requests"] and decider["messages"] * 5 <= decider["requests"]
+    text = format_report(report)
+    assert (
+        "== corral: the Corral scheduler, through corral.req.batch (4 users, closed loop, batches of 10 requests"
+        in text
+    )
 
 
 def test_the_floor_users_are_shared_out_with_ids_of_their_own() -> None:
@@ -180,38 +212,6 @@ def test_the_autoscaler_phase_grows_the_cluster_for_the_users_and_scales_it_down
 )
 def test_percentile_is_nearest_rank(values: list[float], fraction: float, expected: float) -> None:
     assert percentile(values, fraction) == expected
-
-
-def phase(name: str, placements_per_s: float, *, p99: float = 10.0, mode: str = "closed") -> Phase:
-    """A phase with just the figures the targets read."""
-    latency = Latency(p50=1.0, p95=2.0, p99=p99, max=p99, mean=1.0)
-    return Phase(
-        name=name,
-        target="corral",
-        description="",
-        mode=mode,
-        users=1,
-        rate_target=placements_per_s if mode == "open" else 0.0,
-        seconds=1.0,
-        requests=int(placements_per_s),
-        placements=int(placements_per_s),
-        pending=0,
-        errors=0,
-        removes=0,
-        placements_per_s=placements_per_s,
-        decisions_per_s=placements_per_s,
-        requests_per_s=placements_per_s,
-        latency_ms=latency,
-        rows=[],
-        cpu={},
-        costs=costs_of({}, placements_per_s, placements_per_s),
-        dropped=0,
-        lag_p99_ms=0.0,
-        lag_max_ms=0.0,
-        unfinished=0,
-        first_error="",
-        decider=None,
-    )
 
 
 @pytest.mark.parametrize(
