@@ -136,6 +136,15 @@ BATCHED = (ACTOR,)
 as one message on `batch_subject(aggregate)` (a JSON array of the events, in order)."""
 
 
+def batch_aggregate(event: AnyEvent) -> str | None:
+    """The aggregate whose batch messages carry `event` (None: it is appended alone). A virtual node's resize rides
+    in the actor batches: a flexible node grows for the placement after it and shrinks after the removal before it,
+    so inside virtual clusters resizes and actor events alternate, and apart every resize would end a batch."""
+    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved | ActorSubmitted | VirtualNodeResized):
+        return ACTOR
+    return None
+
+
 def batch_subject(aggregate: str) -> str:
     """`corral.evt.<aggregate>.~batch`: where a batch of that aggregate's events is appended (read by aggregate
     filters, `corral.evt.<aggregate>.*`, like any of its events)."""

@@ -73,8 +73,8 @@ class _Batch:
 
 
 class _Message:
-    """One message of an append: a single event on its own subject, or a batch of consecutive events of one
-    aggregate on that aggregate's batch subject (`subjects.BATCHED`)."""
+    """One message of an append: a single event on its own subject, or a batch of consecutive events on their
+    aggregate's batch subject (`subjects.batch_aggregate`)."""
 
     __slots__ = ("data", "events", "msg_id", "subject")
 
@@ -89,22 +89,22 @@ _HEADROOM = 4096
 
 
 def messages_of(events: Sequence[AnyEvent], *, batched: bool, limit: int) -> list[_Message]:
-    """The messages that append `events` in order: one per event, or with `batched` consecutive events of a
-    batched aggregate (`subjects.BATCHED`) together, at most `BATCH_MOST` of them in at most `limit` bytes (an event
-    alone is a message of its own)."""
+    """The messages that append `events` in order: one per event, or with `batched` consecutive events that ride in
+    one aggregate's batches (`subjects.batch_aggregate`) together, at most `BATCH_MOST` of them in at most `limit`
+    bytes (an event alone is a message of its own)."""
     messages: list[_Message] = []
     run: list[_Message] = []  # each event of the run as the message it would be alone
     aggregate = ""
     size = 1  # the bytes of the run as a batch: "[" and, per event, the event and "," or "]"
     for event in events:
         alone = _Message(subject_of(event), event.event_id, encode(event), [event])
-        kind = alone.subject.split(".")[2]
-        if run and (kind != aggregate or len(run) >= BATCH_MOST or size + len(alone.data) + 1 > limit):
+        rides = s.batch_aggregate(event) if batched else None
+        if run and (rides != aggregate or len(run) >= BATCH_MOST or size + len(alone.data) + 1 > limit):
             messages.append(_run_message(run, aggregate))
             run, size = [], 1
-        if batched and kind in s.BATCHED:
+        if rides is not None:
             run.append(alone)
-            aggregate, size = kind, size + len(alone.data) + 1
+            aggregate, size = rides, size + len(alone.data) + 1
         else:
             messages.append(alone)
     if run:

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import ActorPlaced, ActorRemoved, AnyEvent, PlacementGroupRemoved, ScheduleRequest
+from schemas import (
+    ActorPlaced,
+    ActorRemoved,
+    AnyEvent,
+    PlacementGroupRemoved,
+    ScheduleRequest,
+    VirtualNodeResized,
+    VirtualNodesReserved,
+)
 from schemas import subjects as s
 from services.runtime.appends import BATCH_MOST, messages_of
 from services.runtime.codec import encode
@@ -30,6 +38,19 @@ def test_consecutive_actor_events_go_as_one_batch_and_anything_else_breaks_the_r
     assert [event for event, _raw, _error in decode_batch(first.data, LIMIT)] == events[:3]
     assert (between.subject, between.msg_id, between.data) == (s.subject_of(group), "g", encode(group))
     assert (last.subject, last.msg_id, last.events) == (s.event_subject(s.ACTOR, "a3"), "e-a3", [events[4]])
+
+
+def test_a_virtual_nodes_resize_rides_in_the_actor_batch_around_it_and_other_vnode_facts_go_alone() -> None:
+    """Inside a virtual cluster a flexible node grows before a placement and shrinks after a removal: those
+    resizes stay in the batch, in order; a cluster's reservation still goes alone on its own subject."""
+    grown = VirtualNodeResized(vc_id="t", vnode_id="t-v", parent_node="n1", resources={"CPU": 2}, event_id="g1")
+    shrunk = VirtualNodeResized(vc_id="t", vnode_id="t-v", parent_node="n1", resources={"CPU": 1}, event_id="g2")
+    reserved = VirtualNodesReserved(vc_id="u", vnodes=[], event_id="v")
+    events: list[AnyEvent] = [grown, placed("a1"), removed("a0"), shrunk, reserved]
+    batch, alone = messages_of(events, batched=True, limit=LIMIT)
+    assert (batch.subject, batch.msg_id, batch.events) == (s.batch_subject(s.ACTOR), "g1+4", events[:4])
+    assert [event for event, _raw, _error in decode_batch(batch.data, LIMIT)] == events[:4]
+    assert (alone.subject, alone.events) == (s.event_subject(s.VNODE, "u"), [reserved])
 
 
 def test_without_batching_every_event_is_a_message_on_its_own_subject() -> None:
