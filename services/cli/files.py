@@ -42,13 +42,24 @@ def filename_of(args: argparse.Namespace) -> str | None:
 
 def read_file(source: str, kind: type[T], option: str = "-f") -> T:
     """The `kind` the file `source` holds, as JSON (strict) or YAML; a `CliError` naming the file and the field."""
+    read: T = _read(source, kind, kind.__name__, option, many=False)
+    return read
+
+
+def read_many(source: str, kind: type[T], option: str = "-f") -> T | list[T]:
+    """The `kind` the file `source` holds, or the list of them it holds (a JSON array, a YAML sequence), read as
+    `read_file` reads one."""
+    read: T | list[T] = _read(source, kind | list[kind], f"{kind.__name__} or a list of them", option, many=True)  # type: ignore[valid-type]
+    return read
+
+
+def _read(source: str, kind: Any, name: str, option: str, *, many: bool) -> Any:
     data = read_input(source, f"{option} {source}")
     try:
-        decoded: T = decode(data, kind)
-        return decoded
+        return decode(data, kind)
     except CodecError as error:
         if data.lstrip()[:1] in (b"{", b"["):  # JSON: its own error says what is wrong
-            raise CliError(f"{option} {source}: not a {kind.__name__}: {error.reason}") from None
+            raise CliError(f"{option} {source}: not a {name}: {error.reason}") from None
         json_error = error.reason
     try:
         loaded: Any = load_document(data, f"{option} {source}")
@@ -56,9 +67,9 @@ def read_file(source: str, kind: type[T], option: str = "-f") -> T:
         raise CliError(str(error)) from None
     except RejectedError:
         loaded = None
-    if not isinstance(loaded, dict):
-        raise CliError(f"{option} {source}: not a {kind.__name__} in JSON or YAML: {json_error}")
+    if not isinstance(loaded, dict | list) or (isinstance(loaded, list) and not many):
+        raise CliError(f"{option} {source}: not a {name} in JSON or YAML: {json_error}")
     try:
         return msgspec.convert(loaded, kind)
     except msgspec.ValidationError as error:
-        raise CliError(f"{option} {source}: not a {kind.__name__}: {error}") from None
+        raise CliError(f"{option} {source}: not a {name}: {error}") from None

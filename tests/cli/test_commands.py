@@ -23,7 +23,7 @@ from schemas import ActorFailed, ActorPlaced, ActorRemoved, Exists, Pending, Pla
 from services.cli import args as types
 from services.cli.__main__ import build_parser, main
 from services.cli.commands.node import ActorWatch
-from services.cli.commands.ops import build_request
+from services.cli.commands.ops import build_request, build_requests
 from services.cli.commands.sim import sim_nodes
 from services.cli.commands.status import render_why
 from services.cli.common import chosen
@@ -225,12 +225,45 @@ def test_submit_with_cpu_zero_asks_for_no_cpu() -> None:
 def test_submit_f_reads_a_whole_request_as_json_or_yaml_and_actor_id_replaces_its_own(tmp_path: Path) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps({"actor_id": "from-file", "resources": {"CPU": 2}, "priority": 3}))
-    request = build_request(parse(["submit", "-f", str(path)]))
+    (request,) = build_requests(parse(["submit", "-f", str(path)]))
     assert (request.actor_id, request.resources, request.priority) == ("from-file", {"CPU": 2.0}, 3)
-    assert build_request(parse(["submit", "renamed", "--filename", str(path)])).actor_id == "renamed"
+    assert build_requests(parse(["submit", "renamed", "--filename", str(path)]))[0].actor_id == "renamed"
     manifest = tmp_path / "request.yaml"
     manifest.write_text("actor_id: from-yaml\nresources:\n  CPU: 0.5\n")
-    assert build_request(parse(["submit", "-f", str(manifest)])).resources == {"CPU": 0.5}
+    assert build_requests(parse(["submit", "-f", str(manifest)]))[0].resources == {"CPU": 0.5}
+
+
+def test_submit_f_reads_a_list_of_requests_as_json_or_yaml_each_in_the_vc(tmp_path: Path) -> None:
+    """A JSON array or a YAML sequence of requests is read whole (sent as one batch); --vc scopes each."""
+    path = tmp_path / "requests.json"
+    path.write_text(json.dumps([{"actor_id": "a1"}, {"actor_id": "a2", "resources": {"CPU": 2}}]))
+    assert [(r.actor_id, r.vcluster_id) for r in build_requests(parse(["submit", "-f", str(path), "--vc", "t"]))] == [
+        ("a1", "t"),
+        ("a2", "t"),
+    ]
+    manifest = tmp_path / "requests.yaml"
+    manifest.write_text("- actor_id: y1\n- actor_id: y2\n  priority: 2\n")
+    assert [(r.actor_id, r.priority) for r in build_requests(parse(["submit", "-f", str(manifest)]))] == [
+        ("y1", 0),
+        ("y2", 2),
+    ]
+
+
+def test_submit_f_with_an_empty_or_a_bad_list_or_an_id_for_a_list_exits_1_saying_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad request in the list names its place and field; an empty list, or ACTOR_ID with a list, says why; each
+    in one line, exit 1."""
+    path = tmp_path / "requests.json"
+    for content, args, words in (
+        ('[{"actor_id": "a1"}, {"actor_id": "a2", "priority": "high"}]', [], "$[1].priority"),
+        ("[]", [], f"-f {path}: holds an empty list: nothing to submit"),
+        ('[{"actor_id": "a1"}]', ["one"], f"-f {path}: holds a list of 1 requests, and ACTOR_ID names one"),
+    ):
+        path.write_text(content)
+        assert main(["submit", *args, "-f", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert words in err and len(err.splitlines()) == 1, err
 
 
 def test_submit_json_still_reads_a_request_file_with_a_deprecation_notice(
@@ -238,7 +271,7 @@ def test_submit_json_still_reads_a_request_file_with_a_deprecation_notice(
 ) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps({"actor_id": "from-file"}))
-    assert build_request(parse(["submit", "--json", str(path)])).actor_id == "from-file"
+    assert build_requests(parse(["submit", "--json", str(path)]))[0].actor_id == "from-file"
     assert "--json FILE is deprecated and will be removed; use -f/--filename FILE" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["submit", "--help"])

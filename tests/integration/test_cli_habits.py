@@ -126,3 +126,24 @@ async def test_every_example_request_file_is_taken_by_the_cli(mesh: Mesh, client
         done = await corral(mesh, *commands[path.name], "-f", str(path))
         assert done.returncode == 0, (path.name, done.stdout, done.stderr)
         assert "placed" in done.stdout or "admitted" in done.stdout, (path.name, done.stdout)
+
+
+async def test_submit_f_with_a_list_sends_one_batch_and_says_each_outcome(
+    mesh: Mesh, client: Client, tmp_path: Path
+) -> None:
+    """`corral submit -f many.yaml`, as `kubectl apply -f` takes many documents: one line per actor in the file's
+    order, a refused one on stderr naming its rule, and exit 1 because one was refused."""
+    await client.register_node("many-n1", {"CPU": 2}, {"pool": "many"}, {"pool": "many"})  # tainted: ours alone
+    wanted = "  resources: {CPU: 1}\n  label_selector: {pool: many}\n  tolerations: {pool: many}\n"
+    path = tmp_path / "many.yaml"
+    path.write_text(
+        "".join(f"- actor_id: many-{index}\n{wanted}" for index in range(3)) + "- actor_id: many-bad\n"
+        "  label_selector: {zone: 'in()'}\n"
+    )
+    done = await corral(mesh, "submit", "-f", str(path))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["many-0 placed on many-n1", "many-1 placed on many-n1"], done.stdout
+    assert lines[2].startswith("many-2 pending: ") and len(lines) == 3, done.stdout
+    assert "many-bad refused: " in done.stderr and "zone" in done.stderr, done.stderr
+    assert (await client.placements()).keys() >= {"many-0", "many-1"}

@@ -253,7 +253,11 @@ def corral(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]
     ("argv", "stdin", "says"),
     [
         (["submit", "-f", "/dev/zero"], b"", b"-f /dev/zero: over the 1048576-byte limit"),
-        (["submit", "-f", "-"], b"\xed\xb3\xbf" * 10, b"-f -: not a ScheduleRequest in JSON or YAML: not valid JSON"),
+        (
+            ["submit", "-f", "-"],
+            b"\xed\xb3\xbf" * 10,
+            b"-f -: not a ScheduleRequest or a list of them in JSON or YAML: not valid JSON",
+        ),
         (
             ["submit", "-f", "-"],
             alias_bomb(9),

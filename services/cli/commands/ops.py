@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 import msgspec
 
 from schemas import Exists, Pending, Placed, ScheduleRequest
+from schemas.replies import Rejected
 from services.cli import args as types
-from services.cli.common import UsageError, add_connection_arguments, connected, say
-from services.cli.files import add_deprecated_json, add_filename_argument, filename_of, read_file
+from services.cli.common import CliError, UsageError, add_connection_arguments, connected, say
+from services.cli.files import add_deprecated_json, add_filename_argument, filename_of, read_many
 from services.cli.registry import Subcommands
 from services.cli.wait import wait_placed
 
@@ -32,7 +34,8 @@ def _add_submit(commands: Subcommands) -> None:
         description="Submit an actor and print `ACTOR placed on NODE` or `ACTOR pending: <why>` (exit 0 either "
         "way; with --wait, a line each time the reason changes until it is placed, and exit 1 if it still waits "
         "after --timeout). With -f, the whole ScheduleRequest is read as JSON or YAML from a file or stdin (`-`), "
-        "and ACTOR_ID, when given, replaces its actor_id. Amounts take Kubernetes suffixes: 500m, 4Gi, 2k.",
+        "and ACTOR_ID, when given, replaces its actor_id; a list of them (a JSON array, a YAML sequence) goes as one "
+        "batch, a line for each in order (exit 1 if any is refused). Amounts take Kubernetes suffixes: 500m, 4Gi, 2k.",
     )
     submit.add_argument("actor_id", metavar="ACTOR_ID", nargs="?", help="the actor's id (required without -f)")
     submit.add_argument("--cpu", type=types.amount, metavar="N", help="CPUs the actor needs: 2, 500m (default: 1)")
@@ -71,7 +74,7 @@ def _add_submit(commands: Subcommands) -> None:
         "--max-restarts", type=types.non_negative_int, metavar="N", help="restarts after a failure (default: 0)"
     )
     submit.add_argument("--vc", metavar="ID", help="run it inside this virtual cluster (default: the root)")
-    add_filename_argument(submit, "ScheduleRequest")
+    add_filename_argument(submit, "ScheduleRequest (or a list of them)")
     add_deprecated_json(submit)
     submit.add_argument("--wait", action="store_true", help="wait until it is placed (at most --timeout seconds)")
     add_connection_arguments(
@@ -94,21 +97,30 @@ _REQUEST_FLAGS = (
 """Flags that describe the request itself; `-f` replaces them all (`--vc` still applies on top)."""
 
 
-def build_request(args: argparse.Namespace) -> ScheduleRequest:
-    """The ScheduleRequest the flags describe (or `-f` reads)."""
+def build_requests(args: argparse.Namespace) -> list[ScheduleRequest]:
+    """The ScheduleRequest the flags describe, or those `-f` reads (one, or a list of them)."""
     filename = filename_of(args)
-    if filename is not None:
-        given = [
-            f"--{flag.replace('_', '-')}"
-            for flag in (*_REQUEST_FLAGS, "max_restarts")
-            if getattr(args, flag) is not None
-        ]
-        if given:
-            raise UsageError(f"-f reads the whole request: drop {', '.join(given)} (or drop -f)")
-        request = read_file(filename, ScheduleRequest)
+    if filename is None:
+        return [build_request(args)]
+    given = [
+        f"--{flag.replace('_', '-')}" for flag in (*_REQUEST_FLAGS, "max_restarts") if getattr(args, flag) is not None
+    ]
+    if given:
+        raise UsageError(f"-f reads the whole request: drop {', '.join(given)} (or drop -f)")
+    read = read_many(filename, ScheduleRequest)
+    if isinstance(read, list):
+        if not read:
+            raise CliError(f"-f {filename}: holds an empty list: nothing to submit")
         if args.actor_id:
-            request = msgspec.structs.replace(request, actor_id=args.actor_id)
-        return msgspec.structs.replace(request, vcluster_id=args.vc) if args.vc else request
+            raise CliError(f"-f {filename}: holds a list of {len(read)} requests, and ACTOR_ID names one: drop it")
+        requests = read
+    else:
+        requests = [msgspec.structs.replace(read, actor_id=args.actor_id) if args.actor_id else read]
+    return [msgspec.structs.replace(request, vcluster_id=args.vc) if args.vc else request for request in requests]
+
+
+def build_request(args: argparse.Namespace) -> ScheduleRequest:
+    """The ScheduleRequest the flags describe."""
     if not args.actor_id:
         raise UsageError("ACTOR_ID is required (or give the whole request with -f)")
     resources = dict(args.resources or {})
@@ -138,17 +150,31 @@ def build_request(args: argparse.Namespace) -> ScheduleRequest:
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    """`corral submit`."""
-    request = build_request(args)
+    """`corral submit`: one request, or with `-f` a list of them sent as one batch (exit 1 when any is refused)."""
+    requests = build_requests(args)
 
-    async def main() -> str:
+    async def main() -> list[tuple[str, Placed | Pending | Rejected]]:
         async with connected(args) as client:
-            decision = await client.submit(request, timeout=args.timeout)
-            if isinstance(decision, Pending) and args.wait:
-                decision = await wait_placed(client, request.actor_id, "actor", args.timeout)
-        if isinstance(decision, Placed):
-            return f"{request.actor_id} placed on {decision.node_id}"
-        return f"{request.actor_id} pending: {decision.message}"
+            if len(requests) == 1:
+                answers: list[Placed | Pending | Rejected] = [await client.submit(requests[0], timeout=args.timeout)]
+            else:
+                answers = await client.submit_many(requests, timeout=args.timeout)
+            if args.wait:
+                answers = [
+                    await wait_placed(client, request.actor_id, "actor", args.timeout)
+                    if isinstance(answer, Pending)
+                    else answer
+                    for request, answer in zip(requests, answers, strict=True)
+                ]
+        return [(request.actor_id, answer) for request, answer in zip(requests, answers, strict=True)]
 
-    say(asyncio.run(main()))
-    return 0
+    refused = 0
+    for actor_id, answer in asyncio.run(main()):
+        if isinstance(answer, Placed):
+            say(f"{actor_id} placed on {answer.node_id}")
+        elif isinstance(answer, Pending):
+            say(f"{actor_id} pending: {answer.message}")
+        else:
+            refused += 1
+            print(f"corral: {actor_id} refused: {answer.error}", file=sys.stderr)
+    return 1 if refused else 0
