@@ -9,9 +9,11 @@ from litestar import Router, delete, get, post, put
 from litestar.params import HeaderParameter, Parameter, QueryParameter
 
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest
+from schemas.commands import MAX_BATCH
 from schemas.queries import ActorInfo, NodeInfo
-from schemas.replies import Accepted
+from schemas.replies import Accepted, Rejected
 from services.client import Client
+from services.core.errors import rule_error
 from services.core.labels import NodeCondition, node_condition, parse_labels
 from services.gateway.errors import CHANGES, CHANGES_WITH_BODY
 from services.gateway.parsing import selector_of
@@ -77,6 +79,15 @@ async def submit_actor(client: Client, data: ScheduleRequest, idempotency_key: I
     return await client.submit(data, command_id=idempotency_key)
 
 
+@post("/actors/batch", status_code=200, guards=CHANGES_WITH_BODY)
+async def submit_actors(client: Client, data: list[ScheduleRequest]) -> list[Placed | Pending | Rejected]:
+    """Schedule many actors or tasks in one message (a JSON array of 1 to 1,000 ScheduleRequests, decided in order
+    as if sent one by one): an answer for each, in order, a refused one as `{"type": "rejected", ...}`."""
+    if not 1 <= len(data) <= MAX_BATCH:
+        raise rule_error("body", f"an array of {len(data)} requests", f"must hold at least 1 and at most {MAX_BATCH}")
+    return await client.submit_many(data)
+
+
 @get("/actors/{actor_id:str}/why")
 async def why(client: Client, actor_id: str) -> Placed | Pending:
     """Where an actor runs, or why it waits: the message, the reasons and the node ids behind each."""
@@ -122,6 +133,7 @@ cluster_router = Router(
         set_labels,
         list_actors,
         submit_actor,
+        submit_actors,
         why,
         remove_actor,
         list_placement_groups,

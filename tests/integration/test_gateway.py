@@ -115,6 +115,31 @@ def test_a_node_is_alive_tainted_cordoned_or_draining_by_its_taints(http: httpx.
     ]
 
 
+def test_a_batch_of_actors_is_answered_in_order_and_a_bad_batch_is_400_naming_the_rule(
+    http: httpx.Client, corral: SyncClient
+) -> None:
+    """`POST /api/v1/actors/batch`: one answer per request in order (a refused one in its place); an empty or an
+    over-long array is 400 naming the field and the rule, and places nothing."""
+    corral.register_node("b1", {"CPU": 2}, labels={"pool": "batch"}, taints={"pool": "batch"}, heartbeat=False)
+    ours = {"resources": {"CPU": 1}, "label_selector": {"pool": "batch"}, "tolerations": {"pool": "batch"}}
+    body = [{"actor_id": f"hb-{index}", **ours} for index in range(3)]
+    body.insert(1, {"actor_id": "hb-bad", "label_selector": {"zone": "in()"}})
+    answers = http.post("/api/v1/actors/batch", json=body, headers=AUTH)
+    assert answers.status_code == 200, answers.text
+    assert [(answer["type"], answer.get("id")) for answer in answers.json()] == [
+        ("placed", "hb-0"),
+        ("rejected", None),
+        ("placed", "hb-1"),
+        ("pending", "hb-2"),
+    ]
+    assert "zone" in answers.json()[1]["error"]
+    for refused, words in (([], "an array of 0 requests"), ([body[0]] * 1_001, "an array of 1001 requests")):
+        answer = http.post("/api/v1/actors/batch", json=refused, headers=AUTH)
+        assert answer.status_code == 400 and words in answer.text, (answer.status_code, answer.text[:300])
+        assert "must hold at least 1 and at most 1000" in answer.text
+    assert corral.placements().keys() & {f"hb-{index}" for index in range(3)} == {"hb-0", "hb-1"}
+
+
 def test_nodes_labels_actors_groups_pending_and_why(http: httpx.Client, corral: SyncClient) -> None:
     corral.register_node("l1", {"CPU": 2}, labels={"disk": "ssd"}, heartbeat=False)
     corral.register_node("l2", {"CPU": 2}, labels={"disk": "hdd"}, heartbeat=False)

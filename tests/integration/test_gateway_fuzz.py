@@ -38,6 +38,7 @@ ROUTES = [
     ("DELETE", "/api/v1/taints/by-address/10.9.9.9:1"),
     ("PUT", "/api/v1/nodes/f1/labels"),
     ("POST", "/api/v1/actors"),
+    ("POST", "/api/v1/actors/batch"),
     ("POST", "/api/v1/placement-groups"),
     ("POST", "/api/v1/vclusters"),
 ]
