@@ -158,7 +158,7 @@ class RequestBatch(
     def __post_init__(self) -> None:
         """Refuse a keyed request inside: its key could not be honoured there."""
         for index, request in enumerate(self.requests):
-            if request.command_id:
+            if getattr(request, "command_id", ""):  # built in code, `requests` may hold anything
                 raise ValueError(
                     f"requests[{index}].command_id {request.command_id!r}: a request inside a batch carries no "
                     "idempotency key (the batch is stored once as a whole); send a keyed request alone"
