@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from schemas import PlacementGroupRequest, ScheduleRequest
 from schemas import subjects as s
 from schemas.commands import (
+    MAX_BATCH,
     CreatePlacementGroup,
     RemoveActor,
     RemovePlacementGroup,
@@ -121,7 +122,8 @@ def proposals(scene: Scene) -> st.SearchStrategy[Proposal]:
     nodes = [LIVE_NODE, FULL_NODE, GHOST_NODE, TAINTED_NODE, LABELLED_NODE, REMOVED_NODE, *scene.virtual_nodes]
     node = st.sampled_from(["", *nodes])
     prng = st.sampled_from([-1, 0, 2**64 - 1]) | st.integers(min_value=-1, max_value=2**64 - 1)
-    return st.builds(Proposal, requests(scene), sequence, inbox, node, prng)
+    place = st.sampled_from([0, 0, 1, 2, MAX_BATCH]) | st.integers(min_value=0, max_value=MAX_BATCH)
+    return st.builds(Proposal, requests(scene), sequence, inbox, node, prng, place)
 
 
 @st.composite
@@ -172,6 +174,10 @@ def hostile_batches(draw: st.DrawFn, scene: Scene) -> Payload:
             wide = draw(st.integers(min_value=2**64, max_value=2**256))
             message["proposals"][draw(st.integers(0, len(message["proposals"]) - 1))]["prng"] = wide
             return Payload("wide prng", f"a proposal's prng {wide}", dumps(message))
+        if message["proposals"] and draw(st.integers(0, 4)) == 0:  # a place outside any batch
+            outside = draw(st.sampled_from([-1, MAX_BATCH + 1, 2**63]))
+            message["proposals"][draw(st.integers(0, len(message["proposals"]) - 1))]["place"] = outside
+            return Payload("bad place", f"a proposal's place {outside}", dumps(message))
         broken: Payload = draw(st.sampled_from(MUTATIONS).flatmap(lambda mutate: mutate(message)))
         return broken
     return draw(random_bytes() if kind == "random" else flood())
