@@ -24,13 +24,13 @@ SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 DECISION_SECONDS = _meter.create_histogram(
     "corral.scheduler.decision.duration",
     unit="s",
-    description="Time the scheduler took to decide one request",
+    description="Time the scheduler took to decide one message of the work queue: a request, or a batch of them",
     explicit_bucket_boundaries_advisory=SECONDS,
 )
 REQUEST_SECONDS = _meter.create_histogram(
     "corral.scheduler.request.latency",
     unit="s",
-    description="From a request stored in the work queue to its decision",
+    description="From a message stored in the work queue (a request, or a batch) to its decision",
     explicit_bucket_boundaries_advisory=SECONDS,
 )
 ELECTIONS = _meter.create_counter(

@@ -303,15 +303,22 @@ one the scheduler failed on."""
 
 
 async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
-    """Decide the request `msg` carries, or each request of its batch in order (one reply for them all)."""
+    """Decide the request `msg` carries, or each request of its batch in order (one reply for them all); each
+    request counted, the message timed."""
     began = time.perf_counter()
+    decided = await _decide_message(shell, view, msg)
+    measure.timed(time.perf_counter() - began, measure.stored_at(msg.reply))
+    return decided
+
+
+async def _decide_message(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
     try:
         request = decode(msg.data, DurableRequest, max_bytes=shell.bus.settings.max_message_bytes)
     except CodecError as error:
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))
         unreadable = Rejected(str(error))
-        measure.decided(measure.UNREADABLE, unreadable, time.perf_counter() - began, measure.stored_at(msg.reply))
+        measure.counted(measure.UNREADABLE, unreadable)
         return unreadable, True
     if isinstance(request, RequestBatch):
         replies = [
@@ -325,12 +332,11 @@ async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
 async def _decide_request(
     shell: Shell, view: SchedulerView, msg: Msg, request: SchedulerRequest, data: Callable[[], bytes], place: int = 0
 ) -> tuple[RequestReply, bool]:
-    """Decide one request (the `place`-th of its message's batch, from 1; 0 alone), counted and timed."""
-    began = time.perf_counter()
+    """Decide and count one request (the `place`-th of its message's batch, from 1; 0 alone)."""
     reply, poison = await guarded(
         shell, msg.subject, data, lambda: handle(view, request), lambda: request_sequence(msg), place
     )
-    measure.decided(request, reply, time.perf_counter() - began, measure.stored_at(msg.reply))
+    measure.counted(request, reply)
     return reply, poison
 
 
