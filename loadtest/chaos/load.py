@@ -1,6 +1,7 @@
 """The chaos run's load: nodes with heartbeats, actor submissions (label selectors, tolerations, spread, affinity,
-inside virtual clusters too), removals, taints, node churn and virtual clusters, every request sent again with the
-same id while it goes unanswered (as a user would during an outage), each one recorded for the figures."""
+inside virtual clusters too, alone or a few in one batch message), removals, taints, node churn and virtual clusters,
+every request sent again with the same id while it goes unanswered (as a user would during an outage), each one
+recorded for the figures."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from loadtest.chaos.figures import Kind, Request
 from loadtest.nodes import NodeShape, node_shapes, register_node
 from loadtest.workloads import Mix, Ticket
 from schemas import ScheduleRequest, Taint, VirtualCluster
+from schemas.replies import Rejected
 from services.client import Client, RejectedError, ServiceFailedError
 
 ATTEMPT_TIMEOUT = 5.0
@@ -26,7 +28,7 @@ RETRY_PAUSE = 0.5
 PATIENCE = 15.0
 """Seconds a user waits for one request before going on with new ones (that request keeps being sent again)."""
 CLUSTER_SPEC = VirtualCluster(flexible_resource_min={"CPU": 1.0}, flexible_resource_max={"CPU": 4.0})
-OPERATIONS: dict[str, float] = {"submit": 64, "remove": 28, "taint": 6, "vcluster": 1.7, "churn": 0.3}
+OPERATIONS: dict[str, float] = {"submit": 52, "batch": 12, "remove": 28, "taint": 6, "vcluster": 1.7, "churn": 0.3}
 """What a user does next, by weight."""
 
 
@@ -115,6 +117,13 @@ class Load:
                 if self.clusters and rng.random() < 0.2:
                     request = msgspec.structs.replace(request, vcluster_id=rng.choice(self.clusters))
                 await self._patiently(self._submit(rng, request, held))
+            elif operation == "batch":
+                size = rng.randint(2, 8)
+                requests = [
+                    mix.draw().build(Ticket(f"c{self.seed}u{index}-{count}-{place}", f"u{index}", count + place))
+                    for place in range(size)
+                ]
+                await self._patiently(self._submit_batch(rng, requests, held))
             elif operation == "remove":
                 await self._patiently(self._remove(rng, held.popleft()))
             elif operation == "taint":
@@ -149,6 +158,31 @@ class Load:
             "submit", actor_id, lambda _sent: client.submit(request, timeout=ATTEMPT_TIMEOUT, command_id=key)
         ):
             held.append(actor_id)
+
+    async def _submit_batch(self, rng: random.Random, requests: list[ScheduleRequest], held: deque[str]) -> None:
+        """Send the requests as one batch, whole again while it goes unanswered (a submit sent again answers its
+        decision and changes nothing); each recorded as a submit, a refused one with its reason."""
+        client = self._client(rng)
+        while time.monotonic() < self.give_up_at:
+            sent = [self.ledger.sent("submit", work.actor_id) for work in requests]
+            try:
+                answers = await asyncio.wait_for(
+                    client.submit_many(requests, timeout=ATTEMPT_TIMEOUT), ATTEMPT_TIMEOUT + 1.0
+                )
+            except (RejectedError, ServiceFailedError) as refused:  # the whole batch refused
+                for record in sent:
+                    self.ledger.answered(record, str(refused))
+                return
+            except Exception:  # a timeout, no responders, a connection being re-made: send it again
+                await asyncio.sleep(RETRY_PAUSE)
+                continue
+            for work, record, answer in zip(requests, sent, answers, strict=True):
+                if isinstance(answer, Rejected):
+                    self.ledger.answered(record, answer.error)
+                else:
+                    self.ledger.answered(record)
+                    held.append(work.actor_id)
+            return
 
     async def _remove(self, rng: random.Random, actor_id: str) -> None:
         client, key = self._client(rng), f"remove-{actor_id}"
