@@ -42,24 +42,27 @@ def filename_of(args: argparse.Namespace) -> str | None:
 
 def read_file(source: str, kind: type[T], option: str = "-f") -> T:
     """The `kind` the file `source` holds, as JSON (strict) or YAML; a `CliError` naming the file and the field."""
-    read: T = _read(source, kind, kind.__name__, option, many=False)
+    read: T = _read(source, kind, option, many=False)
     return read
 
 
 def read_many(source: str, kind: type[T], option: str = "-f") -> T | list[T]:
     """The `kind` the file `source` holds, or the list of them it holds (a JSON array, a YAML sequence), read as
     `read_file` reads one."""
-    read: T | list[T] = _read(source, kind | list[kind], f"{kind.__name__} or a list of them", option, many=True)  # type: ignore[valid-type]
+    read: T | list[T] = _read(source, kind, option, many=True)
     return read
 
 
-def _read(source: str, kind: Any, name: str, option: str, *, many: bool) -> Any:
+def _read(source: str, kind: Any, option: str, *, many: bool) -> Any:
+    """What `read_file` and `read_many` read; an error names a list as a list, anything else as one `kind`."""
     data = read_input(source, f"{option} {source}")
+    one, listed = kind.__name__, f"list of {kind.__name__}s"
+    as_list = many and data.lstrip()[:1] == b"["
     try:
-        return decode(data, kind)
+        return decode(data, list[kind] if as_list else kind)
     except CodecError as error:
         if data.lstrip()[:1] in (b"{", b"["):  # JSON: its own error says what is wrong
-            raise CliError(f"{option} {source}: not a {name}: {error.reason}") from None
+            raise CliError(f"{option} {source}: not a {listed if as_list else one}: {error.reason}") from None
         json_error = error.reason
     try:
         loaded: Any = load_document(data, f"{option} {source}")
@@ -67,9 +70,11 @@ def _read(source: str, kind: Any, name: str, option: str, *, many: bool) -> Any:
         raise CliError(str(error)) from None
     except RejectedError:
         loaded = None
-    if not isinstance(loaded, dict | list) or (isinstance(loaded, list) and not many):
-        raise CliError(f"{option} {source}: not a {name} in JSON or YAML: {json_error}")
+    if many and isinstance(loaded, list):
+        kind, one = list[kind], listed
+    elif not isinstance(loaded, dict):
+        raise CliError(f"{option} {source}: not a {one} in JSON or YAML: {json_error}")
     try:
         return msgspec.convert(loaded, kind)
     except msgspec.ValidationError as error:
-        raise CliError(f"{option} {source}: not a {name}: {error}") from None
+        raise CliError(f"{option} {source}: not a {one}: {error}") from None

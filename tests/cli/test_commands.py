@@ -256,6 +256,7 @@ def test_submit_f_with_an_empty_or_a_bad_list_or_an_id_for_a_list_exits_1_saying
     in one line, exit 1."""
     path = tmp_path / "requests.json"
     for content, args, words in (
+        ('[{"actor_id": "a1"}, {"actor_id": "a2", "priority": "high"}]', [], "not a list of ScheduleRequests: "),
         ('[{"actor_id": "a1"}, {"actor_id": "a2", "priority": "high"}]', [], "$[1].priority"),
         ("[]", [], f"-f {path}: holds an empty list: nothing to submit"),
         ('[{"actor_id": "a1"}]', ["one"], f"-f {path}: holds a list of 1 requests, and ACTOR_ID names one"),
@@ -264,6 +265,14 @@ def test_submit_f_with_an_empty_or_a_bad_list_or_an_id_for_a_list_exits_1_saying
         assert main(["submit", *args, "-f", str(path)]) == 1
         err = capsys.readouterr().err
         assert words in err and len(err.splitlines()) == 1, err
+    manifest = path.with_name("requests.yaml")
+    manifest.write_text("- actor_id: y1\n- actor_id: y2\n  priority: high\n")
+    assert main(["submit", "-f", str(manifest)]) == 1
+    assert f"-f {manifest}: not a list of ScheduleRequests: " in capsys.readouterr().err
+    single = path.with_name("request.json")
+    single.write_text('{"actor_id": "a1", "resourcez": {}}')
+    assert main(["submit", "-f", str(single)]) == 1
+    assert f"-f {single}: not a ScheduleRequest: Object contains unknown field `resourcez`" in capsys.readouterr().err
 
 
 def test_submit_json_still_reads_a_request_file_with_a_deprecation_notice(

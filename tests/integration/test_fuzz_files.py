@@ -256,7 +256,7 @@ def corral(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]
         (
             ["submit", "-f", "-"],
             b"\xed\xb3\xbf" * 10,
-            b"-f -: not a ScheduleRequest or a list of them in JSON or YAML: not valid JSON",
+            b"-f -: not a ScheduleRequest in JSON or YAML: not valid JSON",
         ),
         (
             ["submit", "-f", "-"],
