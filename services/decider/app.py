@@ -23,7 +23,7 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import subjects as s
-from schemas.commands import DurableRequest, RequestBatch, SchedulerRequest, SubmitActor
+from schemas.commands import RequestBatch, SchedulerRequest, SubmitActor
 from schemas.proposals import Proposal, Proposals, Verdict, Verdicts
 from schemas.replies import BatchReply, Rejected, RequestReply
 from services.core.errors import CodecError, RejectedError
@@ -34,7 +34,14 @@ from services.runtime.codec import decode, encode
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
 from services.runtime.views import FoldedCluster
-from services.runtime.work_queue import answer_and_ack, inbox_of, pull, request_consumer, request_sequence
+from services.runtime.work_queue import (
+    answer_and_ack,
+    durable_request,
+    inbox_of,
+    pull,
+    request_consumer,
+    request_sequence,
+)
 
 log = logging.getLogger("corral.decider")
 
@@ -113,7 +120,7 @@ class Worker:
         bus = self.shell.bus
         for msg in batch:
             try:
-                request = decode(msg.data, DurableRequest, max_bytes=bus.settings.max_message_bytes)
+                request = durable_request(msg, bus.settings.max_message_bytes)
             except CodecError as error:
                 log.warning("request on %s rejected: %s", msg.subject, error)
                 await bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))

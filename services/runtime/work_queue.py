@@ -15,10 +15,12 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
 from schemas import subjects as s
+from schemas.commands import DurableRequest, RequestBatch
 from schemas.replies import DurableReply, Rejected
+from services.core.errors import CodecError
 from services.runtime import refusals
 from services.runtime.bus import Bus
-from services.runtime.codec import encode
+from services.runtime.codec import decode, encode
 from services.runtime.connection import STREAMS, answerable
 from services.runtime.delivery import delivery_of
 from services.runtime.nats_private import pending_queue
@@ -36,6 +38,20 @@ def request_consumer(settings: Settings) -> api.ConsumerConfig:
         ack_wait=settings.request_ack_wait,
         max_ack_pending=-1,
     )
+
+
+def durable_request(msg: Msg, max_bytes: int) -> DurableRequest:
+    """The request (or batch) `msg` carries; a `CodecError` when it cannot be read, or when a batch names an
+    idempotency key (`KEY_HEADER`): its resends could not be answered as a keyed request's are."""
+    request: DurableRequest = decode(msg.data, DurableRequest, max_bytes=max_bytes)
+    key = (msg.headers or {}).get(s.KEY_HEADER)
+    if key and isinstance(request, RequestBatch):
+        raise CodecError(
+            "RequestBatch",
+            f"header {s.KEY_HEADER} {key[:100]!r}: a batch carries no idempotency key (its Nats-Msg-Id stores it "
+            "once); send a keyed request alone",
+        )
+    return request
 
 
 def inbox_of(msg: Msg) -> str:

@@ -16,12 +16,12 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from schemas import subjects as s
-from schemas.commands import DurableRequest, RequestBatch, SchedulerRequest
+from schemas.commands import RequestBatch, SchedulerRequest
 from schemas.queries import DecisionQuery, StatusQuery
 from schemas.replies import BatchReply, DurableReply, Rejected, RequestReply
 from services.core.errors import CodecError
 from services.runtime import refusals
-from services.runtime.codec import decode, encode
+from services.runtime.codec import encode
 from services.runtime.elections import new_election, record_election
 from services.runtime.lease import Lease, LeaseLost
 from services.runtime.metrics import ELECTIONS
@@ -29,7 +29,14 @@ from services.runtime.queries import query_handler
 from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
-from services.runtime.work_queue import answer_and_ack, pull, request_consumer, request_sequence, tell_no_room
+from services.runtime.work_queue import (
+    answer_and_ack,
+    durable_request,
+    pull,
+    request_consumer,
+    request_sequence,
+    tell_no_room,
+)
 from services.scheduler import measure
 from services.scheduler.applier import DEPOSED, Applier
 from services.scheduler.handlers import handle
@@ -313,7 +320,7 @@ async def _decide(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
 
 async def _decide_message(shell: Shell, view: SchedulerView, msg: Msg) -> Decided:
     try:
-        request = decode(msg.data, DurableRequest, max_bytes=shell.bus.settings.max_message_bytes)
+        request = durable_request(msg, shell.bus.settings.max_message_bytes)
     except CodecError as error:
         log.warning("request on %s rejected: %s", msg.subject, error)
         await shell.bus.dead_letter("scheduler", msg.data, str(error), msg.subject, request=request_sequence(msg))

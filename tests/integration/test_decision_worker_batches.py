@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import uuid
 from collections import Counter
 
 import msgspec
@@ -21,6 +20,7 @@ from services.client import Client
 from services.core.state import replay
 from services.local.mesh import Mesh
 from services.runtime.codec import decode, encode
+from tests.integration.batches import sent_raw
 from tests.integration.conftest import holds_within
 from tests.integration.log import read_events
 from tests.integration.probe import differs_from_replay
@@ -122,23 +122,17 @@ async def test_the_same_batch_proposed_twice_and_sent_again_decides_nothing_twic
     placed = await client.submit_many(submits, timeout=20.0)
     assert all(isinstance(answer, Placed) for answer in placed), placed
     stored = await client.bus.last_sequence()
-    again = await _sent_raw(
+    again = await sent_raw(
         client, msgspec.json.encode(RequestBatch(requests=[SubmitActor(request=r) for r in submits]))
     )
     assert isinstance(again, BatchReply) and again.replies == placed
     assert await client.bus.last_sequence() == stored
+    keyed = await sent_raw(
+        client,
+        msgspec.json.encode(RequestBatch(requests=[SubmitActor(request=submits[0])])),
+        headers={s.KEY_HEADER: "k"},
+    )
+    assert isinstance(keyed, Rejected) and "a batch carries no idempotency key" in keyed.error, keyed
+    assert await client.bus.last_sequence() == stored
     view = replay(await read_events(mesh.nats_url))
     assert view.nodes["n0"].free == {"CPU": 0.0}  # y (2 CPUs, once) and d0, d1
-
-
-async def _sent_raw(client: Client, data: bytes) -> BatchReply | Rejected:
-    """The answer to `data` published on `corral.req.batch` under a fresh `Nats-Msg-Id`."""
-    inbox = client.bus.nc.new_inbox()
-    sub = await client.bus.nc.subscribe(inbox)
-    try:
-        await client.bus.js.publish(s.BATCH, data, headers={s.REPLY_HEADER: inbox, "Nats-Msg-Id": uuid.uuid4().hex})
-        msg = await sub.next_msg(timeout=20.0)
-    finally:
-        await sub.unsubscribe()
-    answer: BatchReply | Rejected = decode(msg.data, BatchReply | Rejected)
-    return answer

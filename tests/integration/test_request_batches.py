@@ -15,7 +15,7 @@ from schemas.replies import Accepted, BatchReply, Rejected
 from services.client import Client
 from services.core.state import replay
 from services.local.mesh import Mesh
-from services.runtime.codec import decode
+from tests.integration.batches import sent_raw
 from tests.integration.conftest import wait_ready
 from tests.integration.log import read_events
 from tests.integration.test_restart_and_snapshots import digest_of_a_replay_at
@@ -59,8 +59,8 @@ async def test_a_batch_is_decided_in_order_answered_together_and_stored_once(cli
 
 
 async def test_a_batch_the_scheduler_cannot_read_is_refused_whole_naming_the_rule(client: Client) -> None:
-    """A keyed request inside a batch, an empty batch and one over the limit are refused whole, the field and the
-    rule named, and nothing is decided."""
+    """A keyed request inside a batch, an empty batch, one over the limit and a batch sent with an idempotency key
+    header are refused whole, the field and the rule named, and nothing is decided."""
     await client.register_node("n0", {"CPU": 4})
     keyed = {"kind": "batch", "requests": [{"kind": "schedule", "request": {"actor_id": "k1"}, "command_id": "x"}]}
     too_many = {"kind": "batch", "requests": [{"kind": "remove_actor", "actor_id": "z"}] * (MAX_BATCH + 1)}
@@ -69,8 +69,12 @@ async def test_a_batch_the_scheduler_cannot_read_is_refused_whole_naming_the_rul
         ({"kind": "batch", "requests": []}, "length >= 1 - at `$.requests`"),
         (too_many, f"length <= {MAX_BATCH} - at `$.requests`"),
     ):
-        reply = await _sent_raw(client, msgspec.json.encode(body))
+        reply = await sent_raw(client, msgspec.json.encode(body))
         assert isinstance(reply, Rejected) and words in reply.error, reply
+    keyed_batch = msgspec.json.encode(RequestBatch(requests=[SubmitActor(request=ScheduleRequest("k2", {"CPU": 1}))]))
+    reply = await sent_raw(client, keyed_batch, headers={s.KEY_HEADER: "my-key"})
+    assert isinstance(reply, Rejected), reply
+    assert f"header {s.KEY_HEADER} 'my-key': a batch carries no idempotency key" in reply.error
     assert (await client.status()).nodes[0].available["CPU"] == 4
     with pytest.raises(ValueError, match="command_id"):
         RequestBatch(requests=[RemoveActor(actor_id="a", command_id="key")])
@@ -85,7 +89,7 @@ async def test_a_resent_batch_is_stored_once_and_a_restart_loses_none_of_it(
     await client.register_node("n0", {"CPU": 100})
     batch = RequestBatch(requests=[SubmitActor(request=ScheduleRequest(f"r{i}", {"CPU": 1})) for i in range(50)])
     key = uuid.uuid4().hex
-    first = await _sent_raw(client, msgspec.json.encode(batch), key)
+    first = await sent_raw(client, msgspec.json.encode(batch), key)
     assert isinstance(first, BatchReply) and all(isinstance(reply, Placed) for reply in first.replies)
     ack = await client.bus.js.publish(s.BATCH, msgspec.json.encode(batch), headers={"Nats-Msg-Id": key})
     assert ack.duplicate
@@ -95,17 +99,3 @@ async def test_a_resent_batch_is_stored_once_and_a_restart_loses_none_of_it(
     placements = await client.placements()
     assert set(placements) == {f"r{i}" for i in range(50)}
     assert sum(1 for _ in replay(await read_events(mesh.nats_url)).actors) == 50
-
-
-async def _sent_raw(client: Client, data: bytes, key: str = "") -> BatchReply | Rejected:
-    """The scheduler's answer to `data` published on `corral.req.batch` as any NATS client would."""
-    inbox = client.bus.nc.new_inbox()
-    sub = await client.bus.nc.subscribe(inbox)
-    try:
-        headers = {s.REPLY_HEADER: inbox, "Nats-Msg-Id": key or uuid.uuid4().hex}
-        await client.bus.js.publish(s.BATCH, data, headers=headers)
-        msg = await sub.next_msg(timeout=10.0)
-    finally:
-        await sub.unsubscribe()
-    answer: BatchReply | Rejected = decode(msg.data, BatchReply | Rejected)
-    return answer
