@@ -3,7 +3,10 @@ each event readable on its own."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas import (
     ActorPlaced,
@@ -15,9 +18,11 @@ from schemas import (
     VirtualNodesReserved,
 )
 from schemas import subjects as s
+from services.core.errors import CodecError
 from services.runtime.appends import BATCH_MOST, messages_of
-from services.runtime.codec import encode
-from services.runtime.log_reader import decode_batch
+from services.runtime.codec import MAX_DEPTH, decode, encode
+from services.runtime.log_reader import decode_batch, each_decoded
+from tests.support.examples import examples
 
 LIMIT = 1_000_000
 
@@ -82,3 +87,29 @@ def test_one_unreadable_event_leaves_the_rest_of_its_batch_readable() -> None:
 def test_what_is_not_a_batch_of_events_is_one_unreadable_entry(data: bytes, reason: str) -> None:
     ((event, raw, error),) = decode_batch(data, LIMIT)
     assert (event, raw) == (None, data) and error.startswith(reason)
+
+
+ITEMS = [
+    encode(placed("a1")),
+    encode(removed("a0")),
+    b'{"type":"ActorPlaced","actor_id":7}',
+    b'{"type":"NoSuchEvent"}',
+    b'{"type":"ActorRemoved","actor_id":"a2","event_id":"x","unknown":1}',
+    b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    b'"text"',
+    b"null",
+]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.sampled_from(ITEMS), min_size=1, max_size=12))
+def test_a_batch_read_in_one_call_gives_what_reading_each_event_gives(items: list[bytes]) -> None:
+    """Whatever a batch holds (readable events, unreadable ones), `decode_batch` gives each event, its bytes and its
+    reason exactly as reading the events one by one does (a batch nested past the limit is one unreadable entry)."""
+    data = b"[" + b",".join(items) + b"]"
+    try:
+        raws = decode(data, list[msgspec.Raw], max_depth=MAX_DEPTH + 1)
+    except CodecError:
+        assert [(event, raw) for event, raw, _ in decode_batch(data, LIMIT)] == [(None, data)]
+        return
+    assert decode_batch(data, LIMIT) == each_decoded(raws, LIMIT)
