@@ -267,7 +267,7 @@ async def tenants_phase(
     clean_up: bool,
 ) -> tuple[TenantFigures, Phase]:
     """Admit the tenants, drive the users inside them, then queue clusters behind them and drain the queue."""
-    specs = tenant_specs(config.tenants, prefix, config.seed)
+    specs = tenant_specs(config.tenants, prefix, config.seed, config.batch)
     progress(config, f"tenants: creating {len(specs)} virtual clusters ({config.register_in_flight} in flight)")
     admitted, latencies, seconds, create_errors = await create_tenants(
         clients, specs, config.register_in_flight, config.timeout

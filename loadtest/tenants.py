@@ -19,6 +19,7 @@ import msgspec
 
 from loadtest.stats import percentile
 from loadtest.transport import Connection, Result, Target
+from loadtest.workloads import SMALL
 from schemas import Admitted, FixedSizeNode, FixedSizeNodes, ScheduleRequest, VirtualCluster
 from services.client import Client
 from services.core.errors import CorralError
@@ -71,11 +72,13 @@ def _cpus(cpu: float) -> dict[str, float]:
     return {"CPU": cpu, "memory": cpu * 4}
 
 
-def tenant_specs(count: int, prefix: str, seed: int) -> list[TenantSpec]:
-    """`count` tenants: one or two groups of 1 to 3 one-CPU fixed-size nodes, plus a flexible range of `ROOM` CPUs.
+def tenant_specs(count: int, prefix: str, seed: int, batch: int = 1) -> list[TenantSpec]:
+    """`count` tenants: one or two groups of 1 to 3 one-CPU fixed-size nodes, plus a flexible range of `ROOM` CPUs,
+    and room for the `batch - 1` more requests a user sending batches holds at once (each `SMALL`).
 
     Memory is named in the range too: with fixed-size nodes, a resource the spec leaves out may not grow at all.
     """
+    room = ROOM + (batch - 1) * SMALL["CPU"]
     draw = random.Random(seed)
     specs = []
     for index in range(count):
@@ -87,7 +90,7 @@ def tenant_specs(count: int, prefix: str, seed: int) -> list[TenantSpec]:
         fixed = sum(len(group.nodes) for group in groups)
         size = "small" if minimum + fixed <= 4 else "medium" if minimum + fixed <= 8 else "large"
         spec = VirtualCluster(
-            flexible_resource_min=_cpus(minimum), flexible_resource_max=_cpus(minimum + ROOM), fixed_size_nodes=groups
+            flexible_resource_min=_cpus(minimum), flexible_resource_max=_cpus(minimum + room), fixed_size_nodes=groups
         )
         specs.append(TenantSpec(f"{prefix}-t{index:03d}", size, spec))
     return specs

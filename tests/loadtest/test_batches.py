@@ -19,10 +19,11 @@ from loadtest.harness import _phase
 from loadtest.leader_steps import main as leader_steps_main
 from loadtest.report import Goal, Phase, format_report
 from loadtest.stats import Recorder
+from loadtest.tenants import tenant_specs
 from loadtest.transport import Connection, Result, _decided_batch
 from loadtest.transport import Outcome as Answer
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
-from loadtest.workloads import REMOVE
+from loadtest.workloads import REMOVE, SMALL
 from schemas import Pending, Placed, ScheduleRequest
 from schemas.commands import MAX_BATCH, RemoveActor, RequestBatch, SchedulerRequest, SubmitActor
 from schemas.replies import Accepted, BatchReply, Rejected
@@ -212,3 +213,18 @@ def test_the_report_says_the_batch_size_of_each_phase_that_batched() -> None:
     headings = [line for line in text.splitlines() if line.startswith("== ")]
     assert headings[0].endswith("(1 users, closed loop, batches of 20 requests per message, 1.0 s measured)")
     assert "batches of" not in headings[1]
+
+
+def test_tenants_get_room_for_what_a_user_sending_batches_holds_at_once() -> None:
+    """Each tenant's flexible maximum is its minimum plus 16 CPUs, and with batches of K, room for the K - 1 more
+    small requests a user holds at once: the phase measures scheduling inside clusters, not clusters at their
+    quota, whatever the batch size."""
+    alone, batched = tenant_specs(20, "t", 3), tenant_specs(20, "t", 3, batch=20)
+    for one, many in zip(alone, batched, strict=True):
+        minimum = one.spec.flexible_resource_min["CPU"]
+        assert one.spec.flexible_resource_max["CPU"] == minimum + 16
+        assert many.spec.flexible_resource_max["CPU"] == minimum + 16 + 19 * SMALL["CPU"]
+        assert (many.spec.flexible_resource_min, many.spec.fixed_size_nodes) == (
+            one.spec.flexible_resource_min,
+            one.spec.fixed_size_nodes,
+        )
