@@ -52,9 +52,11 @@ class Outcome:
 
     held: list[str] = field(default_factory=list)
     dropped: int = 0
+    """Open loop: requests not sent, past `Drive.max_in_flight` (a batch counts its requests)."""
     lag_p99_ms: float = 0.0
     lag_max_ms: float = 0.0
     unfinished: int = 0
+    """Open loop: requests still unanswered once the drain's timeout passed (a batch counts its requests)."""
 
 
 class _Ids:
@@ -200,7 +202,7 @@ async def open_loop(
             number += 1
             next_at += interval
         await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-    outcome.unfinished = await _drain(tasks, drain_timeout)
+    outcome.unfinished = await _drain(tasks, drain_timeout) * drive.batch  # a batch's submits, as `dropped` counts
     lags.sort()
     outcome.lag_p99_ms = round(percentile(lags, 0.99), 2)
     outcome.lag_max_ms = round(lags[-1] if lags else 0.0, 2)

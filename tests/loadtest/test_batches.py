@@ -228,3 +228,23 @@ def test_tenants_get_room_for_what_a_user_sending_batches_holds_at_once() -> Non
             one.spec.flexible_resource_min,
             one.spec.fixed_size_nodes,
         )
+
+
+class Silent(Answers):
+    """A target whose batches are never answered."""
+
+    async def submit_many(self, conn: Connection, requests: Sequence[ScheduleRequest]) -> list[Result]:
+        self.submits.append(list(requests))
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+
+def test_the_open_loop_counts_requests_of_batches_left_unfinished_and_dropped() -> None:
+    """Batches nobody answers: past the cap on requests in flight further batches are dropped, and at the end those
+    still out are unfinished; both count requests, as every other figure does, not messages."""
+    drive = Drive(tag="o", users=2, seconds=0.3, warmup=0.0, hold=5, rate=1000.0, batch=10, max_in_flight=50)
+    target = Silent()
+    _recorder, outcome = asyncio.run(open_loop(target, [NO_CONNECTION], drive, drain_timeout=0.1))
+    assert len(target.submits) == 5  # 50 requests in flight at most: 5 batches of 10
+    assert outcome.unfinished == 50
+    assert outcome.dropped > 0 and outcome.dropped % 10 == 0
