@@ -478,7 +478,7 @@ class Lines:
 
 def corral(*argv: str) -> subprocess.Popen[str]:
     """`corral argv` in a child process (its own stdout and stderr pipes)."""
-    env = {**os.environ, **FAST, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **FAST, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}  # SIGABRT: every stack
     return subprocess.Popen(
         [sys.executable, "-m", "services.cli", *argv],
         cwd=ROOT,
@@ -490,9 +490,19 @@ def corral(*argv: str) -> subprocess.Popen[str]:
 
 
 def stop(process: subprocess.Popen[str], signum: signal.Signals) -> tuple[int, str]:
-    """Send `signum`, wait for the exit, and return the exit status and stderr."""
+    """Send `signum`, wait for the exit, and return the exit status and stderr; a process still running 20 s later
+    is aborted (its threads' stacks go to stderr) and the test fails with what it wrote."""
     process.send_signal(signum)
-    _, err = process.communicate(timeout=20)
+    try:
+        _, err = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            _, err = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, err = process.communicate()
+        pytest.fail(f"{process.args!r} still ran 20 s after {signum.name}; its stderr:\n{err[-6000:]}")
     return process.returncode, err
 
 
