@@ -17,7 +17,6 @@ from nats.js import api
 from schemas import Pending, Placed, PlacementGroupRequest, ScheduleRequest, Taint, TaintEffect, VirtualCluster
 from schemas import subjects as s
 from schemas.commands import (
-    MAX_BATCH,
     AddTaints,
     CreatePlacementGroup,
     Heartbeat,
@@ -53,6 +52,7 @@ from schemas.queries import (
     TaintsReply,
 )
 from schemas.replies import Accepted, Rejected
+from services.client.batches import BATCH_HEADROOM, batch_parts
 from services.client.deadlines import check, deadline_in
 from services.client.history import HistoryCalls
 from services.client.job import Job
@@ -237,14 +237,14 @@ class Client(VirtualClusterCalls, HistoryCalls):
         self, requests: Sequence[SchedulerRequest], timeout: float | None = None
     ) -> list[Placed | Pending | Accepted | Rejected]:
         """Send many durable requests at once: one message and one reply for up to `MAX_BATCH` of them (a longer
-        list goes as consecutive batches). They are decided in order, each as it would be alone, and the answers
-        come back in that order once all are durable: a `Rejected` for a request refused is in the list, not raised.
-        A request in a batch carries no `command_id`; a resent submit whose actor id is live answers its decision
-        again and changes nothing."""
+        list, or one over the services' message size, goes as consecutive batches). They are decided in order, each
+        as it would be alone, and the answers come back in that order once all are durable: a `Rejected` for a
+        request refused is in the list, not raised. A request in a batch carries no `command_id`; a resent submit
+        whose actor id is live answers its decision again and changes nothing."""
+        limit = min(self.settings.max_message_bytes, self.bus.nc.max_payload) - BATCH_HEADROOM
         replies: list[Placed | Pending | Accepted | Rejected] = []
-        for start in range(0, len(requests), MAX_BATCH):
-            batch = RequestBatch(requests=list(requests[start : start + MAX_BATCH]))
-            replies += await self._durable_batch(batch, timeout)
+        for part in batch_parts(requests, limit):
+            replies += await self._durable_batch(RequestBatch(requests=part), timeout)
         return replies
 
     async def submit_many(

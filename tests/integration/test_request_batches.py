@@ -99,3 +99,17 @@ async def test_a_resent_batch_is_stored_once_and_a_restart_loses_none_of_it(
     placements = await client.placements()
     assert set(placements) == {f"r{i}" for i in range(50)}
     assert sum(1 for _ in replay(await read_events(mesh.nats_url)).actors) == 50
+
+
+async def test_a_thousand_requests_over_the_message_size_go_as_several_batches_and_all_are_answered(
+    client: Client,
+) -> None:
+    """1,000 submits of about 670 bytes each pass the services' 256 KiB message limit together: the client sends
+    them as consecutive batches under it, and every one is answered, in order."""
+    await client.register_node("big", {"CPU": 2_000})
+    labels = {f"note{key}": "x" * 60 for key in range(5)}
+    requests = [ScheduleRequest(f"s{index:04d}", {"CPU": 1}, labels=labels) for index in range(1_000)]
+    assert sum(len(msgspec.json.encode(request)) for request in requests) > client.settings.max_message_bytes
+    answers = await client.submit_many(requests, timeout=60.0)
+    placed = [answer.id for answer in answers if isinstance(answer, Placed)]
+    assert placed == [request.actor_id for request in requests], [a for a in answers if not isinstance(a, Placed)][:3]
