@@ -6,6 +6,7 @@ import pytest
 
 from schemas import FixedSizeNode, FixedSizeNodes, Queued, Taint, VirtualCluster
 from services.core import Cluster, Pending, Placed
+from services.core.state.snapshot import decode, dump, encode, restore
 from tests.core.builders import make_actor, make_cluster
 from tests.core.vc_builders import admitted, fixed, free_cpu, parent_of, spec
 
@@ -138,6 +139,18 @@ def test_a_queued_cluster_is_admitted_when_another_finishes() -> None:
     cluster.destroy_virtual_cluster("a")
     assert cluster.virtual_cluster("b").state == "admitted"
     assert cluster.virtual_cluster("b").total_resources == {"CPU": 2}
+
+
+def test_a_cluster_queued_in_a_snapshot_is_admitted_after_the_restore_when_room_comes_back() -> None:
+    """A view restored from a snapshot knows which clusters wait (a command that frees room looks at the queues only
+    when some do): destroying the cluster in the way admits the one queued before the snapshot."""
+    cluster = make_cluster(1, cpu=4)
+    admitted(cluster.create_virtual_cluster("a", spec(min_cpu=3, max_cpu=3)))
+    assert isinstance(cluster.create_virtual_cluster("b", spec(min_cpu=2, max_cpu=2)), Queued)
+    restored = Cluster.from_view(restore(decode(encode(dump(cluster.view, sequence=1)))))
+    assert restored.view.tree.queued == {"b"}
+    restored.destroy_virtual_cluster("a")
+    assert restored.virtual_cluster("b").state == "admitted" and not restored.view.tree.queued
 
 
 def test_the_queue_admits_higher_priority_first_then_arrival() -> None:

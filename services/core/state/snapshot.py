@@ -166,6 +166,7 @@ def restore(snapshot: ViewSnapshot) -> ClusterView:
             v.vnode_id: VNode(v.vnode_id, v.parent_node, dict(v.own_labels), v.slot, dict(v.base)) for v in saved.vnodes
         }
         tree.clusters[vc.vc_id] = vc
+        tree.note_admission(vc)
         tree.note_damage(vc)
         for work_id in vc.live_work():
             tree.work_scope[work_id] = vc.vc_id

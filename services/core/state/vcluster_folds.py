@@ -32,6 +32,7 @@ def on_requested(root: ClusterView, event: VirtualClusterRequested) -> None:
     tree.clusters[event.vc_id] = VClusterState(
         event.vc_id, event.spec, event.parent, event.priority, tree.arrivals, scope
     )
+    tree.note_admission(tree.clusters[event.vc_id])
     if event.parent in tree.clusters:
         tree.clusters[event.parent].children.append(event.vc_id)
 
@@ -57,6 +58,7 @@ def on_reserved(root: ClusterView, event: VirtualNodesReserved) -> None:
         for waiting in root.tree.queue(vc.parent):
             if waiting.arrival < vc.arrival:
                 waiting.overtaken += 1
+    root.tree.note_admission(vc)
     root.tree.note_damage(vc)
 
 
@@ -143,6 +145,7 @@ def on_destroyed(root: ClusterView, event: VirtualClusterDestroyed) -> None:
         tree.work_scope.pop(work_id, None)
     del tree.clusters[event.vc_id]
     tree.damaged.discard(event.vc_id)
+    tree.queued.discard(event.vc_id)
     parent = tree.clusters.get(vc.parent)
     if parent is not None and event.vc_id in parent.children:
         parent.children.remove(event.vc_id)

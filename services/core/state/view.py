@@ -319,7 +319,7 @@ class VClusterState:
 class VTree:
     """Every virtual cluster by id, and the scope each live actor or placement group belongs to."""
 
-    __slots__ = ("arrivals", "clusters", "damaged", "work_scope")
+    __slots__ = ("arrivals", "clusters", "damaged", "queued", "work_scope")
 
     def __init__(self) -> None:
         self.clusters: dict[str, VClusterState] = {}
@@ -327,6 +327,15 @@ class VTree:
         self.arrivals = 0
         self.damaged: set[str] = set()
         """Admitted clusters that lost part of their minimum with a dead node (to be reserved again)."""
+        self.queued: set[str] = set()
+        """Clusters waiting for admission: a command that frees room looks at the queues only when some wait."""
+
+    def note_admission(self, vc: VClusterState) -> None:
+        """Track whether a cluster waits for admission."""
+        if vc.status == "queued":
+            self.queued.add(vc.vc_id)
+        else:
+            self.queued.discard(vc.vc_id)
 
     def note_damage(self, vc: VClusterState) -> None:
         """Track whether an admitted cluster still holds its whole minimum."""

@@ -171,6 +171,8 @@ class VirtualClusters:
     def admit_waiting(self) -> None:
         """Admit waiting clusters (each parent's queue in order) and repair degraded ones."""
         tree = self._view.tree
+        if not tree.queued and not tree.damaged:  # most calls: nothing waits, nothing to repair
+            return
         queues: dict[str, list[VClusterState]] = {}
         for vc in tree.clusters.values():  # in arrival order, so parents come before their children
             if vc.status == "queued" and not vc.destroying:
