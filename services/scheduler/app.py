@@ -256,16 +256,37 @@ async def _consume_requests(
                 batch = await requests.fetch(settings.request_batch, timeout=0.5)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
-            async with writer.lock:
-                if view.deposed():
-                    raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
-                decided = [await _decide(shell, view, msg) for msg in batch]
-                flushed = asyncio.ensure_future(writer.flush())
-                full = await shell.bus.done_or_full(flushed)
-                if full:  # the clients need not wait their whole timeout: the requests stay queued
-                    await tell_no_room(shell.bus, batch, full)
-                appended_from = await flushed
-            await appended.put(Appended(appended_from, batch, decided))
+            while batch:
+                async with writer.lock:
+                    if view.deposed():
+                        raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
+                    decided = await _decide_part(shell, view, batch)
+                    part, batch = batch[: len(decided)], batch[len(decided) :]
+                    flushed = asyncio.ensure_future(writer.flush())
+                    full = await shell.bus.done_or_full(flushed)
+                    if full:  # the clients need not wait their whole timeout: the requests stay queued
+                        await tell_no_room(shell.bus, part, full)
+                    appended_from = await flushed
+                await appended.put(Appended(appended_from, part, decided))
+
+
+REQUESTS_AT_ONCE = 4_096
+"""Requests decided before an append (a fetch of many batch messages is decided and appended in parts): deciding
+never holds the event loop, and with it the lease's renewal, for more than about this many decisions."""
+
+
+async def _decide_part(shell: Shell, view: SchedulerView, batch: Sequence[Msg]) -> list[Decided]:
+    """Decide the first messages of `batch` that together hold at most `REQUESTS_AT_ONCE` requests (at least one
+    message, however many it holds)."""
+    decided: list[Decided] = []
+    requests = 0
+    for msg in batch:
+        if decided and requests >= REQUESTS_AT_ONCE:
+            break
+        decided.append(await _decide(shell, view, msg))
+        reply = decided[-1][0]
+        requests += len(reply.replies) if isinstance(reply, BatchReply) else 1
+    return decided
 
 
 async def _answer_in_order(

@@ -8,16 +8,17 @@ import uuid
 import msgspec
 import pytest
 
-from schemas import Pending, Placed, ScheduleRequest
+from schemas import Pending, Placed, SchedulerElected, ScheduleRequest
 from schemas import subjects as s
-from schemas.commands import MAX_BATCH, RemoveActor, RequestBatch, SubmitActor
+from schemas.commands import MAX_BATCH, RemoveActor, RequestBatch, SchedulerRequest, SubmitActor
 from schemas.replies import Accepted, BatchReply, Rejected
 from services.client import Client
 from services.core.state import replay
 from services.local.mesh import Mesh
+from services.runtime.codec import decode
 from tests.integration.batches import sent_raw
-from tests.integration.conftest import wait_ready
-from tests.integration.log import read_events
+from tests.integration.conftest import log_of, wait_ready
+from tests.integration.log import read_events, read_sequenced
 from tests.integration.test_restart_and_snapshots import digest_of_a_replay_at
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -113,3 +114,37 @@ async def test_a_thousand_requests_over_the_message_size_go_as_several_batches_a
     answers = await client.submit_many(requests, timeout=60.0)
     placed = [answer.id for answer in answers if isinstance(answer, Placed)]
     assert placed == [request.actor_id for request in requests], [a for a in answers if not isinstance(a, Placed)][:3]
+
+
+@pytest.mark.scale
+async def test_a_backlog_of_big_batches_is_decided_in_parts_and_the_leader_keeps_its_lease(
+    fresh_client: Client, fresh_mesh: Mesh
+) -> None:
+    """100 batch messages of 600 submits (60,000 requests over 50 nodes) wait when the scheduler starts, and one
+    fetch takes them all: it decides them in parts, appending between, so the event loop renews its 1.5 s lease
+    throughout. The same process answers every batch, in parts, under the one election it won at its start."""
+    client, mesh = fresh_client, fresh_mesh
+    for index in range(50):
+        await client.register_node(f"h{index:02d}", {"CPU": 2_000})
+    mesh.stop_service("scheduler")
+    inbox = client.bus.nc.new_inbox()
+    sub = await client.bus.nc.subscribe(f"{inbox}.*")
+    for number in range(100):
+        requests: list[SchedulerRequest] = [
+            SubmitActor(request=ScheduleRequest(f"g{number}-{index}", {"CPU": 1})) for index in range(600)
+        ]
+        headers = {s.REPLY_HEADER: f"{inbox}.{number}", "Nats-Msg-Id": uuid.uuid4().hex}
+        await client.bus.js.publish(s.BATCH, msgspec.json.encode(RequestBatch(requests=requests)), headers=headers)
+    restarted_after = await client.bus.last_sequence()
+    scheduler = mesh.start_service("scheduler")
+    answers: dict[str, BatchReply | Rejected] = {}
+    while len(answers) < 100:
+        msg = await sub.next_msg(timeout=180.0)
+        answers[msg.subject] = decode(msg.data, BatchReply | Rejected)
+    assert scheduler.poll() is None, log_of(mesh, "scheduler")[-3000:]
+    logged = await read_sequenced(mesh.nats_url)
+    elections = [e for seq, e in logged if seq > restarted_after and isinstance(e, SchedulerElected)]
+    assert len(elections) == 1, elections
+    batches = [answer for answer in answers.values() if isinstance(answer, BatchReply)]
+    assert len(batches) == 100, [answer for answer in answers.values() if isinstance(answer, Rejected)][:2]
+    assert sum(isinstance(reply, Placed) for answer in batches for reply in answer.replies) == 60_000

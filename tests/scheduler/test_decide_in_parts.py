@@ -1,0 +1,56 @@
+"""The leading scheduler decides a fetch of many batch messages in parts, appending between: deciding never holds the
+event loop (and with it the lease's renewal) for much more than `REQUESTS_AT_ONCE` decisions."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from nats.aio.msg import Msg
+
+from schemas import NodeRegistered, Placed, ScheduleRequest
+from schemas.commands import RemoveActor, RequestBatch, SchedulerRequest, SubmitActor
+from schemas.replies import BatchReply
+from services.runtime.codec import encode
+from services.runtime.settings import Settings
+from services.scheduler.app import REQUESTS_AT_ONCE, _decide_part
+from services.scheduler.view import SchedulerView
+from tests.scheduler.fake_bus import fake_shell
+
+
+def message(data: bytes, sequence: int) -> Msg:
+    """A request message of the work queue as the consumer delivers it (its ack subject names its sequence)."""
+    reply = f"$JS.ACK.CORRAL_REQUESTS.scheduler.1.{sequence}.{sequence}.0.0"
+    return Msg(cast("object", None), subject="corral.req.batch", reply=reply, data=data)  # type: ignore[arg-type]
+
+
+def batch_of(start: int, count: int) -> bytes:
+    requests: list[SchedulerRequest] = [
+        SubmitActor(request=ScheduleRequest(f"a{index}", {"CPU": 1})) for index in range(start, start + count)
+    ]
+    return encode(RequestBatch(requests=requests))
+
+
+def test_a_fetch_of_many_batches_is_decided_in_parts_of_about_requests_at_once() -> None:
+    """Six messages of 1,000 requests: the first part stops at the message that reaches `REQUESTS_AT_ONCE` (five of
+    them), the next part takes the sixth; every request is decided once, in order."""
+    view = SchedulerView(seed=1, rare_resources=())
+    view.fold(NodeRegistered(node_id="n", resources={"CPU": 10_000}, labels={}, event_id="labels-n"), 1)
+    shell, _bus, _follower = fake_shell([], view)
+    shell.bus.settings = Settings(max_message_bytes=1 << 20)
+    fetched = [message(batch_of(number * 1_000, 1_000), number + 1) for number in range(6)]
+    first = asyncio.run(_decide_part(shell, view, fetched))
+    assert len(first) == -(-REQUESTS_AT_ONCE // 1_000) == 5
+    rest = asyncio.run(_decide_part(shell, view, fetched[len(first) :]))
+    assert len(rest) == 1
+    replies = [reply for answer, _poison in first + rest if isinstance(answer, BatchReply) for reply in answer.replies]
+    assert [reply.id for reply in replies if isinstance(reply, Placed)] == [f"a{index}" for index in range(6_000)]
+
+
+def test_a_part_holds_one_message_at_least_and_single_requests_count_one_each() -> None:
+    """A part takes `REQUESTS_AT_ONCE` single requests; the next one starts the next part."""
+    view = SchedulerView(seed=1, rare_resources=())
+    shell, _bus, _follower = fake_shell([], view)
+    shell.bus.settings = Settings(max_message_bytes=1 << 20)
+    fetched = [message(encode(RemoveActor(actor_id=f"x{index}")), index + 1) for index in range(REQUESTS_AT_ONCE + 3)]
+    assert len(asyncio.run(_decide_part(shell, view, fetched))) == REQUESTS_AT_ONCE
