@@ -35,6 +35,7 @@ from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
 from services.runtime.views import FoldedCluster
 from services.runtime.work_queue import (
+    REQUESTS_AT_ONCE,
     answer_and_ack,
     durable_request,
     inbox_of,
@@ -111,7 +112,8 @@ class Worker:
                 batch = await requests.fetch(self.settings.request_batch, timeout=0.5)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
-            await self.decide(await self._readable(batch))
+            for part in by_messages(await self._readable(batch), REQUESTS_AT_ONCE):
+                await self.decide(part)
 
     async def _readable(self, batch: list[Msg]) -> Waiting:
         """The batch's requests (a batch message's each in its place); an unreadable message is set aside in dead
@@ -234,6 +236,23 @@ class Worker:
             return verdicts
         log.warning("no scheduler answered %d proposals in time: delivered again", len(proposals.proposals))
         return None
+
+
+def by_messages(waiting: Waiting, most: int) -> list[Waiting]:
+    """`waiting` in consecutive parts of at most `most` requests, a message's requests never split between two (a
+    message of more is a part alone)."""
+    parts: list[Waiting] = []
+    for item in waiting:
+        starts_message = not parts or item.msg is not parts[-1][-1].msg
+        if starts_message and (not parts or len(parts[-1]) + _requests_in(item) > most):
+            parts.append([])
+        parts[-1].append(item)
+    return parts
+
+
+def _requests_in(item: Item) -> int:
+    """How many requests the message of `item` holds."""
+    return len(item.answers.replies) if item.answers is not None else 1
 
 
 def _parts(proposals: list[Proposal], sizes: list[int], limit: int) -> list[list[Proposal]]:

@@ -40,6 +40,12 @@ def request_consumer(settings: Settings) -> api.ConsumerConfig:
     )
 
 
+REQUESTS_AT_ONCE = 4_096
+"""Requests decided together at most (more only in one message): a fetch of many clients' batches is decided in parts
+of about this many, so that deciding never holds the event loop (the scheduler's lease renewal, a worker's acks in
+time) for long."""
+
+
 def durable_request(msg: Msg, max_bytes: int) -> DurableRequest:
     """The request (or batch) `msg` carries; a `CodecError` when it cannot be read, or when a batch names an
     idempotency key (`KEY_HEADER`): its resends could not be answered as a keyed request's are."""

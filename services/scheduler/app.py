@@ -30,6 +30,7 @@ from services.runtime.runner import EXIT_LEASE_LOST, ServiceExit
 from services.runtime.service import Shell, service_shell
 from services.runtime.settings import Settings
 from services.runtime.work_queue import (
+    REQUESTS_AT_ONCE,
     answer_and_ack,
     durable_request,
     pull,
@@ -268,11 +269,6 @@ async def _consume_requests(
                         await tell_no_room(shell.bus, part, full)
                     appended_from = await flushed
                 await appended.put(Appended(appended_from, part, decided))
-
-
-REQUESTS_AT_ONCE = 4_096
-"""Requests decided before an append (a fetch of many batch messages is decided and appended in parts): deciding
-never holds the event loop, and with it the lease's renewal, for more than about this many decisions."""
 
 
 async def _decide_part(shell: Shell, view: SchedulerView, batch: Sequence[Msg]) -> list[Decided]:

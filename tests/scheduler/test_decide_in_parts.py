@@ -13,7 +13,8 @@ from schemas.commands import RemoveActor, RequestBatch, SchedulerRequest, Submit
 from schemas.replies import BatchReply
 from services.runtime.codec import encode
 from services.runtime.settings import Settings
-from services.scheduler.app import REQUESTS_AT_ONCE, _decide_part
+from services.runtime.work_queue import REQUESTS_AT_ONCE
+from services.scheduler.app import _decide_part
 from services.scheduler.view import SchedulerView
 from tests.scheduler.fake_bus import fake_shell
 
