@@ -40,7 +40,7 @@ def request_consumer(settings: Settings) -> api.ConsumerConfig:
     )
 
 
-REQUESTS_AT_ONCE = 4_096
+REQUESTS_AT_ONCE = 1_024
 """Requests decided together at most (more only in one message): a fetch of many clients' batches is decided in parts
 of about this many, so that deciding never holds the event loop (the scheduler's lease renewal, a worker's acks in
 time) for long."""

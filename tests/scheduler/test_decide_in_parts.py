@@ -14,7 +14,7 @@ from schemas.replies import BatchReply
 from services.runtime.codec import encode
 from services.runtime.settings import Settings
 from services.runtime.work_queue import REQUESTS_AT_ONCE
-from services.scheduler.app import _decide_part
+from services.scheduler.app import Decided, _decide_part
 from services.scheduler.view import SchedulerView
 from tests.scheduler.fake_bus import fake_shell
 
@@ -33,18 +33,28 @@ def batch_of(start: int, count: int) -> bytes:
 
 
 def test_a_fetch_of_many_batches_is_decided_in_parts_of_about_requests_at_once() -> None:
-    """Six messages of 1,000 requests: the first part stops at the message that reaches `REQUESTS_AT_ONCE` (five of
-    them), the next part takes the sixth; every request is decided once, in order."""
+    """Six messages of 1,000 requests: each part stops at the message that reaches `REQUESTS_AT_ONCE`, the last
+    takes what is left; every request is decided once, in order."""
     view = SchedulerView(seed=1, rare_resources=())
     view.fold(NodeRegistered(node_id="n", resources={"CPU": 10_000}, labels={}, event_id="labels-n"), 1)
     shell, _bus, _follower = fake_shell([], view)
     shell.bus.settings = Settings(max_message_bytes=1 << 20)
     fetched = [message(batch_of(number * 1_000, 1_000), number + 1) for number in range(6)]
-    first = asyncio.run(_decide_part(shell, view, fetched))
-    assert len(first) == -(-REQUESTS_AT_ONCE // 1_000) == 5
-    rest = asyncio.run(_decide_part(shell, view, fetched[len(first) :]))
-    assert len(rest) == 1
-    replies = [reply for answer, _poison in first + rest if isinstance(answer, BatchReply) for reply in answer.replies]
+    parts: list[list[Decided]] = []
+    done = 0
+    while done < len(fetched):
+        parts.append(asyncio.run(_decide_part(shell, view, fetched[done:])))
+        done += len(parts[-1])
+    per_part = -(-REQUESTS_AT_ONCE // 1_000)  # messages until a part holds REQUESTS_AT_ONCE requests
+    assert [len(part) for part in parts] == [per_part] * (6 // per_part) + ([6 % per_part] if 6 % per_part else [])
+    assert len(parts) > 1
+    replies = [
+        reply
+        for part in parts
+        for answer, _poison in part
+        if isinstance(answer, BatchReply)
+        for reply in answer.replies
+    ]
     assert [reply.id for reply in replies if isinstance(reply, Placed)] == [f"a{index}" for index in range(6_000)]
 
 
