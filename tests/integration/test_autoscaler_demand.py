@@ -139,8 +139,9 @@ async def test_min_workers_are_launched_without_demand_and_never_scaled_down(
         assert await holds_within(kept, timeout=ACTS_WITHIN_S)
         for name in ("big", "bigger"):  # one takes the minimum's node, the other gets a node launched
             await client.submit(ScheduleRequest(name, {"CPU": 4}))
-        for name in ("big", "bigger"):
-            await client.wait_placed(name, timeout=ACTS_WITHIN_S)
+        placed = [await client.wait_placed(name, timeout=ACTS_WITHIN_S) for name in ("big", "bigger")]
+        assert sorted(p.node_id or "" for p in placed) == ["cpu-4-L1", "cpu-4-L2"]
+        for name in ("big", "bigger"):  # removed once both hold a node: a removal first would free L1 for the other
             await client.remove_actor(name)
 
         async def one_terminated() -> bool:
