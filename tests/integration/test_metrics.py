@@ -31,7 +31,7 @@ from services.client import Client
 from services.local.mesh import SERVICES, Mesh
 from services.local.servers import LOWEST_PORT, ephemeral_ports, free_port
 from tests.cli.test_commands import Lines, stop
-from tests.integration.autoscaling import autoscaled_mesh, write_config
+from tests.integration.autoscaling import ACTS_WITHIN_S, autoscaled_mesh, write_config
 from tests.integration.conftest import start_test_mesh, wait_ready
 from tests.support.servers import ServerPath
 
@@ -142,12 +142,13 @@ async def test_the_autoscaler_counts_its_election_launches_and_terminations(
     config = write_config(tmp_path, idle=0.5)
     async with autoscaled_mesh(tmp_path / "mesh", server_path, config, metrics_from=0) as (mesh, client):
         await client.submit(ScheduleRequest("job", {"CPU": 1}))
-        await client.wait_placed("job", timeout=10.0)
+        await client.wait_placed("job", timeout=ACTS_WITHIN_S)
         await client.remove_actor("job")
         found = await scraped_until(
             mesh.metrics_ports["autoscaler"],
             "one launch and one termination",
             lambda found: value(found, "corral_autoscaler_terminations_total", node_type="cpu-4") == 1,
+            timeout=ACTS_WITHIN_S,
         )
         assert value(found, "corral_autoscaler_launches_total", node_type="cpu-4") == 1
         assert value(found, "corral_leader_elections_total") == 1
