@@ -53,8 +53,8 @@ def load_document(text: str | bytes, source: str) -> object:
     check_size(len(text.encode() if isinstance(text, str) else text), source)
     try:
         return yaml.load(text, Loader=_LimitedLoader)
-    except _OverLimit as error:
-        raise TooLargeError(f"{source}: {error}") from None
+    except _OverLimit as over:
+        raise TooLargeError(f"{source}: {over}") from None
     except (yaml.YAMLError, ValueError, RecursionError) as error:  # ValueError: an int past Python's digit limit
         raise RejectedError(f"{source}: not valid YAML ({_one_line(error)})") from None
 

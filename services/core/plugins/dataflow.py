@@ -36,7 +36,7 @@ class DataFlowRequire(Filter):
         keys = run_after.require or [HOSTNAME]
         self.required = {key: inherited[key] for key in keys if key in inherited} if inherited is not None else {}
         if self.waiting:
-            self.candidates: list[str] | None = []
+            self.candidates = []
         elif self.required:
             key, value = next(iter(self.required.items()))
             ring = view.labels.nodes(key, value)

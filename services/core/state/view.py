@@ -6,6 +6,7 @@ core applies inside it unchanged.
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from collections.abc import Iterable
 
@@ -198,8 +199,7 @@ class ClusterView:
         rest, so it is read, never folded into.
         """
         extra = list(extra)
-        scratch = object.__new__(ClusterView)
-        scratch.__dict__.update(self.__dict__)
+        scratch = copy.copy(self)
         scratch.nodes = dict(self.nodes)
         scratch.ring = self.ring.copy()
         scratch.labels = self.labels.adding(extra)
