@@ -46,6 +46,7 @@ PURE_STDLIB = (
     "operator",
     "types",
     "abc",
+    "copy",  # ClusterView.with_candidates: a shallow copy of one view, for one decision
     "importlib",  # services.core.plugins imports its rule modules as `import` statements would
     "pkgutil",
 )
