@@ -125,6 +125,17 @@ fuzz: venv redis nats
 	  tests/integration/test_fuzz_proposals.py tests/integration/test_gateway_fuzz.py \
 	  tests/integration/test_fuzz_heartbeat_replies.py
 
+# The core compiled with mypyc (deploy/compile_core.py; one to two minutes, a C compiler and Python's headers): processes
+# started with CORRAL_CORE=compiled run it, and refuse it once services/core differs from what it was built from.
+.PHONY: compiled test-compiled
+compiled: venv
+	$(BIN)/python deploy/compile_core.py
+
+# The suite against the compiled core (`.ci/run` runs it after `make test`).
+test-compiled: compiled redis nats chromium
+	CORRAL_CORE=compiled CORRAL_EXAMPLES_PERCENT=$(TEST_EXAMPLES_PERCENT) CORRAL_FUZZ_EXAMPLES=$(TEST_FUZZ_EXAMPLES) \
+	  $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+
 run: venv redis nats
 	$(BIN)/python -m services.cli.demo.mesh
 

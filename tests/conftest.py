@@ -9,10 +9,13 @@ so that fixture starts once; every other test goes to whichever worker is free.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from services import CORE_BUILD, compiled_core
 
 INTEGRATION = Path(__file__).parent / "integration"
 SERVER_FIXTURES = frozenset({"server_path", "servers", "mesh"})
@@ -22,6 +25,12 @@ settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 """Hypothesis' 200 ms deadline per example measures the machine, not the code: a busy machine (or several xdist
 workers on few cores) fails it. A test whose speed is the behaviour asserts its own bound."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With `CORRAL_CORE=compiled` (`make test-compiled`) the suite runs the compiled core, or stops saying why not."""
+    if compiled_core.requested(os.environ) == "compiled" and CORE_BUILD != "compiled":
+        raise pytest.UsageError(f"{compiled_core.SETTING}=compiled: {compiled_core.unusable() or 'not loaded'}")
 
 
 @pytest.fixture(scope="session")

@@ -188,7 +188,7 @@ class Cluster:
         except Exception as error:
             written = self._journal.close()
             if written:
-                raise CommandFailedError(written) from error
+                raise CommandFailedError(written, error) from error
             raise
         return Outcome(result, self._journal.close())
 

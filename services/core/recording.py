@@ -33,9 +33,10 @@ class CommandFailedError(Exception):
     """A command raised (a bug, not a refusal) after writing `events`: the view folded them, so the log needs them
     too. The error the command raised is the `__cause__`."""
 
-    def __init__(self, events: list[AnyEvent]) -> None:
+    def __init__(self, events: list[AnyEvent], cause: Exception) -> None:
         super().__init__(f"a command failed after writing {len(events)} events")
         self.events = events
+        self.__cause__ = cause  # set here too: compiled, `raise ... from` leaves it unset
 
 
 class Journal:

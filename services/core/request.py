@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -17,7 +18,7 @@ from schemas import (
     PlacementGroupSchedulingStrategy,
     RunAfter,
     ScheduleRequest,
-    SelectorSpec,
+    SelectorValue,
     Taint,
 )
 from services.core.errors import ConflictError, LabelError, rule_error
@@ -166,7 +167,9 @@ NO_TOLERATIONS = Tolerations({})
 """The tolerations of work that tolerates nothing (shared: compiled tolerations are never changed)."""
 
 
-def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
+def _selector(field: str, spec: Mapping[str, SelectorValue]) -> LabelSelector:
+    # `spec` is typed a Mapping, not a dict: compiled, a dict parameter would refuse any other value with a bare
+    # TypeError before the parse could refuse it naming the field (the same for `compile_tolerations`)
     if type(spec) is dict and not spec:  # most work selects nothing: no parse
         return EVERY_NODE
     try:
@@ -176,7 +179,7 @@ def _selector(field: str, spec: SelectorSpec) -> LabelSelector:
 
 
 def compile_tolerations(
-    field: str, spec: SelectorSpec, resources: Resources, rare: tuple[str, ...], seconds: object
+    field: str, spec: Mapping[str, SelectorValue], resources: Resources, rare: tuple[str, ...], seconds: object
 ) -> Tolerations:
     """The tolerations `spec` (and those of the rare resources asked for), timed by `seconds`."""
     asks_rare = any(resources.get(resource, 0.0) > 0 for resource in rare)
@@ -218,6 +221,7 @@ class CompiledRequest:
         "node_label_soft",
         "options",
         "policy",
+        "rare",
         "request",
         "resources",
         "run_after",
@@ -225,7 +229,7 @@ class CompiledRequest:
     )
 
     def __init__(self, request: ScheduleRequest, rare: tuple[str, ...]) -> None:
-        self.request = request
+        self.request, self.rare = request, rare
         check_id("actor_id", request.actor_id)
         check_id("namespace", request.namespace)
         self.resources = check_resources("resources", request.resources)
@@ -257,6 +261,10 @@ class CompiledRequest:
         self.group_target: PlacementGroupSchedulingStrategy | None = None
         self._strategy(request.scheduling_strategy)
         self.run_after = self._run_after(request.run_after)
+
+    def renamed(self, actor_id: str) -> CompiledRequest:
+        """The same request compiled under another id (the autoscaler's replay tries alike work one by one)."""
+        return CompiledRequest(msgspec.structs.replace(self.request, actor_id=actor_id), self.rare)
 
     def _strategy(self, strategy: object) -> None:
         if strategy is None:
@@ -334,10 +342,10 @@ class GroupOption:
 class CompiledGroup:
     """A validated placement-group request: its options (primary, then fallbacks) and tolerations."""
 
-    __slots__ = ("options", "request", "strategy", "tolerations")
+    __slots__ = ("options", "rare", "request", "strategy", "tolerations")
 
     def __init__(self, request: PlacementGroupRequest, rare: tuple[str, ...]) -> None:
-        self.request = request
+        self.request, self.rare = request, rare
         check_id("pg_id", request.pg_id)
         if request.strategy not in GROUP_STRATEGIES:
             raise rule_error("strategy", request.strategy, f"must be one of {', '.join(GROUP_STRATEGIES)}")
@@ -359,6 +367,10 @@ class CompiledGroup:
         )
         if isinstance(request.priority, bool) or not isinstance(request.priority, int):
             raise rule_error("priority", request.priority, "must be an integer")
+
+    def renamed(self, pg_id: str) -> CompiledGroup:
+        """The same request compiled under another id (the autoscaler's replay tries alike work one by one)."""
+        return CompiledGroup(msgspec.structs.replace(self.request, pg_id=pg_id), self.rare)
 
     @staticmethod
     def _option(prefix: str, bundles: object, selectors: object) -> GroupOption:

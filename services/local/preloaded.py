@@ -21,6 +21,8 @@ from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+from services import CORE_BUILD, compiled_core
+
 PRELOADED = (
     "services.labels.app",
     "services.taints.app",
@@ -118,4 +120,12 @@ def _run(name: str, env: dict[str, str], log: str) -> None:
             stream.flush()
         os.dup2(output, fd)
     os.close(output)
+    build = compiled_core.requested(env)
+    if build in compiled_core.BUILDS and build != CORE_BUILD and not compiled_core.unusable():  # else settings refuse
+        print(
+            f"corral {name}: {compiled_core.SETTING} {build!r}: forked from a parent that runs the {CORE_BUILD} core,"
+            " which it keeps: start the mesh with the same setting",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     runpy.run_module(f"services.{name}", run_name="__main__", alter_sys=True)

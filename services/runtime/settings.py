@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from services import compiled_core
+
 
 class SettingsError(ValueError):
     """An environment variable holds a value the service cannot use."""
@@ -103,6 +105,9 @@ class Settings:
     decision_workers: int = 0
     """Decider processes that decide scheduling requests and propose them to the leading scheduler, which checks and
     appends them (0: the scheduler decides every request itself)."""
+    core: str = "source"
+    """Which build of the core runs: its Python sources, or `compiled`, the build `make compiled` writes (refused
+    when missing, or built from other sources or by another Python)."""
 
     @property
     def nats_servers(self) -> list[str]:
@@ -174,8 +179,17 @@ def _check(field: str, name: str, raw: str, value: object) -> None:
         rule = url_rule(str(value), URL_SCHEMES[field])
     elif field == "log_level" and str(value).upper() not in LOG_LEVELS:
         rule = f"must be one of {', '.join(LOG_LEVELS)}"
+    elif field == "core":
+        rule = core_rule(str(value))
     if rule:
         raise SettingsError(f"{name} {raw!r}: {rule}")
+
+
+def core_rule(value: str) -> str:
+    """Why the core's build `value` cannot run here; "" when it can."""
+    if value not in compiled_core.BUILDS:
+        return f"must be one of {', '.join(compiled_core.BUILDS)}"
+    return (compiled_core.unusable() or "") if value == "compiled" else ""
 
 
 def url_rule(value: str, schemes: tuple[str, ...]) -> str:

@@ -72,6 +72,7 @@ BAD = {
     "CORRAL_LOG_LEVEL": st.text(alphabet="abcxyz_", min_size=1, max_size=8),
     "CORRAL_REDIS_URL": st.sampled_from(["localhost:6379", "http://x", "redis://h:99999"]),
     "CORRAL_NATS_URL": st.sampled_from(["127.0.0.1:4222", "nats://", "nats://h:port"]),
+    "CORRAL_CORE": st.sampled_from(["Compiled", "c", "python", "compiled "]),
 }
 """Each family of bad values: every family is tried (a value drawn from it), not a few families drawn among them."""
 

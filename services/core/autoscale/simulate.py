@@ -29,11 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TypeVar
 
-from msgspec.structs import replace
-
-from schemas import ScheduleRequest
 from services.core.autoscale.bins import Bin, Bins
 from services.core.autoscale.demand import ActorDemand, Demand
 from services.core.autoscale.gangs import GangDemand, GroupDemand
@@ -42,7 +38,6 @@ from services.core.cluster import DEFAULT_SAMPLE
 from services.core.decide.actor import place_actor
 from services.core.decide.group import decide_group
 from services.core.prng import SplitMix64
-from services.core.request import CompiledGroup, CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, give
 from services.core.state.model import Launch
 from services.core.state.nominations import end_work, priority_of
@@ -251,24 +246,10 @@ def _nominate_launching(view: ClusterView, only_bins: ClusterView, every: list[B
             only_bins.held.setdefault(target.node.node_id, {})[work_id] = (priority_of(view, work_id), amount)
 
 
-W = TypeVar("W", CompiledRequest, CompiledGroup)
-
-
-def _as_nominated(only_bins: ClusterView, work: W, work_id: str) -> W:
-    """The compiled request of a demand group (its first work's) as `work_id`'s, when `work_id` is nominated: the
-    scheduler tries each piece of work on the nodes nominated for it."""
-    request = work.request
-    own = request.actor_id if isinstance(request, ScheduleRequest) else request.pg_id
-    if own == work_id or work_id not in only_bins.nominations:
-        return work
-    renamed = object.__new__(type(work))
-    for slot in type(work).__slots__:
-        setattr(renamed, slot, getattr(work, slot))
-    if isinstance(request, ScheduleRequest):
-        renamed.request = replace(request, actor_id=work_id)
-    else:
-        renamed.request = replace(request, pg_id=work_id)
-    return renamed
+def _tried_as(only_bins: ClusterView, own_id: str, work_id: str) -> bool:
+    """Whether a demand group's compiled request (its first work's, `own_id`) must be tried as `work_id`'s: when
+    `work_id` is nominated, the scheduler tries each piece of work on the nodes nominated for it."""
+    return own_id != work_id and work_id in only_bins.nominations
 
 
 def _place(
@@ -279,7 +260,10 @@ def _place(
     if isinstance(demand, ActorDemand):
         if demand.chain is not None:
             return growths[demand.chain.vc.vc_id].place(demand, put.work_id, prng, only_bins)
-        placed = place_actor(only_bins, _as_nominated(only_bins, demand.work, put.work_id), prng, DEFAULT_SAMPLE)
+        work = demand.work
+        if _tried_as(only_bins, work.request.actor_id, put.work_id):
+            work = work.renamed(put.work_id)
+        placed = place_actor(only_bins, work, prng, DEFAULT_SAMPLE)
         if placed is None:
             return False
         by_node[placed[0].node_id].load(put.work_id, demand.work.resources)
@@ -289,7 +273,10 @@ def _place(
             only_bins.footprints.record(demand, put.work_id, placed[0])
         return True
     assert isinstance(demand, GroupDemand)
-    decision = decide_group(only_bins, _as_nominated(only_bins, demand.work, put.work_id), prng, DEFAULT_SAMPLE)
+    group = demand.work
+    if _tried_as(only_bins, group.request.pg_id, put.work_id):
+        group = group.renamed(put.work_id)
+    decision = decide_group(only_bins, group, prng, DEFAULT_SAMPLE)
     if not isinstance(decision, tuple):
         return False
     option, nodes = decision
