@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -112,3 +113,27 @@ def test_a_service_asked_for_a_core_it_cannot_run_exits_2_naming_the_setting(tmp
     lines = log.read_text().strip().splitlines()
     assert code == 2, log.read_text()[-2000:]
     assert len(lines) == 1 and f"CORRAL_CORE {other!r}" in lines[0], lines
+
+
+@pytest.mark.skipif(
+    compiled_core.unusable() is not None, reason="no compiled core built from these sources (`make test-compiled`)"
+)
+@pytest.mark.parametrize(
+    "command", [["-m", "tests.core.cross_build"], ["-m", "services.cli", "demo"]], ids=["seeded workload", "demo"]
+)
+def test_both_builds_of_the_core_decide_alike_byte_for_byte(command: list[str]) -> None:
+    """A seeded workload's events (their digest) and `corral demo`'s placements and explanations: services of both
+    builds fold one log, and a standby of one build takes over from a leader of the other."""
+    said = {
+        build: subprocess.run(
+            [sys.executable, *command],
+            env={**os.environ, compiled_core.SETTING: build},
+            cwd=compiled_core.ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        ).stdout
+        for build in compiled_core.BUILDS
+    }
+    assert said["source"] and said["source"] == said["compiled"]
