@@ -170,15 +170,20 @@ class Applier:
             if self.view.deposed():
                 raise ServiceExit(EXIT_LEASE_LOST, DEPOSED)
             verdicts: list[Verdict] = []
+            spent: dict[int, float] = {}
             for proposal, folded, index in proposals:
                 batch = (index, proposal.request_sequence)
                 if proposal.place and batch in held:
                     verdicts.append(Verdict())
                     continue
+                began = time.perf_counter()
                 verdict = await self._decide(proposal, folded)
+                spent[index] = spent.get(index, 0.0) + time.perf_counter() - began
                 if proposal.place and verdict.reply is None:
                     held.add(batch)
                 verdicts.append(verdict)
+            for seconds in spent.values():  # one sample per batch of proposals, as the scheduler takes one a message
+                measure.timed(seconds, 0)
             appended_from = await self.writer.flush()
         await self.still_elected(appended_from)
         return verdicts
@@ -187,7 +192,6 @@ class Applier:
         known = self.answered.get((proposal.request_sequence, proposal.place))
         if known is not None and known[0] == proposal.request:
             return known[1]
-        began = time.perf_counter()
         reply, poison = await self.guarded(
             s.PROPOSALS,
             lambda: encode(proposal.request),
@@ -196,7 +200,7 @@ class Applier:
         )
         verdict = Verdict(reply, poison=poison)
         if reply is not None:  # remembered at once: a batch that is not stored ends this process, and its memory
-            measure.decided(proposal.request, reply, time.perf_counter() - began, 0)
+            measure.counted(proposal.request, reply)
             self._remember(proposal, verdict)
         return verdict
 

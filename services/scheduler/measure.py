@@ -24,12 +24,6 @@ _decisions: dict[tuple[type, type], int] = {}
 (the SDK's counter would check and hash the attributes of every decision, about 4 µs each)."""
 
 
-def decided(request: object, reply: RequestReply, seconds: float, stored_ns: int) -> None:
-    """Count and time one request alone (`counted`, `timed`)."""
-    counted(request, reply)
-    timed(seconds, stored_ns)
-
-
 def counted(request: object, reply: RequestReply) -> None:
     """Count one decision by outcome and kind."""
     key = (type(request), type(reply))
