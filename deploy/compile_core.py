@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from services.compiled_core import BUILD, GROUP, ROOT, SETTING, SOURCES, STAMP, stamp
+from services.compiled_core import BUILD, GROUP, ROOT, SETTING, SOURCES, STAMP, stamp, unusable
 
 SETUP = """
 import sys
@@ -27,6 +27,10 @@ setup(name=group, ext_modules=mypycify(paths, opt_level=opt_level, group_name=gr
 """
 """The setuptools script mypyc builds through: one shared library for all the core's modules (calls between them
 stay native), a small extension module per module that loads it."""
+
+
+OPT_LEVEL = "opt-level"
+"""The file of a build that says the optimisation level it was compiled at."""
 
 
 class BuildError(Exception):
@@ -56,16 +60,31 @@ def build(target: Path, opt_level: str) -> None:
         for extension in [*code.glob("*.so"), *(code / "services").rglob("*.so")]:
             (built / extension.relative_to(code)).parent.mkdir(parents=True, exist_ok=True)
             extension.rename(built / extension.relative_to(code))
+        (built / OPT_LEVEL).write_text(opt_level)
         (built / STAMP).write_text(stamp(sources), encoding="utf-8")
         if target.exists():
             target.rename(work / "replaced")
         built.rename(target)
 
 
+def _built_at(build: Path) -> str:
+    """The optimisation level `build` was compiled at ("" when unknown)."""
+    try:
+        return (build / OPT_LEVEL).read_text().strip()
+    except OSError:
+        return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="deploy/compile_core.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--opt-level", choices="0123", default="3", help="the C compiler's optimisation level")
+    parser.add_argument(
+        "--force", action="store_true", help="build even when up to date (built from these sources at this level)"
+    )
     args = parser.parse_args(argv)
+    if not args.force and unusable() is None and _built_at(BUILD) == args.opt_level:
+        print(f"compiled core in {BUILD} is up to date with {SOURCES}")
+        return 0
     try:
         build(BUILD, args.opt_level)
     except BuildError as error:
