@@ -52,6 +52,7 @@ from loadtest.transport import Connection, CorralTarget, FloorTarget, Replies, T
 from loadtest.users import Drive, Outcome, closed_loop, open_loop
 from loadtest.workloads import REMOVE, WORKLOADS, Workload
 from schemas import subjects as s
+from services import CORE_BUILD
 from services.client import Client, CorralError
 from services.local.cluster import NatsCluster, start_cluster, wait_for_jetstream
 from services.local.mesh import DECIDER, SERVICES, Mesh, decision_workers, start_mesh
@@ -420,6 +421,7 @@ async def run_load(
             nats_url=nats_url,
             embedded_mesh=False,
             replicas=config.replicas,
+            core="",
             nodes=config.nodes,
             users=config.users,
             connections=config.connections,
@@ -480,6 +482,6 @@ def run(config: Config, nats_url: str | None = None, data_dir: Path | None = Non
             stack.callback(mesh.stop)
             url = mesh.nats_url
         report = asyncio.run(run_load(config, url, mesh_pids(mesh, cluster), clean_up=False, data_dir=data_dir))
-        report["embedded_mesh"] = True
+        report["embedded_mesh"], report["core"] = True, CORE_BUILD  # the mesh's services inherit this process's
         return report
     raise AssertionError("unreachable")

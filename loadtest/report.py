@@ -79,6 +79,8 @@ class Report(TypedDict):
     embedded_mesh: bool
     replicas: int
     """nats-servers the mesh ran on, each stream kept on all of them."""
+    core: str
+    """The build of the core the embedded mesh ran (`CORRAL_CORE`: source or compiled); "" for an external mesh."""
     nodes: int
     users: int
     connections: int
@@ -367,7 +369,7 @@ def format_report(report: Report) -> str:
         f"corral load test: {report['nodes']:,} nodes (registered in {report['registration_s']:.1f} s), "
         f"{report['users']} users on {report['connections']} connections, each holding at most {report['hold']} actors",
         f"mesh: {'embedded' if report['embedded_mesh'] else 'external'} at {report['nats_url']}, "
-        f"{report['replicas']} replica(s)",
+        f"{report['replicas']} replica(s)" + (f", the core's {report['core']} build" if report["core"] else ""),
     ]
     for phase in report["phases"].values():
         parts += ["", _heading(phase), phase_table(phase), *_summary(phase)]

@@ -16,6 +16,7 @@ def report_of(
         nats_url="nats://127.0.0.1:1",
         embedded_mesh=True,
         replicas=1,
+        core="source",
         nodes=1,
         users=1,
         connections=1,

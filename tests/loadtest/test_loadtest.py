@@ -16,7 +16,7 @@ from loadtest.cli import main
 from loadtest.costs import cost_lines, costs_of
 from loadtest.floor.drive import shares
 from loadtest.harness import Config, mesh_pids, run_load
-from loadtest.report import Phase, format_report, goals, to_json
+from loadtest.report import Goal, Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
 from services.local.mesh import Mesh, start_mesh
@@ -160,6 +160,7 @@ def test_the_command_prints_one_json_object_against_a_running_mesh(
 
     report = json.loads(capsys.readouterr().out)
     assert report["embedded_mesh"] is False
+    assert report["core"] == ""  # which build an external mesh runs is not known from here
     assert list(report["phases"]) == ["corral"]
     assert report["phases"]["corral"]["placements"] > 0
     assert_ordered(report["phases"]["corral"]["latency_ms"])
@@ -280,3 +281,12 @@ def test_the_text_report_says_met_or_not_met() -> None:
     assert verdicts["durable placements/s >= 2,000: 1,000/s"] == "not met"
     assert verdicts["placements/s >= 50% of the bus floor: 1,000 / 1,500 = 67%"] == "met"
     assert verdicts["p99 submit-to-placed <= 100 ms at half rate: not run"] == "not measured"
+
+
+def test_the_report_says_which_build_of_the_core_the_embedded_mesh_ran() -> None:
+    """Figures of the sources and of the compiled core differ by half: a report names the build it measured."""
+    report = report_of([Goal(name="throughput", goal="durable placements/s >= 2,000", measured="1/s", met=False)])
+    report["core"] = "compiled"
+    assert "1 replica(s), the core's compiled build" in format_report(report).splitlines()[1]
+    report["embedded_mesh"], report["core"] = False, ""
+    assert format_report(report).splitlines()[1].endswith("1 replica(s)")
