@@ -40,6 +40,7 @@ from typing import Any
 from nats.protocol.parser import Parser
 
 from loadtest.cli import batch_size
+from services import CORE_BUILD
 from services.cli.args import duration, non_negative_int, positive_int
 from services.core.cluster import Cluster
 from services.local.mesh import DECIDER, start_mesh
@@ -230,6 +231,7 @@ def measure(nodes: int, users: int, seconds: float, workers: int = 0, batch: int
         "users": users,
         "decision_workers": workers,
         "batch": batch,
+        "core": CORE_BUILD,
         "requests": clock.requests,
         "requests_per_s": corral.get("requests_per_s"),
         "us_per_request": clock.per_request_us(sums),
@@ -248,7 +250,8 @@ def text(figures: dict[str, Any]) -> str:
     who = f"applier of {figures['decision_workers']} decision workers" if figures["decision_workers"] else "scheduler"
     batches = f" in batches of {figures['batch']}" if figures.get("batch", 1) > 1 else ""
     lines = [
-        f"leading {who}, {figures['nodes']:,} nodes, {figures['users']} users: {figures['requests']:,} requests"
+        f"leading {who} (the core's {figures.get('core', 'source')} build), {figures['nodes']:,} nodes, "
+        f"{figures['users']} users: {figures['requests']:,} requests"
         f"{batches} decided, {steps.get('total', 0):,.0f} us of CPU per request between the first and the last",
         f"{'step':24} {'us/request':>10} {'share':>6}",
     ]

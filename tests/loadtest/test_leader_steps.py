@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from loadtest.leader_steps import STEPS, main
+from services import CORE_BUILD
 
 
 @pytest.mark.parametrize(
@@ -41,6 +42,7 @@ def test_a_small_run_splits_every_request_into_steps_that_add_up_to_its_cpu(work
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
     assert figures["requests"] > 0 and figures["requests_per_s"] > 0 and figures["decision_workers"] == workers
+    assert figures["core"] == CORE_BUILD  # the scheduler runs in the tool's process, which runs this suite's build
     steps = figures["us_per_request"]
     assert set(steps) == {*STEPS, "total"}
     assert all(steps[name] > 0 for name in ("core", "answering", "decoding_and_metrics", "reading", "appending"))
