@@ -125,6 +125,9 @@ fuzz: venv redis nats
 	  tests/integration/test_fuzz_proposals.py tests/integration/test_gateway_fuzz.py \
 	  tests/integration/test_fuzz_heartbeat_replies.py
 
+# The suites test the core's sources whatever the shell's CORRAL_CORE says; `make test-compiled` tests its build.
+test test-fast test-properties test-scale test-bench fuzz: export CORRAL_CORE = source
+
 # The core compiled with mypyc (deploy/compile_core.py; one to two minutes, a C compiler and Python's headers): processes
 # started with CORRAL_CORE=compiled run it, and refuse it once services/core differs from what it was built from.
 .PHONY: compiled test-compiled
