@@ -16,6 +16,7 @@ import nats.errors
 from schemas import AnyEvent
 from schemas.queries import DigestQuery, DigestReply, HealthQuery, HealthReply
 from schemas.subjects import digest_subject, health_subject
+from services import CORE_BUILD
 from services.runtime import metrics
 from services.runtime.bus import Bus
 from services.runtime.commands import Responder
@@ -128,7 +129,7 @@ async def service_shell(
         shell.subscriptions.append(await bus.serve(health_subject(name), health))
         with contextlib.suppress(TimeoutError, nats.errors.Error):  # a NATS outage: registered once it reconnects
             await sent(bus.nc)  # the server knows the subscriptions: "serving" means a query reaches this one
-        log.info("%s: serving", name)
+        log.info("%s: serving (the core's %s build)", name, CORE_BUILD)
         yield shell
     except Exception:
         if not follower.replaced:  # a failure met because the log went away exits as that (EXIT_LOG_REPLACED)

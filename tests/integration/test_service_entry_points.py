@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from schemas import Placed, ScheduleRequest
+from services import CORE_BUILD
 from services.client import Client
 from services.local.mesh import SERVICES, start_mesh
 from tests.integration.conftest import FAST, wait_ready
@@ -26,5 +27,7 @@ async def test_services_started_with_python_dash_m_place_an_actor(tmp_path: Path
             await client.register_node("n1", {"CPU": 2}, heartbeat=False)
             decision = await client.submit(ScheduleRequest("a1", {"CPU": 1}))
         assert isinstance(decision, Placed) and decision.node_id == "n1"
+        for name in SERVICES:  # each says which build of the core it runs: the one this suite's CORRAL_CORE asks for
+            assert f"{name}: serving (the core's {CORE_BUILD} build)" in (mesh.data_dir / f"{name}.log").read_text()
     finally:
         mesh.close()
