@@ -67,7 +67,8 @@ def add_parsers(commands: Subcommands) -> None:
         "said on stderr (how it ended, the last line of its log) and started again on its port and data (JetStream's "
         f"store and Redis's append-only file); one that fails to start, or exits more than {SERVER_RESTARTS} times "
         f"within {RESTART_WINDOW_S:g} s, stops the mesh (exit status 1). With CORRAL_METRICS_PORT=N each service "
-        "serves /metrics on its own port from N on (printed).",
+        "serves /metrics on its own port from N on (printed). With CORRAL_CORE=compiled the services run the core's "
+        "compiled build (`make compiled` in a checkout; each service's log names the build it runs).",
     )
     up.add_argument(
         "--nats-port",
