@@ -37,15 +37,15 @@ class BuildError(Exception):
     """mypyc or the C compiler refused the core; the message ends with what they printed."""
 
 
-def build(target: Path, opt_level: str) -> None:
-    """Compile the core into `target`: replaced whole, once the new build is complete and stamped with the digest
-    of the sources it was compiled from."""
+def build(target: Path, opt_level: str, core: Path = SOURCES) -> None:
+    """Compile the core (its sources in `core`) into `target`: replaced whole, once the new build is complete and
+    stamped with the digest of the sources it was compiled from."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".compiling-") as scratch:
         work = Path(scratch)
         code = work / "code"
         sources = code / "services" / "core"
-        shutil.copytree(SOURCES, sources, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(core, sources, ignore=shutil.ignore_patterns("__pycache__"))
         (code / "services" / "__init__.py").write_text("")
         shutil.copytree(ROOT / "schemas", work / "types" / "schemas", ignore=shutil.ignore_patterns("__pycache__"))
         modules = sorted(path.relative_to(code).as_posix() for path in sources.rglob("*.py"))
