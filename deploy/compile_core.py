@@ -70,7 +70,7 @@ def build(target: Path, opt_level: str, core: Path = SOURCES) -> None:
 def _built_at(build: Path) -> str:
     """The optimisation level `build` was compiled at ("" when unknown)."""
     try:
-        return (build / OPT_LEVEL).read_text().strip()
+        return (build / OPT_LEVEL).read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return ""
 

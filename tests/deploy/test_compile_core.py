@@ -7,14 +7,18 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services import compiled_core
+from tests.support.examples import examples
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build with")
+NEEDS_CC = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build with")
 
 
 def builder() -> ModuleType:
@@ -35,6 +39,7 @@ def small_core(folder: Path, body: str) -> Path:
     return core
 
 
+@NEEDS_CC
 def test_a_core_compiles_into_extension_modules_stamped_with_its_sources(tmp_path: Path) -> None:
     core = small_core(tmp_path, "def double(x: int) -> int:\n    return 2 * x\n")
     target = tmp_path / "build"
@@ -60,6 +65,7 @@ def test_a_core_compiles_into_extension_modules_stamped_with_its_sources(tmp_pat
     assert ran.stdout.split() == ["42", str(target / "services" / "core" / f"tally{suffix}")]
 
 
+@NEEDS_CC
 def test_a_core_mypyc_refuses_is_reported_and_the_build_there_was_stays(tmp_path: Path) -> None:
     compile_core = builder()
     core = small_core(tmp_path, "def double(x: int) -> int:\n    return 2 * x\n")
@@ -72,3 +78,21 @@ def test_a_core_mypyc_refuses_is_reported_and_the_build_there_was_stays(tmp_path
     assert {path: path.read_bytes() for path in target.rglob("*") if path.is_file()} == before
     assert compiled_core.unusable(target, core) is not None  # the sources moved on: the old build is not used
     assert not [path for path in tmp_path.iterdir() if path.name.startswith(".compiling-")]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_in_a_builds_opt_level_file_only_make_it_rebuild(data: bytes) -> None:
+    """The file that says a build's optimisation level, whatever it holds, is read without failing, and matches a
+    level only when it says that level."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "opt-level").write_bytes(data)
+        level = builder()._built_at(Path(folder))
+    assert isinstance(level, str)
+    assert (level == "3") == (data.decode("utf-8", "replace").strip() == "3")
+
+
+def test_the_level_a_build_was_made_at_is_read_back(tmp_path: Path) -> None:
+    (tmp_path / "opt-level").write_text("3")  # as `build` writes it
+    assert builder()._built_at(tmp_path) == "3"
+    assert builder()._built_at(tmp_path / "no build") == ""
