@@ -11,7 +11,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 import msgspec.inspect as mi
 
@@ -42,7 +42,7 @@ Within = Callable[[Any], bool]
 `_check` would raise nothing (False also for a shape it does not know: a plain JSON object where a Struct goes)."""
 
 
-_STRUCT_CHECKS: dict[type, Within | None] = {}
+_STRUCT_CHECKS: Final[dict[type, Within | None]] = {}
 """Each Struct type's check, once built (a type that holds itself, as a virtual cluster its children, refers to it)."""
 
 
@@ -181,7 +181,7 @@ def _join(path: str, name: str) -> str:
 
 # amounts spelled for people: one spelling in every table, message and event meaning
 
-SUFFIXES: dict[str, float] = {
+SUFFIXES: Final[dict[str, float]] = {
     "m": 1e-3,
     "k": 1e3,
     "M": 1e6,
@@ -197,8 +197,8 @@ SUFFIXES: dict[str, float] = {
     "Ei": 2.0**60,
 }
 """The Kubernetes quantity suffixes: decimal `k M G T P E`, binary `Ki ... Ei` (powers of 1024), `m` thousandths."""
-_BINARY_FIRST = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
-_LARGE_DECIMAL_FIRST = ("E", "P", "T", "G", "M")
+_BINARY_FIRST: Final = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+_LARGE_DECIMAL_FIRST: Final = ("E", "P", "T", "G", "M")
 
 
 def _decimals(value: float, places: int) -> str:

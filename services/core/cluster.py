@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -62,7 +62,7 @@ from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualCluste
 
 T = TypeVar("T")
 
-DEFAULT_SAMPLE = 16
+DEFAULT_SAMPLE: Final = 16
 """Placeable nodes scored per decision (like kube-scheduler's percentageOfNodesToScore); preferred nodes come on top."""
 
 
@@ -718,7 +718,7 @@ class Cluster:
         return self._decision_of(self._actor(work_id))
 
 
-_WORK_OF: dict[type, Callable[[Any], str]] = {
+_WORK_OF: Final[dict[type, Callable[[Any], str]]] = {
     ActorSubmitted: lambda event: event.request.actor_id,
     PlacementGroupSubmitted: lambda event: event.request.pg_id,
     **dict.fromkeys((ActorPlaced, ActorPending, ActorFailed, ActorRemoved), attrgetter("actor_id")),

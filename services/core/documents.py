@@ -4,15 +4,15 @@ have no use in these files, and a few hundred bytes of nested aliases expand to 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from services.core.errors import RejectedError, TooLargeError
 
-MAX_DOCUMENT_BYTES = 1_048_576
+MAX_DOCUMENT_BYTES: Final = 1_048_576
 """The largest file read as a document."""
-MAX_NESTING = 48
+MAX_NESTING: Final = 48
 """The deepest a document's mappings and lists nest."""
 
 

@@ -9,7 +9,7 @@ class carries the `kind` a service's `Rejected` reply gives it on the wire.
 from __future__ import annotations
 
 import reprlib
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from schemas import AnyEvent
 from schemas.replies import RejectionKind
@@ -84,9 +84,9 @@ class UnfoldableEventError(CorralError):
         self.rule = rule
 
 
-SHOWN_CHARS = 80
+SHOWN_CHARS: Final = 80
 """The most characters of a value an error quotes."""
-_SHORT = reprlib.Repr()
+_SHORT: Final = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, SHOWN_CHARS, SHOWN_CHARS
 _SHORT.maxdict = _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = _SHORT.maxfrozenset = 8
 

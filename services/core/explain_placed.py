@@ -7,6 +7,8 @@ filter counts and score tables are recomputed here on demand.
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from schemas import ActorPlaced, ActorSubmitted, AnyEvent
@@ -19,7 +21,7 @@ from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, fits
 from services.core.state.view import SCHEDULER_EVENTS
 
-FREE_RESOURCES = "FreeResources"
+FREE_RESOURCES: Final = "FreeResources"
 """The name of the last filter step: the node has the work's resources free now."""
 
 

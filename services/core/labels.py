@@ -4,33 +4,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Final, Literal
 
 from schemas import Taint
 from services.core.documents import load_document
 from services.core.errors import LabelError, RejectedError, shown
 
-SYSTEM_PREFIX = "corral.io/"
-NODE_ID = "corral.io/node-id"
-HOSTNAME = "corral.io/hostname"
-ACCELERATOR_TYPE = "corral.io/accelerator-type"
-MARKET_TYPE = "corral.io/market-type"
-NODE_GROUP = "corral.io/node-group"
-ZONE = "corral.io/availability-zone"
-REGION = "corral.io/availability-region"
-VNODE_ID = "corral.io/vnode-id"
-VCLUSTER_ID = "corral.io/vcluster-id"
-NODE_TYPE = "corral.io/node-type"
+SYSTEM_PREFIX: Final = "corral.io/"
+NODE_ID: Final = "corral.io/node-id"
+HOSTNAME: Final = "corral.io/hostname"
+ACCELERATOR_TYPE: Final = "corral.io/accelerator-type"
+MARKET_TYPE: Final = "corral.io/market-type"
+NODE_GROUP: Final = "corral.io/node-group"
+ZONE: Final = "corral.io/availability-zone"
+REGION: Final = "corral.io/availability-region"
+VNODE_ID: Final = "corral.io/vnode-id"
+VCLUSTER_ID: Final = "corral.io/vcluster-id"
+NODE_TYPE: Final = "corral.io/node-type"
 """The autoscaler's node type of a node it launched."""
-LAUNCH_ID = "corral.io/launch-id"
+LAUNCH_ID: Final = "corral.io/launch-id"
 """The autoscaler's launch a node was started by."""
-SCALE_DOWN_TAINT = "corral.io/scale-down"
+SCALE_DOWN_TAINT: Final = "corral.io/scale-down"
 """The taint (`true:NoSchedule`) the autoscaler puts on an idle node it is about to terminate."""
-CORDON_TAINT = "corral.io/unschedulable"
+CORDON_TAINT: Final = "corral.io/unschedulable"
 """`corral cordon`'s taint (NoSchedule): no new work lands on the node."""
-DRAIN_TAINT = "corral.io/drain"
+DRAIN_TAINT: Final = "corral.io/drain"
 """`corral drain`'s taint (NoExecute): the node's work is evicted too."""
-UNREACHABLE_TAINT = "corral.io/unreachable"
+UNREACHABLE_TAINT: Final = "corral.io/unreachable"
 """The liveness taint of a node that missed its heartbeats: NoSchedule, then NoExecute once it is declared dead.
 Its value is when the node was last heard from (`utc_text`)."""
 NodeCondition = Literal["alive", "tainted", "cordoned", "draining", "unreachable", "dead"]
@@ -68,9 +68,36 @@ def node_condition(taints: Sequence[Taint]) -> NodeCondition:
     return "tainted" if any(taint.effect in ("NoSchedule", "NoExecute") for taint in taints) else "alive"
 
 
-_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NAME_RULE = "at most 63 characters, alphanumeric at both ends, with '-', '_' or '.' inside"
+REMEMBERED_MATCHES: Final = 4096
+"""Strings a `RememberedPattern` keeps as passing, by default (emptied when full)."""
+
+
+class RememberedPattern:
+    """A regular expression's `fullmatch` that remembers the strings that passed it: label keys and values repeat
+    from request to request, and matching them was most of checking a request's labels and selectors."""
+
+    __slots__ = ("limit", "passed", "pattern")
+
+    def __init__(self, pattern: str, limit: int = REMEMBERED_MATCHES) -> None:
+        self.pattern = re.compile(pattern)
+        self.passed: set[str] = set()
+        self.limit = limit
+
+    def matches(self, text: str) -> bool:
+        """Whether the whole of `text` matches."""
+        if text in self.passed:
+            return True
+        if self.pattern.fullmatch(text) is None:
+            return False
+        if len(self.passed) >= self.limit:
+            self.passed.clear()
+        self.passed.add(text)
+        return True
+
+
+_NAME: Final = RememberedPattern(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN: Final = RememberedPattern(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_RULE: Final = "at most 63 characters, alphanumeric at both ends, with '-', '_' or '.' inside"
 
 
 def validate_label_key(key: str, *, allow_system: bool = False, value: str | None = None) -> None:
@@ -88,11 +115,11 @@ def _key_problem(key: object, allow_system: bool) -> str:
         return "must be a non-empty string"
     prefix, slash, name = key.rpartition("/")
     if slash:
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+        if len(prefix) > 253 or not _DNS_SUBDOMAIN.matches(prefix):
             return f"prefix {shown(prefix)} must be a lowercase DNS subdomain of at most 253 characters"
         if not allow_system and key.startswith(SYSTEM_PREFIX):
             return f"the prefix {SYSTEM_PREFIX!r} is reserved for system labels"
-    if len(name) > 63 or not _NAME.fullmatch(name):
+    if len(name) > 63 or not _NAME.matches(name):
         return f"name {shown(name)} must be {_NAME_RULE}"
     return ""
 
@@ -101,7 +128,7 @@ def validate_label_value(key: str, value: str) -> None:
     """Raise `LabelError` unless `value` is empty or a valid label name."""
     if not isinstance(value, str):
         raise LabelError(f"label {shown(key)}: value {shown(value)} must be a string")
-    if value and (len(value) > 63 or not _NAME.fullmatch(value)):
+    if value and (len(value) > 63 or not _NAME.matches(value)):
         raise LabelError(f"label {shown(key)}: value {shown(value)} must be empty or {_NAME_RULE}")
 
 

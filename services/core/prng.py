@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
-_MASK = (1 << 64) - 1
+_MASK: Final = (1 << 64) - 1
 
 
 class SplitMix64:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -28,23 +28,24 @@ from services.core.state import Resources
 
 Policy = Literal["DEFAULT", "SPREAD"]
 """How an actor's placement ranks nodes of equal soft weight (SPREAD: the least used first)."""
-POLICIES: tuple[Policy, ...] = ("DEFAULT", "SPREAD")
+POLICIES: Final[tuple[Policy, ...]] = ("DEFAULT", "SPREAD")
 Work = ScheduleRequest | PlacementGroupRequest
-GROUP_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-RUN_AFTER_POLICIES = ("", "Require", "Prefer")
+GROUP_STRATEGIES: Final = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+TAINT_EFFECTS: Final = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+RUN_AFTER_POLICIES: Final = ("", "Require", "Prefer")
 
 
-_ID = re.compile(r"\S{1,253}")
-_OPERATORS = tuple(ActorAffinityOperator)
+ID_LIMIT: Final = 253
+"""The most characters an id may have."""
+_OPERATORS: Final = tuple(ActorAffinityOperator)
 
 
-MAX_FALLBACKS = 8
+MAX_FALLBACKS: Final = 8
 """Fallback options a new actor, task or placement group may list: each one is a whole placement attempt."""
-MAX_BUNDLES = 1_000
+MAX_BUNDLES: Final = 1_000
 """Bundles a new placement group may ask for, in its own list and in each fallback's: each bundle is placed in
 turn (a group of 20,000 held the scheduler's event loop for seconds, one of 40,000 for minutes)."""
-MAX_TOLERATION_S = 604_800
+MAX_TOLERATION_S: Final = 604_800
 """The longest `toleration_seconds` (a week): longer, tolerate the taint for ever (no seconds)."""
 
 
@@ -80,7 +81,7 @@ def _json(value: object) -> str:
     return msgspec.json.encode(value, order="sorted").decode()
 
 
-ENVELOPE = ("command_id", "correlation_id")
+ENVELOPE: Final = ("command_id", "correlation_id")
 """A command's fields that are not its content: its idempotency key and its tracing id."""
 
 
@@ -121,8 +122,9 @@ def _comparable(name: str, value: object) -> object:
 
 
 def check_id(field: str, value: object) -> str:
-    """An id is a non-empty string of at most 253 characters without whitespace."""
-    if not isinstance(value, str) or not _ID.fullmatch(value):
+    """An id is a non-empty string of at most 253 characters without whitespace (as `str.isspace` counts it: a
+    split on whitespace leaves such a string whole, and costs less than a regular expression on this hot path)."""
+    if not isinstance(value, str) or len(value) > ID_LIMIT or value.split(maxsplit=1) != [value]:
         raise rule_error(field, value, "must be a non-empty string of at most 253 characters without blanks")
     return value
 
@@ -161,9 +163,9 @@ def rare_taint_key(resource: str) -> str:
     return f"rare-resource.corral.io/{name}"
 
 
-EVERY_NODE = LabelSelector()
+EVERY_NODE: Final = LabelSelector()
 """The selector `{}` compiles to (shared: a compiled selector is never changed)."""
-NO_TOLERATIONS = Tolerations({})
+NO_TOLERATIONS: Final = Tolerations({})
 """The tolerations of work that tolerates nothing (shared: compiled tolerations are never changed)."""
 
 

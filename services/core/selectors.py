@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from schemas import LabelMatch, SelectorValue
 from services.core.errors import LabelError
 from services.core.labels import validate_label_key, validate_label_value
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST = "in", "not_in", "exists", "does_not_exist"
-_POSITIVE = frozenset({IN, EXISTS})
+_POSITIVE: Final = frozenset({IN, EXISTS})
 
 
 class Term:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Final
 
 BucketKey = tuple[int, Hashable]
 """(priority, shape)."""
 
-COMPACT_AFTER = 64
+COMPACT_AFTER: Final = 64
 """A bucket rewrites its list once it holds this many (and more than half) entries of work gone from it."""
 
 

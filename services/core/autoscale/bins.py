@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from typing import Final
 
 from services.core.autoscale.config import NodeType, ScalingConfig
 from services.core.autoscale.nodes import imagined_node
@@ -12,7 +13,7 @@ from services.core.state import ClusterView, NodeState, Resources, fits, give, t
 from services.core.state.model import EPSILON
 from services.core.state.nominations import nominated_nodes
 
-TEMPLATE_PREFIX = "new-"
+TEMPLATE_PREFIX: Final = "new-"
 """The id of the imagined node a type is judged on: `new-<type>` (it hosts nothing, so no actor is near it)."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from schemas import PlacementGroupSchedulingStrategy
@@ -12,7 +14,7 @@ from services.core.request import CompiledGroup, CompiledRequest
 from services.core.state import ClusterView
 from services.core.vclusters.spec import CompiledSpec
 
-_ENCODE = msgspec.json.Encoder().encode
+_ENCODE: Final = msgspec.json.Encoder().encode
 
 
 def collect(view: ClusterView, rare_resources: tuple[str, ...]) -> list[Demand]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 from schemas import Taint
 from services.core.documents import load_document
@@ -19,13 +19,13 @@ from services.core.request import TAINT_EFFECTS, check_resources, check_taints
 from services.core.state import Resources
 
 ProviderType = Literal["local", "command"]
-PROVIDER_TYPES: tuple[ProviderType, ...] = ("local", "command")
-TOP_KEYS = ("provider", "idle_timeout_s", "upscaling_speed", "launch_timeout_s", "node_types")
-NODE_TYPE_KEYS = ("resources", "labels", "taints", "min_workers", "max_workers", "cost")
-DEFAULT_IDLE_TIMEOUT_S = 60.0
-DEFAULT_UPSCALING_SPEED = 1.0
-DEFAULT_LAUNCH_TIMEOUT_S = 120.0
-MAX_NODE_TYPES = 1_000
+PROVIDER_TYPES: Final[tuple[ProviderType, ...]] = ("local", "command")
+TOP_KEYS: Final = ("provider", "idle_timeout_s", "upscaling_speed", "launch_timeout_s", "node_types")
+NODE_TYPE_KEYS: Final = ("resources", "labels", "taints", "min_workers", "max_workers", "cost")
+DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
+DEFAULT_UPSCALING_SPEED: Final = 1.0
+DEFAULT_LAUNCH_TIMEOUT_S: Final = 120.0
+MAX_NODE_TYPES: Final = 1_000
 """The most node types one configuration names (each is planned for in every round)."""
 
 

@@ -12,6 +12,7 @@ still launching, nothing is launched again), all or nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from schemas import PlacementGroupRequest, SelectorSpec
 from services.core.autoscale.bins import Bin, Bins, FreeRoom, FreeRooms
@@ -27,7 +28,7 @@ from services.core.state.view import VClusterState
 from services.core.vclusters.admission import admission_need
 from services.core.vclusters.spec import CompiledSpec
 
-_BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
+_BUNDLE_RULES: Final = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
 
 
 class Piece:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Final
 
 from services.core.autoscale.bins import Bin, Bins
 from services.core.autoscale.demand import ActorDemand, Demand
@@ -42,12 +43,12 @@ from services.core.state import ClusterView, NodeState, Resources, give
 from services.core.state.model import Launch
 from services.core.state.nominations import end_work, priority_of
 
-CORRECTIONS = 3
+CORRECTIONS: Final = 3
 """Rounds of "place again; where work is left unplaced, launch as many more nodes of its type as are planned
 already (at least one per piece of work), else drop the nodes left empty" before the plan stands as it is."""
-TRIMS = 3
+TRIMS: Final = 3
 """Planned nodes the replayed work is tried without, per round (each try replays once or twice)."""
-REPLAYED_AT_MOST = 256
+REPLAYED_AT_MOST: Final = 256
 """Work placed again per round, the first in the scheduler's order (it bounds a round's cost); the rest keeps the
 packing's places, and a later round corrects what that got wrong. `corral bench autoscaler` (10,000 pending in
 100 shapes, 20 types, 5,000 nodes) took about 20 ms more per round at 256 than at 128, under the 200 ms target;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation
@@ -15,8 +16,8 @@ from services.core.prng import SplitMix64
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState, Resources, fits
 
-_ACTOR_RULES = tuple(rule.actor for rule in registered() if rule.actor is not None)
-_OPTION_RULES = tuple(rule.option for rule in registered() if rule.option is not None)
+_ACTOR_RULES: Final = tuple(rule.actor for rule in registered() if rule.actor is not None)
+_OPTION_RULES: Final = tuple(rule.option for rule in registered() if rule.option is not None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Final
 
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation, PlacementStrategy
@@ -14,7 +15,7 @@ from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.nominations import awaited
 
-_BUNDLE_RULES = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
+_BUNDLE_RULES: Final = tuple(rule.bundle for rule in registered() if rule.bundle is not None)
 
 GroupDecision = tuple[int, list[str]] | Explanation
 """(option index, node per bundle), or why the group waits."""

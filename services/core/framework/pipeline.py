@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from operator import attrgetter, itemgetter
+from typing import Final
 
 from schemas import Explanation
 from services.core.framework.plugin import RANK_CAPACITY, RANK_FREE, Filter, Scorer
@@ -15,7 +16,7 @@ from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.nominations import LAUNCHING, closed_to, held_room, nominated_nodes
 
-EXACT_PREFERRED_LIMIT = 512
+EXACT_PREFERRED_LIMIT: Final = 512
 """Preferred nodes (positive soft weight) are all scored up to this many; beyond it they are sampled too."""
 
 
@@ -91,10 +92,10 @@ class Plan:
         return min(lists, key=len) if lists else view.ring.ids
 
 
-_WEIGHT = itemgetter(0)
-_HASH_KEY = attrgetter("hash_key")
+_WEIGHT: Final = itemgetter(0)
+_HASH_KEY: Final = attrgetter("hash_key")
 
-EXCLUDED_REASON = "was taken by another bundle of this placement group (STRICT_SPREAD)"
+EXCLUDED_REASON: Final = "was taken by another bundle of this placement group (STRICT_SPREAD)"
 
 
 def policy_key(plan: Plan, node: NodeState) -> float:

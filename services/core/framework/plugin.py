@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from services.core.state import NodeState
 
 # Rank orders the reasons in an explanation, as the pipeline meets them.
 RANK_CAPACITY, RANK_TAINTS, RANK_SELECTOR, RANK_NODE_LABELS, RANK_NODE_AFFINITY = 0, 1, 2, 3, 4
 RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, RANK_DATAFLOW, RANK_BUNDLE = 5, 6, 7, 8
-RANK_FREE = 9
+RANK_FREE: Final = 9
 
 
 class Filter:

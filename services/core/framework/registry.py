@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVarTuple
+from typing import Final, TypeVarTuple
 
 from services.core.framework.plugin import Filter, Scorer
 from services.core.request import CompiledGroup, CompiledRequest
@@ -33,7 +33,7 @@ class Rule:
     """For one bundle of a placement group (STRICT_PACK: all of them, summed): its need and label selector."""
 
 
-_RULES: list[Rule] = []
+_RULES: Final[list[Rule]] = []
 
 
 def register(rule: Rule) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from schemas import ActorAffinityMatchExpression, ActorAffinityOperator, ActorAffinitySchedulingStrategy
 from services.core.framework.plugin import RANK_ACTOR_AFFINITY, RANK_EXISTING_ANTI, Filter, Scorer
@@ -12,11 +13,11 @@ from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
-AFFINITY_REASON = "didn't match actor affinity rules"
-ANTI_AFFINITY_REASON = "didn't match actor anti-affinity rules"
-EXISTING_ANTI_REASON = "didn't satisfy existing actors' anti-affinity rules"
-SOFT_WEIGHT = 100
-_POSITIVE = (ActorAffinityOperator.IN, ActorAffinityOperator.EXISTS)
+AFFINITY_REASON: Final = "didn't match actor affinity rules"
+ANTI_AFFINITY_REASON: Final = "didn't match actor anti-affinity rules"
+EXISTING_ANTI_REASON: Final = "didn't satisfy existing actors' anti-affinity rules"
+SOFT_WEIGHT: Final = 100
+_POSITIVE: Final = (ActorAffinityOperator.IN, ActorAffinityOperator.EXISTS)
 
 
 class Expression:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from schemas import PlacementGroupSchedulingStrategy
 from services.core.framework.plugin import RANK_BUNDLE, Filter
 from services.core.framework.registry import Prepared, Rule, register
@@ -11,8 +13,8 @@ from services.core.request import CompiledGroup, CompiledRequest
 from services.core.selectors import LabelSelector
 from services.core.state import ClusterView, NodeState, Resources, fits
 
-BUNDLE_SELECTOR_REASON = "didn't match the bundle label selector"
-BUNDLE_REASON = "didn't match the placement group bundle"
+BUNDLE_SELECTOR_REASON: Final = "didn't match the bundle label selector"
+BUNDLE_REASON: Final = "didn't match the placement group bundle"
 
 
 class BundleTarget(Filter):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from schemas import Prefer, RunAfter
 from services.core.framework.plugin import RANK_DATAFLOW, Filter, Scorer
 from services.core.framework.registry import Prepared, Rule, register
@@ -10,8 +12,8 @@ from services.core.request import CompiledRequest
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState
 
-DATAFLOW_REASON = "didn't match the DataFlow affinity"
-DEFAULT_PREFER = (Prefer(HOSTNAME, 100),)
+DATAFLOW_REASON: Final = "didn't match the DataFlow affinity"
+DEFAULT_PREFER: Final = (Prefer(HOSTNAME, 100),)
 
 
 def footprint(view: ClusterView, operation_id: str) -> dict[str, str] | None:

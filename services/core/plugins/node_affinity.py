@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from services.core.framework.plugin import RANK_NODE_AFFINITY, Filter, Scorer
 from services.core.framework.registry import Prepared, Rule, register
 from services.core.request import CompiledRequest
 from services.core.state import ClusterView, NodeState
 
-NODE_AFFINITY_REASON = "didn't match the node affinity"
-SOFT_WEIGHT = 100
+NODE_AFFINITY_REASON: Final = "didn't match the node affinity"
+SOFT_WEIGHT: Final = 100
 
 
 class NodeAffinityFilter(Filter):

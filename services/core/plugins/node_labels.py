@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from typing import Final
 
 from services.core.framework.plugin import RANK_NODE_LABELS, RANK_SELECTOR, Filter, Scorer
 from services.core.framework.registry import Prepared, Rule, register
@@ -12,8 +13,8 @@ from services.core.ring import Chain
 from services.core.selectors import EXISTS, IN, LabelSelector, Term
 from services.core.state import ClusterView, NodeState
 
-SELECTOR_REASON = "didn't match the label selector"
-SOFT_WEIGHT = 100
+SELECTOR_REASON: Final = "didn't match the label selector"
+SOFT_WEIGHT: Final = 100
 
 
 def term_nodes(view: ClusterView, term: Term) -> Sequence[str] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from schemas import Taint
 from services.core.framework.plugin import RANK_TAINTS, Filter, Scorer
 from services.core.framework.registry import Prepared, Rule, register
@@ -10,7 +12,7 @@ from services.core.request import CompiledGroup, CompiledRequest
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import ClusterView, NodeState, Resources
 
-PENALTY = 100
+PENALTY: Final = 100
 
 
 def taint_reason(key: str, value: str) -> str:

@@ -12,6 +12,7 @@ defined no-ops of the fold, as before.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from schemas import (
     ActorFailed,
@@ -43,7 +44,7 @@ from services.core.state.view import ClusterView
 
 Sizes = dict[tuple[str, str], Resources | None]
 """(cluster id, virtual node id) -> the node's total after an event's resizes (None: released)."""
-NO_SIZES: Sizes = {}
+NO_SIZES: Final[Sizes] = {}
 """What an event without resizes does to virtual nodes (read only)."""
 
 
@@ -284,9 +285,9 @@ def _check_nominated(view: ClusterView, event: LaunchesNominated) -> None:
                 )
 
 
-LATEST_UNIX_S = 2**34
+LATEST_UNIX_S: Final = 2**34
 """Past the year 2514: a liveness time beyond it is a forgery."""
-LONGEST_SILENCE_S = 10**9
+LONGEST_SILENCE_S: Final = 10**9
 
 
 def _check_unreachable(_view: ClusterView, event: NodeUnreachable) -> None:

@@ -7,16 +7,16 @@ into `CHECKS`; `ClusterView.fold` dispatches through both. A test checks that ev
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 Fold = Callable[[Any, Any], None]
 """(root view, event) -> None: change the view by one event (the check has passed)."""
 Check = Callable[[Any, Any], object]
 """(root view, event) -> anything: raise `UnfoldableEventError` when folding the event would fail half-way."""
 
-FOLDS: dict[type, Fold] = {}
+FOLDS: Final[dict[type, Fold]] = {}
 """Event type -> its fold (exactly one each)."""
-CHECKS: dict[type, Check] = {}
+CHECKS: Final[dict[type, Check]] = {}
 """Event type -> what must hold before its fold (types whose fold cannot fail have none)."""
 
 F = TypeVar("F", bound=Fold)

@@ -7,6 +7,8 @@ folds onto it and off it (`note_work`), at the log time of the event folded.
 
 from __future__ import annotations
 
+from typing import Final
+
 from schemas import (
     AutoscalerElected,
     LaunchesNominated,
@@ -22,7 +24,7 @@ from services.core.state.model import ENDED_LAUNCH_STATES, Launch, LaunchState
 from services.core.state.nominations import end_launch, end_node, hold, nominate, nominate_existing
 from services.core.state.view import ClusterView
 
-LAUNCHES_KEPT = 1_000
+LAUNCHES_KEPT: Final = 1_000
 """Ended launches (failed, terminated, gone) a view keeps, the newest; live ones are always kept."""
 
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from schemas import Explanation, OperatorLabels, OperatorTaints, PlacementGroupRequest, ScheduleRequest, Taint
 from services.core.labels import HOSTNAME, REGION, ZONE
 
 Resources = dict[str, float]
-EPSILON = 1e-9
+EPSILON: Final = 1e-9
 WorkStatus = Literal["pending", "placed"]
 """Where an actor or placement group stands."""
-FOOTPRINT_TOPOLOGY = (HOSTNAME, ZONE, REGION)
+FOOTPRINT_TOPOLOGY: Final = (HOSTNAME, ZONE, REGION)
 """The node labels every footprint carries (see `NodeState.footprint`)."""
 
 
@@ -198,7 +198,7 @@ def node_footprint(node: NodeState) -> dict[str, str]:
 LaunchState = Literal["launching", "registered", "draining", "failed", "terminated", "gone"]
 """Where an autoscaler launch stands: requested, its node registered, tainted for scale-down, never registered in
 time, terminated by the autoscaler, or its node died."""
-ENDED_LAUNCH_STATES = ("failed", "terminated", "gone")
+ENDED_LAUNCH_STATES: Final = ("failed", "terminated", "gone")
 
 
 class Launch:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from typing import Final
 
 from services.core.state.model import EPSILON, Launch, NodeState, Resources
 from services.core.state.view import ClusterView, VClusterState
@@ -179,7 +180,7 @@ def launching_for(view: ClusterView, work_id: str) -> list[str]:
     return [launch_id for launch_id in launch_ids if view.launches[launch_id].state == "launching"]
 
 
-LAUNCHING = "the autoscaler is launching"
+LAUNCHING: Final = "the autoscaler is launching"
 """How an explanation of work a launch is for begins: no "no node could ever host it" follows it."""
 
 

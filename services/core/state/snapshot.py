@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from typing import cast
+from typing import Final, cast
 
 import msgspec
 
@@ -36,7 +36,7 @@ from services.core.state.nominations import rebuild
 from services.core.state.tree import AdmissionStatus, VNode
 from services.core.state.view import ClusterView, VClusterState, VTree, parent_scope
 
-_CANONICAL = msgspec.msgpack.Encoder(order="sorted")
+_CANONICAL: Final = msgspec.msgpack.Encoder(order="sorted")
 
 
 def _node_record(node: NodeState, *, dead: bool) -> NodeRecord:

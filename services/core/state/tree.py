@@ -7,12 +7,12 @@ resources there, and inherits that node's labels and taints. The clusters themse
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from services.core.labels import NODE_ID, VCLUSTER_ID, VNODE_ID
 from services.core.state.model import EPSILON, Resources
 
-ROOT = ""
+ROOT: Final = ""
 """The scope id of the root (physical) cluster."""
 AdmissionStatus = Literal["queued", "admitted"]
 """Where a virtual cluster stands: waiting for its minimum, or holding it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Final
 
 from schemas import (
     ActorAffinityOperator,
@@ -47,10 +48,10 @@ from services.core.state.model import (
 )
 from services.core.state.tree import ROOT, AdmissionStatus, VNode
 
-INDEXED_TOPOLOGIES = (NODE_ID, *FOOTPRINT_TOPOLOGY)
+INDEXED_TOPOLOGIES: Final = (NODE_ID, *FOOTPRINT_TOPOLOGY)
 """The topology keys `actor_index` counts by; the domains of any other key are derived from the node-id ones."""
 AntiTerm = tuple[str, tuple[str, ...] | None, str]
-SCHEDULER_EVENTS = (
+SCHEDULER_EVENTS: Final = (
     ActorSubmitted,
     ActorPlaced,
     ActorPending,
@@ -69,7 +70,7 @@ SCHEDULER_EVENTS = (
 """Events only the scheduler writes: fenced by the lease epoch."""
 
 
-FOOTPRINTS_KEPT = 100_000
+FOOTPRINTS_KEPT: Final = 100_000
 """Footprints of ended actors a view keeps for DataFlow (the newest); live actors' footprints are always kept."""
 
 

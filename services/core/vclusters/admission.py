@@ -7,6 +7,7 @@ nodes, as a placement group would be) plus the flexible minimum, carved from the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from schemas import Explanation, VirtualNodeGrant
 from services.core.amounts import format_amounts
@@ -20,7 +21,7 @@ from services.core.state.tree import fixed_id, flexible_id, positive
 from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
 
-STARVATION_LIMIT = 16
+STARVATION_LIMIT: Final = 16
 """While a cluster waits, at most this many clusters that arrived after it are admitted ahead of it."""
 
 

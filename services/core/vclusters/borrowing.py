@@ -8,6 +8,7 @@ one may grow in turn (recursively up the tree). Flexible nodes shrink back to `m
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from schemas import VirtualNodeResized
 from services.core.plugins.taints import TaintFilter
@@ -20,7 +21,7 @@ from services.core.state.view import VClusterState, parent_scope
 from services.core.vclusters.spec import CompiledSpec
 
 Specs = Callable[[str], CompiledSpec]
-STANDINS = 4
+STANDINS: Final = 4
 """Parent nodes a cluster tries a new flexible node on, per decision that needs one (a seeded random pick)."""
 
 

@@ -10,6 +10,7 @@ they are. All or nothing: a piece that fits nowhere leaves the parent as it is, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from services.core.amounts import format_amount
 from services.core.plugins.taints import TaintFilter
@@ -32,7 +33,7 @@ class Growth:
     """Per missing fixed-size slot of the child: the parent's node planned for it."""
 
 
-NO_GROWTH = Growth([], {})
+NO_GROWTH: Final = Growth([], {})
 
 
 class _Ledger:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from schemas import (
     FixedSizeNode,
     PlacementGroupRequest,
@@ -22,8 +24,8 @@ from services.core.selectors import Tolerations
 from services.core.state.model import EPSILON, Resources
 from services.core.state.view import VTree
 
-VNODE_POLICIES = ("PACK", "SPREAD", "STRICT_SPREAD")
-UNBOUNDED = None
+VNODE_POLICIES: Final = ("PACK", "SPREAD", "STRICT_SPREAD")
+UNBOUNDED: Final = None
 
 
 class CompiledSpec:
@@ -134,7 +136,7 @@ def check_priority(priority: object) -> int:
     return priority
 
 
-SHOWN_WORK = 5
+SHOWN_WORK: Final = 5
 """Live work ids a refused destroy names before summing up the rest."""
 
 
