@@ -161,7 +161,8 @@ class Cluster:
         work_of = _WORK_OF.get(type(event))
         if work_of is not None:
             self.retries.file(work_of(event))
-        if isinstance(event, ActorRemoved | ActorFailed) and event.actor_id not in self._scope(event.actor_id).actors:
+        # a tuple, not ActorRemoved | ActorFailed: a union is built anew at every call, and this runs on every event
+        if isinstance(event, (ActorRemoved, ActorFailed)) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
         elif isinstance(event, PlacementGroupRemoved):
             self._groups.pop(event.pg_id, None)

@@ -133,10 +133,10 @@ def check_resources(field: str, resources: object) -> Resources:
     """Resources map names to finite amounts >= 0."""
     if not isinstance(resources, dict):
         raise rule_error(field, resources, "must map resource names to amounts")
-    for name, amount in resources.items():
+    for name, amount in resources.items():  # (int, float): a union (int | float) is built anew at every call
         if not isinstance(name, str) or not name:
             raise rule_error(f"{field} name", name, "must be a non-empty string")
-        if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount < 0:
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount < 0:
             raise rule_error(f"{field}[{name!r}]", amount, "must be a finite number >= 0")
     return {name: float(amount) for name, amount in resources.items() if amount > 0}
 

@@ -88,8 +88,13 @@ class Plan:
 
     def driver(self, view: ClusterView) -> Sequence[str]:
         """The smallest candidate list a rule offers, else every node."""
-        lists = [f.candidates for f in self.filters if f.candidates is not None]
-        return min(lists, key=len) if lists else view.ring.ids
+        shortest: Sequence[str] = view.ring.ids
+        offered = False
+        for rule in self.filters:  # a loop, not min(key=len): no call back into Python for each list
+            candidates = rule.candidates
+            if candidates is not None and (not offered or len(candidates) < len(shortest)):
+                shortest, offered = candidates, True
+        return shortest
 
 
 _WEIGHT: Final = itemgetter(0)
@@ -106,9 +111,12 @@ def policy_key(plan: Plan, node: NodeState) -> float:
     for name, total in node.total.items():
         if total <= 0:
             continue
-        used = total - free.get(name, 0.0)
+        room = free.get(name)  # no defaults: a compiled core boxes a default 0.0 at every call
+        used = total - (0.0 if room is None else room)
         if need:
-            used += need.get(name, 0.0)
+            extra = need.get(name)
+            if extra is not None:
+                used += extra
         used /= total
         if used > share:  # noqa: PLR1730 - max() is a call per resource on the hot path
             share = used

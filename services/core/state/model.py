@@ -18,20 +18,24 @@ FOOTPRINT_TOPOLOGY: Final = (HOSTNAME, ZONE, REGION)
 def take(free: Resources, amount: Resources) -> None:
     """Subtract `amount` from `free` in place."""
     for name, quantity in amount.items():
-        free[name] = free.get(name, 0.0) - quantity
+        room = free.get(name)  # no default: a compiled core boxes a default 0.0 at every call
+        free[name] = (0.0 if room is None else room) - quantity
 
 
 def give(free: Resources, amount: Resources) -> None:
     """Add `amount` back to `free` in place."""
     for name, quantity in amount.items():
-        free[name] = free.get(name, 0.0) + quantity
+        room = free.get(name)
+        free[name] = (0.0 if room is None else room) + quantity
 
 
 def fits(free: Resources, amount: Resources) -> bool:
     """Whether `amount` fits in `free`."""
-    for name, quantity in amount.items():  # noqa: SIM110 - a plain loop is the hot path's fastest form
-        if quantity > 0 and free.get(name, 0.0) + EPSILON < quantity:
-            return False
+    for name, quantity in amount.items():
+        if quantity > 0:
+            room = free.get(name)
+            if (0.0 if room is None else room) + EPSILON < quantity:
+                return False
     return True
 
 
