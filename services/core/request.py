@@ -247,14 +247,11 @@ class CompiledRequest:
         self.tolerations = compile_tolerations(
             "tolerations", request.tolerations, self.resources, rare, request.toleration_seconds
         )
-        if (
-            isinstance(request.max_restarts, bool)
-            or not isinstance(request.max_restarts, int)
-            or request.max_restarts < -1
-        ):
-            raise rule_error("max_restarts", request.max_restarts, "must be an integer >= -1 (-1 restarts forever)")
-        if isinstance(request.priority, bool) or not isinstance(request.priority, int):
-            raise rule_error("priority", request.priority, "must be an integer")
+        restarts, priority = request.max_restarts, request.priority  # each read once: a compiled read is a lookup
+        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < -1:
+            raise rule_error("max_restarts", restarts, "must be an integer >= -1 (-1 restarts forever)")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise rule_error("priority", priority, "must be an integer")
         self.policy: Policy = "DEFAULT"
         self.node_label_hard: LabelSelector | None = None
         self.node_label_soft: LabelSelector | None = None

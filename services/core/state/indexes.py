@@ -69,8 +69,12 @@ class DomainIndex:
 
     def bump(self, entry: EntryKey, topology: str, domain: str, delta: int) -> None:
         """Add `delta` actors to `domain`; entries that reach zero disappear."""
-        by_topology = self.counts.setdefault(entry, {})
-        domains = by_topology.setdefault(topology, {})
+        by_topology = self.counts.get(entry)  # not setdefault(entry, {}): that builds a dict at every call
+        if by_topology is None:
+            by_topology = self.counts[entry] = {}
+        domains = by_topology.get(topology)
+        if domains is None:
+            domains = by_topology[topology] = {}
         count = domains.get(domain, 0) + delta
         if count > 0:
             domains[domain] = count

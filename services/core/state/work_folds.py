@@ -71,25 +71,27 @@ def on_actor_placed(root: ClusterView, event: ActorPlaced) -> None:
             resize(root, size)
     if event.request is not None:
         _submitted(root, event.request)
-    view = _scope(root, event.actor_id)
-    actor = view.actors[event.actor_id]
+    actor_id, group_id = event.actor_id, event.placement_group_id  # each read once: a compiled read is a lookup
+    view = _scope(root, actor_id)
+    actor = view.actors[actor_id]
+    request = actor.request
     node = view.node(event.node_id)
-    assert node is not None, f"actor {event.actor_id} placed on never-registered node {event.node_id}"
+    assert node is not None, f"actor {actor_id} placed on never-registered node {event.node_id}"
     actor.status, actor.node_id, actor.explanation = "placed", node.node_id, None
-    if event.placement_group_id:
-        group = view.groups[event.placement_group_id]
-        take(group.bundle_free[event.bundle_index], actor.request.resources)
-        group.actors.add(actor.request.actor_id)
-        actor.bundle = (event.placement_group_id, event.bundle_index)
+    if group_id:
+        group = view.groups[group_id]
+        take(group.bundle_free[event.bundle_index], request.resources)
+        group.actors.add(actor_id)
+        actor.bundle = (group_id, event.bundle_index)
     else:
-        take(node.free, actor.request.resources)
-    node.actors.add(event.actor_id)
+        take(node.free, request.resources)
+    node.actors.add(actor_id)
     note_work(view, node.node_id)
-    view.index_actor(actor.request, node, 1)
-    view.footprints[event.actor_id] = footprint_of(actor.request, node)
-    view.ended.pop(event.actor_id, None)
-    view.pending.pop(event.actor_id, None)
-    end_if_placed_or_gone(root, event.actor_id)
+    view.index_actor(request, node, 1)
+    view.footprints[actor_id] = footprint_of(request, node)
+    view.ended.pop(actor_id, None)
+    view.pending.pop(actor_id, None)
+    end_if_placed_or_gone(root, actor_id)
 
 
 @fold_of(ActorPending)
@@ -120,13 +122,14 @@ def on_actor_failed(root: ClusterView, event: ActorFailed) -> None:
 @fold_of(ActorRemoved)
 def on_actor_removed(root: ClusterView, event: ActorRemoved) -> None:
     """The actor ends; then the shrink its leaving allowed."""
-    view = _scope(root, event.actor_id)
-    release_actor(view, event.actor_id)
-    del view.actors[event.actor_id]
-    view.pending.pop(event.actor_id, None)
-    end_if_placed_or_gone(root, event.actor_id)
-    _ended(view, event.actor_id)
-    _forget_if_gone(root, view, event.actor_id)
+    actor_id = event.actor_id
+    view = _scope(root, actor_id)
+    release_actor(view, actor_id)
+    del view.actors[actor_id]
+    view.pending.pop(actor_id, None)
+    end_if_placed_or_gone(root, actor_id)
+    _ended(view, actor_id)
+    _forget_if_gone(root, view, actor_id)
     if event.resized:
         resize = FOLDS[VirtualNodeResized]
         for size in event.resized:
