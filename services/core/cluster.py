@@ -57,6 +57,7 @@ from services.core.request import (
 from services.core.retries import Retrier, scopes
 from services.core.state import ActorState, ClusterView, GroupState, NodeState, Resources, replay
 from services.core.state.nominations import awaited
+from services.core.type_tests import TypeTest
 from services.core.vclusters.info import node_infos
 from services.core.vclusters.virtual_clusters import ClusterHooks, VirtualClusters
 
@@ -161,12 +162,11 @@ class Cluster:
         work_of = _WORK_OF.get(type(event))
         if work_of is not None:
             self.retries.file(work_of(event))
-        # a tuple, not ActorRemoved | ActorFailed: a union is built anew at every call, and this runs on every event
-        if isinstance(event, (ActorRemoved, ActorFailed)) and event.actor_id not in self._scope(event.actor_id).actors:
+        if _ACTOR_LEAVES.holds(event) and event.actor_id not in self._scope(event.actor_id).actors:
             self._work.pop(event.actor_id, None)
-        elif isinstance(event, PlacementGroupRemoved):
+        elif _GROUP_REMOVED.holds(event):
             self._groups.pop(event.pg_id, None)
-        elif isinstance(event, VirtualClusterDestroyed):
+        elif _CLUSTER_DESTROYED.holds(event):
             self.vclusters.forget(event.vc_id)
             self.retries.index.forget_scope(event.vc_id)
 
@@ -719,6 +719,10 @@ class Cluster:
         return self._decision_of(self._actor(work_id))
 
 
+_ACTOR_LEAVES: Final[TypeTest[ActorRemoved | ActorFailed]] = TypeTest(ActorRemoved, ActorFailed)
+_GROUP_REMOVED: Final[TypeTest[PlacementGroupRemoved]] = TypeTest(PlacementGroupRemoved)
+_CLUSTER_DESTROYED: Final[TypeTest[VirtualClusterDestroyed]] = TypeTest(VirtualClusterDestroyed)
+"""What `_fold_view` asks of every event (see `type_tests`)."""
 _WORK_OF: Final[dict[type, Callable[[Any], str]]] = {
     ActorSubmitted: lambda event: event.request.actor_id,
     PlacementGroupSubmitted: lambda event: event.request.pg_id,

@@ -11,13 +11,19 @@ the caller gives back one id per event absorbed) and that event's cause.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import msgspec
 
 from schemas import ActorPlaced, ActorRemoved, ActorSubmitted, AnyEvent, VirtualNodeResized, VirtualNodeSize
+from services.core.type_tests import TypeTest
 
 T = TypeVar("T")
+_RESIZED: Final[TypeTest[VirtualNodeResized]] = TypeTest(VirtualNodeResized)
+_REMOVED: Final[TypeTest[ActorRemoved]] = TypeTest(ActorRemoved)
+_PLACED: Final[TypeTest[ActorPlaced]] = TypeTest(ActorPlaced)
+_SUBMITTED: Final[TypeTest[ActorSubmitted]] = TypeTest(ActorSubmitted)
+"""What merging asks of every event written (see `type_tests`)."""
 
 
 class Outcome(Generic[T]):
@@ -75,18 +81,18 @@ class Journal:
 def append_merged(events: list[AnyEvent], untaken: int, event: AnyEvent) -> int:
     """Keep `event` at the end of `events` (whose entries from `untaken` on are not in the log yet), merged with
     what it can carry; how many events it absorbed."""
-    if isinstance(event, VirtualNodeResized):
+    if _RESIZED.holds(event):
         last = events[-1] if len(events) > untaken else None
-        if isinstance(last, ActorRemoved):
+        if _REMOVED.holds(last):
             events[-1] = msgspec.structs.replace(last, resized=[*last.resized, _size(event)])
             return 1
-    elif isinstance(event, ActorPlaced):
+    elif _PLACED.holds(event):
         start = _placement_span(events, untaken, event.actor_id)
         if start < len(events):
             span = events[start:]
             first = span[0]
-            request = first.request if isinstance(first, ActorSubmitted) else event.request
-            growth = [_size(step) for step in span if isinstance(step, VirtualNodeResized)]
+            request = first.request if _SUBMITTED.holds(first) else event.request
+            growth = [_size(step) for step in span if _RESIZED.holds(step)]
             events[start:] = [
                 msgspec.structs.replace(
                     event,
@@ -105,10 +111,10 @@ def _placement_span(events: list[AnyEvent], untaken: int, actor_id: str) -> int:
     """Where the events a placement of `actor_id` absorbs begin: the resizes just before it, and the actor's
     submission just before those (len(events) when there is nothing to absorb)."""
     start = len(events)
-    while start > untaken and isinstance(events[start - 1], VirtualNodeResized):
+    while start > untaken and _RESIZED.holds(events[start - 1]):
         start -= 1
     before = events[start - 1] if start > untaken else None
-    if isinstance(before, ActorSubmitted) and before.request.actor_id == actor_id:
+    if _SUBMITTED.holds(before) and before.request.actor_id == actor_id:
         start -= 1
     return start
 

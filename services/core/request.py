@@ -25,6 +25,7 @@ from services.core.errors import ConflictError, LabelError, rule_error
 from services.core.labels import UNREACHABLE_TAINT, validate_label_key, validate_label_value, validate_labels
 from services.core.selectors import LabelSelector, Tolerations
 from services.core.state import Resources
+from services.core.type_tests import TypeTest
 
 Policy = Literal["DEFAULT", "SPREAD"]
 """How an actor's placement ranks nodes of equal soft weight (SPREAD: the least used first)."""
@@ -38,6 +39,12 @@ RUN_AFTER_POLICIES: Final = ("", "Require", "Prefer")
 ID_LIMIT: Final = 253
 """The most characters an id may have."""
 _OPERATORS: Final = tuple(ActorAffinityOperator)
+_GROUP_REQUEST: Final[TypeTest[PlacementGroupRequest]] = TypeTest(PlacementGroupRequest)
+_NODE_LABELS: Final[TypeTest[NodeLabelSchedulingStrategy]] = TypeTest(NodeLabelSchedulingStrategy)
+_NODE_AFFINITY: Final[TypeTest[NodeAffinitySchedulingStrategy]] = TypeTest(NodeAffinitySchedulingStrategy)
+_ACTOR_AFFINITY: Final[TypeTest[ActorAffinitySchedulingStrategy]] = TypeTest(ActorAffinitySchedulingStrategy)
+_GROUP_TARGET: Final[TypeTest[PlacementGroupSchedulingStrategy]] = TypeTest(PlacementGroupSchedulingStrategy)
+"""What every request compiled is asked (see `type_tests`)."""
 
 
 MAX_FALLBACKS: Final = 8
@@ -55,7 +62,7 @@ def check_new_work(request: Work) -> None:
     if len(request.fallback_strategy) > MAX_FALLBACKS:
         count = len(request.fallback_strategy)
         raise rule_error("fallback_strategy", f"{count} options", f"must have at most {MAX_FALLBACKS} options")
-    if not isinstance(request, PlacementGroupRequest):
+    if not _GROUP_REQUEST.holds(request):
         return
     lists = [("bundles", request.bundles)]
     for index, option in enumerate(request.fallback_strategy):
@@ -272,15 +279,15 @@ class CompiledRequest:
             if strategy not in POLICIES:
                 raise rule_error("scheduling_strategy", strategy, f"must be one of {', '.join(POLICIES)} or a strategy")
             self.policy = strategy
-        elif isinstance(strategy, NodeLabelSchedulingStrategy):
+        elif _NODE_LABELS.holds(strategy):
             self.node_label_hard = _selector("scheduling_strategy.hard", strategy.hard) or None
             self.node_label_soft = _selector("scheduling_strategy.soft", strategy.soft) or None
-        elif isinstance(strategy, NodeAffinitySchedulingStrategy):
+        elif _NODE_AFFINITY.holds(strategy):
             check_id("scheduling_strategy.node_id", strategy.node_id)
             self.node_affinity = strategy
-        elif isinstance(strategy, ActorAffinitySchedulingStrategy):
+        elif _ACTOR_AFFINITY.holds(strategy):
             self._affinity(strategy)
-        elif isinstance(strategy, PlacementGroupSchedulingStrategy):
+        elif _GROUP_TARGET.holds(strategy):
             check_id("scheduling_strategy.placement_group_id", strategy.placement_group_id)
             if strategy.bundle_index < -1:
                 raise rule_error("scheduling_strategy.bundle_index", strategy.bundle_index, "must be >= -1")

@@ -47,6 +47,7 @@ from services.core.state.model import (
     Resources,
 )
 from services.core.state.tree import ROOT, AdmissionStatus, VNode
+from services.core.type_tests import TypeTest
 
 INDEXED_TOPOLOGIES: Final = (NODE_ID, *FOOTPRINT_TOPOLOGY)
 """The topology keys `actor_index` counts by; the domains of any other key are derived from the node-id ones."""
@@ -68,6 +69,9 @@ SCHEDULER_EVENTS: Final = (
     VirtualClusterDestroyed,
 )
 """Events only the scheduler writes: fenced by the lease epoch."""
+_FENCED: Final[TypeTest[AnyEvent]] = TypeTest(*SCHEDULER_EVENTS)
+_ACTOR_AFFINITY: Final[TypeTest[ActorAffinitySchedulingStrategy]] = TypeTest(ActorAffinitySchedulingStrategy)
+"""What every fold and every placed actor's indexing ask (see `type_tests`)."""
 
 
 FOOTPRINTS_KEPT: Final = 100_000
@@ -77,7 +81,7 @@ FOOTPRINTS_KEPT: Final = 100_000
 def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
     """The hard NOT_IN / DOES_NOT_EXIST terms of an ANDed actor-affinity strategy: they bind newcomers too."""
     strategy = request.scheduling_strategy
-    if not isinstance(strategy, ActorAffinitySchedulingStrategy) or strategy.is_or_semantics:
+    if not _ACTOR_AFFINITY.holds(strategy) or strategy.is_or_semantics:
         return []
     terms: list[AntiTerm] = []
     for expression in strategy.match_expressions:
@@ -149,7 +153,7 @@ class ClusterView:
         `UnfoldableEventError` and changes nothing (see `checks`).
         """
         self.log_time = at
-        if not (isinstance(event, SCHEDULER_EVENTS) and event.epoch < self.epoch):
+        if not (_FENCED.holds(event) and event.epoch < self.epoch):
             rule = CHECKS.get(type(event))
             if rule is not None:
                 rule(self, event)

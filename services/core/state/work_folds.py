@@ -5,6 +5,8 @@ Each fold takes the root view and finds the scope itself: the root's, or the vir
 
 from __future__ import annotations
 
+from typing import Final
+
 from schemas import (
     ActorFailed,
     ActorPending,
@@ -25,6 +27,7 @@ from services.core.state.launch_folds import note_work
 from services.core.state.model import ActorState, GroupState, NodeState, give, take
 from services.core.state.nominations import end_if_placed_or_gone
 from services.core.state.view import ClusterView
+from services.core.type_tests import TypeTest
 
 
 def _scope(view: ClusterView, work_id: str) -> ClusterView:
@@ -168,12 +171,16 @@ def release_actor(view: ClusterView, actor_id: str) -> ActorState:
     return actor
 
 
+_NODE_LABELS: Final[TypeTest[NodeLabelSchedulingStrategy]] = TypeTest(NodeLabelSchedulingStrategy)
+"""Asked of every placed actor's strategy (see `type_tests`)."""
+
+
 def footprint_of(request: ScheduleRequest, node: NodeState) -> dict[str, str]:
     """Where an actor ran, as a later DataFlow operation inherits it: the node's footprint, plus the keys the
     request selected on."""
     keys = list(request.label_selector)
     strategy = request.scheduling_strategy
-    if isinstance(strategy, NodeLabelSchedulingStrategy):
+    if _NODE_LABELS.holds(strategy):
         keys += [*strategy.hard, *strategy.soft]
     extra = {key: node.labels[key] for key in keys if key in node.labels and key not in node.footprint}
     return {**node.footprint, **extra} if extra else node.footprint
