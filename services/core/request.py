@@ -39,6 +39,7 @@ RUN_AFTER_POLICIES: Final = ("", "Require", "Prefer")
 ID_LIMIT: Final = 253
 """The most characters an id may have."""
 _OPERATORS: Final = tuple(ActorAffinityOperator)
+_INFINITY: Final = math.inf
 _GROUP_REQUEST: Final[TypeTest[PlacementGroupRequest]] = TypeTest(PlacementGroupRequest)
 _NODE_LABELS: Final[TypeTest[NodeLabelSchedulingStrategy]] = TypeTest(NodeLabelSchedulingStrategy)
 _NODE_AFFINITY: Final[TypeTest[NodeAffinitySchedulingStrategy]] = TypeTest(NodeAffinitySchedulingStrategy)
@@ -131,7 +132,7 @@ def _comparable(name: str, value: object) -> object:
 def check_id(field: str, value: object) -> str:
     """An id is a non-empty string of at most 253 characters without whitespace (as `str.isspace` counts it: a
     split on whitespace leaves such a string whole, and costs less than a regular expression on this hot path)."""
-    if not isinstance(value, str) or len(value) > ID_LIMIT or value.split(maxsplit=1) != [value]:
+    if not isinstance(value, str) or len(value) > ID_LIMIT or value.split() != [value]:
         raise rule_error(field, value, "must be a non-empty string of at most 253 characters without blanks")
     return value
 
@@ -143,7 +144,8 @@ def check_resources(field: str, resources: object) -> Resources:
     for name, amount in resources.items():  # (int, float): a union (int | float) is built anew at every call
         if not isinstance(name, str) or not name:
             raise rule_error(f"{field} name", name, "must be a non-empty string")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount < 0:
+        # 0 <= amount < inf refuses NaN, the infinities and negatives, without a call to math.isfinite per amount
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < _INFINITY:
             raise rule_error(f"{field}[{name!r}]", amount, "must be a finite number >= 0")
     return {name: float(amount) for name, amount in resources.items() if amount > 0}
 

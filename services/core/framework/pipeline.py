@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Final
 
 from schemas import Explanation
@@ -97,7 +97,6 @@ class Plan:
         return shortest
 
 
-_WEIGHT: Final = itemgetter(0)
 _HASH_KEY: Final = attrgetter("hash_key")
 
 EXCLUDED_REASON: Final = "was taken by another bundle of this placement group (STRICT_SPREAD)"
@@ -188,7 +187,15 @@ def choose(
         trace.extend(scored)
     if len(scored) <= 1:
         return scored[0][1] if scored else None
-    best_weight = max(scored, key=_WEIGHT)[0]
+    return _best(plan, scored, prng)
+
+
+def _best(plan: Plan, scored: list[tuple[int, NodeState]], prng: SplitMix64) -> NodeState:
+    """The highest weight, then the lowest policy key, then a seeded choice among the tied in `hash_key` order."""
+    best_weight = scored[0][0]
+    for weight, _node in scored:
+        if weight > best_weight:  # noqa: PLR1730 - not max(): a loop makes no call back into Python per node
+            best_weight = weight
     top = 0.0
     ties: list[NodeState] = []
     for weight, node in scored:
@@ -219,8 +226,11 @@ def _sample(
         return []
     nodes, need, room = view.nodes, plan.need, plan.room
     start = prng.below(count)
-    exhaustive = any(scorer.exhaustive for scorer in plan.scorers)
-    top = sum(scorer.ceiling for scorer in plan.scorers)
+    exhaustive = False
+    top = 0
+    for scorer in plan.scorers:  # loops, not any() and sum() over generators: a compiled generator is an object
+        exhaustive = exhaustive or scorer.exhaustive
+        top += scorer.ceiling
     best = 0
     found: list[tuple[int, NodeState]] = []
     negative: list[tuple[int, NodeState]] = []
