@@ -30,6 +30,7 @@ MAX_DEPTH = 48
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_NOT_MARKS = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 _INNERMOST = re.compile(rb"\[\]|\{\}")
 
 
@@ -83,17 +84,27 @@ def _name(kind: Any) -> str:
     return str(kind) if name is None else str(name)
 
 
-def _nests_too_deep(data: bytes, max_depth: int) -> bool:
-    """Whether the arrays and objects of `data` nest deeper than `max_depth` (or their brackets do not pair up).
+def _marks(data: bytes) -> bytes:
+    """The brackets and quotes of `data`, in order (all that the quick depth check reads)."""
+    return data.translate(None, _NOT_MARKS)
+
+
+def _nests_too_deep(data: bytes, marks: bytes, max_depth: int) -> bool:
+    """Whether the arrays and objects of `data` (whose brackets and quotes are `marks`) nest deeper than `max_depth`
+    (or their brackets do not pair up).
 
     `decode` asks only when the message holds more brackets in all than the limit (every batch does): without a
-    backslash and with quotes paired, the strings are every other piece between quotes, and a pass of two plain
-    replaces peels one or two levels of brackets, so `max_depth // 2` passes that leave none prove the depth within
-    the limit; anything else is settled by `_nests_deeper_exactly`, which gives the same answer for any bytes.
+    backslash and with quotes paired, the strings are every other piece between quotes. Kept to its brackets and
+    quotes, the message loses its strings without brackets as `""` pairs (two quotes in a row leave every bracket
+    as far inside or outside a string as it was), and only what is left is split at quotes. A pass of two plain
+    replaces then peels one or two levels of brackets, so `max_depth // 2` passes that leave none prove the depth
+    within the limit; anything else is settled by `_nests_deeper_exactly`, which gives the same answer for any bytes.
     """
-    if b"\\" in data or data.count(b'"') % 2:
+    if b"\\" in data or marks.count(b'"') % 2:
         return _nests_deeper_exactly(data, max_depth)
-    brackets = b"".join(data.split(b'"')[::2]).translate(None, _NOT_BRACKETS)
+    brackets = marks.replace(b'""', b"")
+    if b'"' in brackets:
+        brackets = b"".join(brackets.split(b'"')[::2])
     for _ in range(max_depth // 2):
         if not brackets:
             return False
@@ -120,7 +131,8 @@ def decode(data: bytes, kind: Any, *, max_bytes: int = MAX_BYTES, max_depth: int
     """
     if len(data) > max_bytes:
         raise _refused(kind, f"message of {len(data)} bytes is over the {max_bytes}-byte limit")
-    if data.count(b"{") + data.count(b"[") > max_depth and _nests_too_deep(data, max_depth):
+    marks = _marks(data)
+    if marks.count(b"{") + marks.count(b"[") > max_depth and _nests_too_deep(data, marks, max_depth):
         raise _refused(kind, f"arrays and objects nest deeper than the {max_depth}-level limit")
     decoder = _decoder(kind)
     try:

@@ -10,7 +10,7 @@ from schemas import AnyEvent, NodeRegistered
 from schemas.commands import RegisterNode
 from schemas.proposals import Proposals
 from services.core.errors import CodecError
-from services.runtime.codec import MAX_DEPTH, _nests_deeper_exactly, _nests_too_deep, decode, encode
+from services.runtime.codec import MAX_DEPTH, _marks, _nests_deeper_exactly, _nests_too_deep, decode, encode
 from tests.support.examples import examples
 
 DEEP = b'{"a":' * 1000 + b"1" + b"}" * 1000
@@ -95,4 +95,4 @@ _NESTED = st.recursive(
 def test_the_quick_depth_check_answers_as_the_exact_one(data: bytes, max_depth: int) -> None:
     """The quick path (no backslash, quotes paired) never changes a verdict: the same bytes are refused in every
     process, whichever path reads them."""
-    assert _nests_too_deep(data, max_depth) == _nests_deeper_exactly(data, max_depth)
+    assert _nests_too_deep(data, _marks(data), max_depth) == _nests_deeper_exactly(data, max_depth)
