@@ -476,7 +476,7 @@ def test_registration_check(rules: tuple[registry.Rule, ...], expected: list[str
 # the core's packages import only downward
 
 CORE_RANKS = {
-    **dict.fromkeys(("errors", "documents", "labels", "selectors", "amounts", "prng", "ring"), 0),
+    **dict.fromkeys(("errors", "documents", "labels", "selectors", "amounts", "prng", "ring", "type_tests"), 0),
     "state": 1,
     **dict.fromkeys(("request", "node_events", "liveness", "waiting"), 2),
     "framework": 3,
