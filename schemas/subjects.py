@@ -140,9 +140,16 @@ def batch_aggregate(event: AnyEvent) -> str | None:
     """The aggregate whose batch messages carry `event` (None: it is appended alone). A virtual node's resize rides
     in the actor batches: a flexible node grows for the placement after it and shrinks after the removal before it,
     so inside virtual clusters resizes and actor events alternate, and apart every resize would end a batch."""
-    if isinstance(event, ActorPlaced | ActorPending | ActorFailed | ActorRemoved | ActorSubmitted | VirtualNodeResized):
-        return ACTOR
-    return None
+    kind = type(event)
+    rides = _RIDES.get(kind)
+    if rides is None:  # asked once per type: isinstance against a Struct class is slow when it fails
+        rides = _RIDES[kind] = issubclass(kind, _ACTOR_BATCHED)
+    return ACTOR if rides else None
+
+
+_ACTOR_BATCHED = (ActorPlaced, ActorPending, ActorFailed, ActorRemoved, ActorSubmitted, VirtualNodeResized)
+_RIDES: dict[type, bool] = {}
+"""Event type -> whether it rides in the actor batches (`batch_aggregate`)."""
 
 
 def batch_subject(aggregate: str) -> str:

@@ -93,31 +93,36 @@ def messages_of(events: Sequence[AnyEvent], *, batched: bool, limit: int) -> lis
     one aggregate's batches (`subjects.batch_aggregate`) together, at most `BATCH_MOST` of them in at most `limit`
     bytes (an event alone is a message of its own)."""
     messages: list[_Message] = []
-    run: list[_Message] = []  # each event of the run as the message it would be alone
+    run: list[tuple[AnyEvent, bytes]] = []  # each event of the run with its encoding (its own subject unasked)
     aggregate = ""
     size = 1  # the bytes of the run as a batch: "[" and, per event, the event and "," or "]"
     for event in events:
-        alone = _Message(subject_of(event), event.event_id, encode(event), [event])
+        data = encode(event)
         rides = s.batch_aggregate(event) if batched else None
-        if run and (rides != aggregate or len(run) >= BATCH_MOST or size + len(alone.data) + 1 > limit):
+        if run and (rides != aggregate or len(run) >= BATCH_MOST or size + len(data) + 1 > limit):
             messages.append(_run_message(run, aggregate))
             run, size = [], 1
         if rides is not None:
-            run.append(alone)
-            aggregate, size = rides, size + len(alone.data) + 1
+            run.append((event, data))
+            aggregate, size = rides, size + len(data) + 1
         else:
-            messages.append(alone)
+            messages.append(_alone(event, data))
     if run:
         messages.append(_run_message(run, aggregate))
     return messages
 
 
-def _run_message(run: list[_Message], aggregate: str) -> _Message:
+def _alone(event: AnyEvent, data: bytes) -> _Message:
+    """An event as a message of its own, on its own subject."""
+    return _Message(subject_of(event), event.event_id, data, [event])
+
+
+def _run_message(run: list[tuple[AnyEvent, bytes]], aggregate: str) -> _Message:
     """A run of consecutive events of one batched aggregate as one message (a run of one as the event's own)."""
     if len(run) == 1:
-        return run[0]
-    events = [message.events[0] for message in run]
-    data = b"[" + b",".join(message.data for message in run) + b"]"
+        return _alone(*run[0])
+    events = [event for event, _data in run]
+    data = b"[" + b",".join(data for _event, data in run) + b"]"
     return _Message(s.batch_subject(aggregate), s.batch_msg_id(events[0].event_id, len(events)), data, events)
 
 
