@@ -44,12 +44,16 @@ class Lender:
         self.closed = closed
         """Root nodes that lend the claimant nothing (launched in the round of a launch of its own still coming)."""
         self._quota: dict[str, Resources] = {}
+        self._limits: dict[str, Resources] = {}
+        """Per cluster, the headroom of each resource asked so far (`lendable` asks it for every node walked)."""
 
     def headroom(self, vc: VClusterState, names: Resources, *, holding: bool = True) -> Resources:
         """Per resource in `names`: how much more the cluster's flexible nodes may hold (inf: unbounded), less what
         its nominated actors hold of its maximum for others than the claimant (unless not `holding`)."""
-        held = self.taken(vc) if holding else vc.flexible_total
-        spec = self.specs(vc.vc_id)
+        if holding:
+            limits = self._limits_of(vc, names)
+            return {name: limits[name] for name in names}
+        spec, held = self.specs(vc.vc_id), vc.flexible_total
         return {name: spec.headroom(name, held.get(name, 0.0)) for name in names}
 
     def taken(self, vc: VClusterState) -> Resources:
@@ -63,8 +67,8 @@ class Lender:
             def room(name: str) -> float:
                 return spec.headroom(name, vc.flexible_total.get(name, 0.0))
 
-            claimant = self.claimant or ("", None)
-            quota = held_quota(self.root, vc, room, *claimant)
+            work_id, priority = self.claimant or ("", None)
+            quota = held_quota(self.root, vc, room, work_id, priority)
             for name, amount in quota.items():
                 taken[name] = taken.get(name, 0.0) + amount
             self._quota[vc.vc_id] = taken
@@ -76,7 +80,10 @@ class Lender:
         if not vc.parent:
             if host.node_id in self.closed:
                 return {}
-            return unheld(self.root, host, *self.claimant) if self.claimant else unheld(self.root, host)
+            if self.claimant is None:  # not *self.claimant: a compiled call with a star builds a tuple and a dict
+                return unheld(self.root, host)
+            work_id, priority = self.claimant
+            return unheld(self.root, host, work_id, priority)
         parent = self.root.tree.clusters[vc.parent]
         vnode = parent.vnodes.get(host.node_id)
         if vnode is None or not vnode.flexible:
@@ -90,8 +97,26 @@ class Lender:
         """What a flexible node of `vc` on `host` may grow by now: the host's room within `vc`'s headroom
         (`headroom`, when the caller has it, for every resource that matters)."""
         room = self.host_room(vc, host)
-        limits = headroom if headroom is not None else self.headroom(vc, room)
-        return {name: min(amount, limits.get(name, 0.0)) for name, amount in room.items()}
+        limits = headroom if headroom is not None else self._limits_of(vc, room)
+        lent: Resources = {}
+        for name, amount in room.items():  # a loop, not min() per resource: no call back into Python
+            limit = limits.get(name)
+            if limit is None:
+                limit = 0.0
+            lent[name] = amount if amount <= limit else limit
+        return lent
+
+    def _limits_of(self, vc: VClusterState, names: Resources) -> Resources:
+        """The headroom of each resource in `names` (and of those asked before), remembered per cluster for this
+        lender: what counts against the maximum (`taken`) is fixed for the lender's life too."""
+        limits = self._limits.get(vc.vc_id)
+        if limits is None:
+            limits = self._limits[vc.vc_id] = {}
+        for name in names:
+            if name not in limits:
+                spec, held = self.specs(vc.vc_id), self.taken(vc)
+                limits[name] = spec.headroom(name, held.get(name, 0.0))
+        return limits
 
     def room(self, vc: VClusterState, standins: dict[str, str]) -> Callable[[NodeState], Resources]:
         """The room function of the cluster's scope: flexible nodes (and `standins`: id -> parent node) count
@@ -147,7 +172,11 @@ class Lender:
 
     @staticmethod
     def _add(free: Resources, extra: Resources) -> Resources:
-        return {name: free.get(name, 0.0) + extra.get(name, 0.0) for name in {*free, *extra}}
+        summed = dict(free)
+        for name, amount in extra.items():
+            have = summed.get(name)
+            summed[name] = amount if have is None else have + amount
+        return summed
 
 
 def stand_ins(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from schemas import (
@@ -26,6 +27,7 @@ from services.core.state.view import VTree
 
 VNODE_POLICIES: Final = ("PACK", "SPREAD", "STRICT_SPREAD")
 UNBOUNDED: Final = None
+_INFINITY: Final = math.inf
 
 
 class CompiledSpec:
@@ -104,7 +106,10 @@ class CompiledSpec:
     def headroom(self, name: str, held: float) -> float:
         """How much more of `name` the flexible nodes may hold beyond `held`."""
         bound = self.maximum.get(name, UNBOUNDED if not self.fixed else 0.0)
-        return float("inf") if bound is None else max(0.0, bound - held)
+        if bound is None:
+            return _INFINITY
+        left = bound - held
+        return left if left > 0.0 else 0.0
 
     @property
     def grows(self) -> bool:

@@ -283,11 +283,7 @@ class VirtualClusters:
         lender = Lender(root, self.spec_of, (request.actor_id, request.priority), closed)
         scope = vc.scope
         headroom = lender.headroom(vc, work.resources)
-        most_free = {
-            name: max((node.free.get(name, 0.0) for node in scope.nodes.values()), default=0.0)
-            for name in work.resources
-        }
-        if any(amount - most_free[name] > headroom[name] + 1e-9 for name, amount in work.resources.items()):
+        if _past_maximum(scope, work.resources, headroom):
             return None  # even the freest node would have to grow past the maximum
         standins: dict[str, str] = {}
         placed = self._on_nominated(vc, spec, work, lender, nominated, standins) if nominated else None
@@ -360,3 +356,20 @@ class VirtualClusters:
             self._hooks.freed(vc.parent, vnode.parent_node, before)
             node_id = vnode.parent_node
             vc = self._view.tree.clusters.get(vc.parent)
+
+
+def _past_maximum(scope: ClusterView, need: Resources, headroom: Resources) -> bool:
+    """Whether even the freest node of `scope` would have to grow past the cluster's maximum (`headroom` left, per
+    resource) to hold `need`. Loops, not max() over a generator: a compiled generator is an object per call."""
+    nodes = scope.nodes.values()
+    for name, amount in need.items():
+        most = 0.0
+        first = True
+        for node in nodes:
+            free = node.free.get(name)
+            have = 0.0 if free is None else free
+            if first or have > most:
+                most, first = have, False
+        if amount - most > headroom[name] + 1e-9:
+            return True
+    return False
