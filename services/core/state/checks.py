@@ -38,7 +38,7 @@ from schemas import (
 )
 from services.core.errors import UnfoldableEventError
 from services.core.state.folds import CHECKS
-from services.core.state.model import ActorState, GroupState, NodeState, Resources, fits, give
+from services.core.state.model import ActorState, GroupState, NodeState, Resources, difference, fits, give, take
 from services.core.state.tree import ROOT, positive
 from services.core.state.view import ClusterView
 
@@ -169,13 +169,16 @@ def _give_back(
         before = vc.scope.nodes.get(vnode_id)
         old = before.total if before is not None else {}
         new = total or {}
-        give(free, {name: old.get(name, 0.0) - new.get(name, 0.0) for name in {*old, *new}})
+        take(free, difference(new, old))
     return free
 
 
 def event_parent(event: ActorPlaced, vc_id: str, vnode_id: str) -> str:
     """The parent node the event names for a resized virtual node."""
-    return next(size.parent_node for size in event.resized if (size.vc_id, size.vnode_id) == (vc_id, vnode_id))
+    for size in event.resized:  # a loop, not next() over a generator: no object per call
+        if size.vc_id == vc_id and size.vnode_id == vnode_id:
+            return size.parent_node
+    raise LookupError(f"virtual node {vnode_id!r} of {vc_id!r}: not resized by the event")
 
 
 def _free_after(event: ActorPlaced, node: NodeState | None, total: Resources | None) -> Resources:
@@ -185,7 +188,7 @@ def _free_after(event: ActorPlaced, node: NodeState | None, total: Resources | N
     if node is None:
         return dict(total)
     free = dict(node.free)
-    give(free, {name: total.get(name, 0.0) - node.total.get(name, 0.0) for name in {*total, *node.total}})
+    give(free, difference(total, node.total))
     return free
 
 

@@ -29,6 +29,18 @@ def give(free: Resources, amount: Resources) -> None:
         free[name] = (0.0 if room is None else room) + quantity
 
 
+def difference(new: Resources, old: Resources) -> Resources:
+    """`new - old` per resource, one missing on either side counting as 0 (loops: no set of names is built)."""
+    delta: Resources = {}
+    for name, amount in new.items():
+        before = old.get(name)
+        delta[name] = amount - (0.0 if before is None else before)
+    for name, before in old.items():
+        if name not in new:
+            delta[name] = 0.0 - before
+    return delta
+
+
 def fits(free: Resources, amount: Resources) -> bool:
     """Whether `amount` fits in `free`."""
     for name, quantity in amount.items():

@@ -15,7 +15,7 @@ from schemas import (
 from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
 from services.core.state.launch_folds import note_work
-from services.core.state.model import NodeState, Resources, give, node_footprint, take
+from services.core.state.model import NodeState, difference, give, node_footprint, take
 from services.core.state.tree import VNode, positive, vnode_labels
 from services.core.state.view import ClusterView, VClusterState, parent_scope
 from services.core.state.work_folds import bury
@@ -98,14 +98,7 @@ def on_resized(root: ClusterView, event: VirtualNodeResized | VirtualNodeSize) -
         release_vnode(root, vc, event.vnode_id)
         return
     host = parent_scope(root, vc).node(event.parent_node)
-    delta: Resources = {}
-    old_total = node.total
-    for name, amount in new_total.items():
-        old = old_total.get(name)
-        delta[name] = amount - (0.0 if old is None else old)
-    for name, old in old_total.items():
-        if name not in new_total:
-            delta[name] = 0.0 - old
+    delta = difference(new_total, node.total)
     if host is not None:
         take(host.free, delta)
     give(node.free, delta)
