@@ -152,7 +152,20 @@ async def connected(args: argparse.Namespace, *, name: str = "", quiet: bool = T
     try:
         yield client
     finally:
-        await client.close()
+        with contextlib.suppress(TimeoutError):  # the connection closing never holds the command up for long
+            await asyncio.wait_for(client.close(), STOP_GRACE_S)
+
+
+STOP_GRACE_S = 5.0
+"""How long a command that was told to stop waits for its tasks to end, and then for its connection to close."""
+
+
+async def stop_tasks(*tasks: asyncio.Task[Any]) -> None:
+    """Cancel `tasks` and wait for them to end, for at most `STOP_GRACE_S`: a command told to stop (Ctrl-C) ends
+    even when a task's clean-up waits on the bus."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks, timeout=STOP_GRACE_S)
 
 
 @contextlib.contextmanager

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 from datetime import UTC, datetime
 
 from schemas import subjects as s
 from services.cli import args as types
-from services.cli.common import UsageError, add_connection_arguments, connected, not_found, say, stop_signals
+from services.cli.common import (
+    UsageError,
+    add_connection_arguments,
+    connected,
+    not_found,
+    say,
+    stop_signals,
+    stop_tasks,
+)
 from services.cli.listing import (
     KINDS,
     RECORD_KIND,
@@ -204,10 +211,7 @@ def run_get(args: argparse.Namespace) -> int:
                 following = asyncio.create_task(listing.follow(start))
                 stopping = asyncio.create_task(stop.wait())
                 done, _ = await asyncio.wait((following, stopping), return_when=asyncio.FIRST_COMPLETED)
-                for task in (following, stopping):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                await stop_tasks(following, stopping)
                 if following in done:
                     following.result()  # the log reader failed: its error is the command's
             return 1 if missing else 0

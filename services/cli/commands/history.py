@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
 
-from services.cli.common import UsageError, add_connection_arguments, connected, say, stop_signals
+from services.cli.common import UsageError, add_connection_arguments, connected, say, stop_signals, stop_tasks
 from services.cli.history import clock
 from services.cli.registry import Subcommands
 from services.cli.table import format_table
@@ -111,10 +110,9 @@ def run_events(args: argparse.Namespace) -> int:
                 return 0
             with stop_signals() as stop:
                 follow = asyncio.create_task(_follow(client.watch(**ids, since=since or EVERYTHING), args.output))
-                await asyncio.wait([follow, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-                follow.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follow
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait([follow, stopping], return_when=asyncio.FIRST_COMPLETED)
+                await stop_tasks(follow, stopping)
             return 0
 
     return asyncio.run(main())

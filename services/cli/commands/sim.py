@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 from dataclasses import dataclass
 
 from services.cli import args as types
-from services.cli.common import CliError, UsageError, add_connection_arguments, connected, progress, say, stop_signals
+from services.cli.common import (
+    CliError,
+    UsageError,
+    add_connection_arguments,
+    connected,
+    progress,
+    say,
+    stop_signals,
+    stop_tasks,
+)
 from services.cli.registry import Subcommands
 from services.client import Client, CorralError, UnavailableError
 
@@ -143,9 +151,7 @@ def run_sim(args: argparse.Namespace) -> int:
                 try:
                     done, _ = await asyncio.wait({registering, stopping}, return_when=asyncio.FIRST_COMPLETED)
                     if registering not in done:
-                        registering.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await registering
+                        await stop_tasks(registering)
                         print("\nstopped while registering", file=sys.stderr)
                         return
                     registering.result()
