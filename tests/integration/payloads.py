@@ -68,6 +68,15 @@ schedule_request = st.fixed_dictionaries(
 group_request = st.fixed_dictionaries({"pg_id": ids(GROUPS), "bundles": st.lists(resources, min_size=1, max_size=2)})
 spec = st.fixed_dictionaries({"flexible_resource_max": resources})
 grant = st.fixed_dictionaries({"vnode_id": st.just("vn0"), "parent_node": ids(NODES), "resources": resources})
+size = st.fixed_dictionaries(
+    {
+        "vc_id": ids(CLUSTERS),
+        "vnode_id": st.sampled_from(["vn0", "vc0-flex-n0", "ghost-vnode"]),
+        "parent_node": ids(NODES),
+        "resources": st.sampled_from([{}, {"CPU": 0.0}, {"CPU": 2.0}, {"CPU": 1.0, "GPU": 1.0}]),
+    }
+)
+"""A virtual node's new size as an actor event carries it: grown, released (nothing left), or of a ghost."""
 
 
 def event(tag: str, **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
@@ -106,6 +115,14 @@ EVENTS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         event("ActorPending", actor_id=ids(ACTORS), explanation=st.just({"total": 0, "message": "waits"})),
         event("ActorFailed", actor_id=ids(ACTORS), node_id=ids(NODES), reason=st.just("x"), will_restart=st.booleans()),
         event("ActorRemoved", actor_id=ids(ACTORS)),
+        event(
+            "ActorPlaced",
+            actor_id=ids(ACTORS),
+            node_id=ids(NODES),
+            request=schedule_request,
+            resized=st.lists(size, max_size=3),
+        ),
+        event("ActorRemoved", actor_id=ids(ACTORS), resized=st.lists(size, max_size=3)),
     ),
     s.PLACEMENT_GROUP: st.one_of(
         event("PlacementGroupSubmitted", request=group_request),
