@@ -48,6 +48,7 @@ from services.runtime import appends
 from services.runtime.follower import LogFollower
 from services.runtime.settings import COUNTS
 from services.scheduler import app, applier, handlers
+from services.scheduler import measure as scheduler_metrics
 
 FOLLOWERS = ("labels", "taints", "vclusters")
 """The services the mesh runs beside the scheduler this process runs."""
@@ -122,13 +123,13 @@ class StepClock:
 
         return timed
 
-    def counted(self, function: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
-        """The coroutine function `function`, each call counted as one request decided (its CPU is not timed)."""
+    def counted(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function`, each call counted as one request decided (its CPU is not timed)."""
 
         @functools.wraps(function)
-        async def counting(*args: Any, **kwargs: Any) -> Any:
+        def counting(*args: Any, **kwargs: Any) -> Any:
             self.requests += 1
-            return await function(*args, **kwargs)
+            return function(*args, **kwargs)
 
         return counting
 
@@ -166,7 +167,7 @@ def scheduler_steps(clock: StepClock) -> Wrapped:
         (handlers, "_apply", lambda f: clock.sync("apply", f)),
         (app, "handle", lambda f: clock.sync("handle", f)),  # as `app` imported it from `handlers`
         (app, "_decide", lambda f: clock.coroutine("decide", f, request=True, counts=False)),  # a message
-        (app, "_decide_request", clock.counted),  # each request, alone or inside a batch
+        (scheduler_metrics, "counted", clock.counted),  # each request answered, alone or inside a batch
         (app, "_answer", lambda f: clock.coroutine("answer", f, request=False)),
     ]
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
+import msgspec
+import pytest
 from nats.aio.msg import Msg
 
 from schemas import NodeRegistered, Placed, ScheduleRequest
 from schemas.commands import RemoveActor, RequestBatch, SchedulerRequest, SubmitActor
-from schemas.replies import BatchReply
+from schemas.replies import BatchReply, Rejected
 from services.runtime.codec import encode
 from services.runtime.settings import Settings
 from services.runtime.work_queue import REQUESTS_AT_ONCE
+from services.scheduler import app
 from services.scheduler.app import Decided, _decide_part
 from services.scheduler.view import SchedulerView
 from tests.scheduler.fake_bus import fake_shell
@@ -65,3 +68,37 @@ def test_a_part_holds_one_message_at_least_and_single_requests_count_one_each() 
     shell.bus.settings = Settings(max_message_bytes=1 << 20)
     fetched = [message(encode(RemoveActor(actor_id=f"x{index}")), index + 1) for index in range(REQUESTS_AT_ONCE + 3)]
     assert len(asyncio.run(_decide_part(shell, view, fetched))) == REQUESTS_AT_ONCE
+
+
+def test_a_request_the_scheduler_fails_on_inside_a_batch_is_set_aside_and_the_others_are_decided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug on the second request of three: it is kept in dead letters under its place in the batch (2) and
+    answered as the scheduler failing; the first and the third are placed, and the message is not poison."""
+    view = SchedulerView(seed=1, rare_resources=())
+    view.fold(NodeRegistered(node_id="n", resources={"CPU": 10}, labels={}, event_id="labels-n"), 1)
+    shell, _bus, _follower = fake_shell([], view)
+    shell.bus.settings = Settings(max_message_bytes=1 << 20)
+    kept: list[tuple[bytes, str, int, int]] = []
+
+    async def dead_letter(_service: str, data: bytes, reason: str, _subject: str, *, request: int, index: int) -> None:
+        kept.append((data, reason, request, index))
+
+    shell.bus.dead_letter = dead_letter  # type: ignore[method-assign]
+    decide = app.handle
+
+    def buggy(scheduler_view: SchedulerView, request: SchedulerRequest) -> object:
+        if isinstance(request, SubmitActor) and request.request.actor_id == "a1":
+            raise KeyError("a bug")
+        return decide(scheduler_view, request)
+
+    monkeypatch.setattr(app, "handle", buggy)
+    ((reply, poison),) = asyncio.run(_decide_part(shell, view, [message(batch_of(0, 3), 7)]))
+    assert isinstance(reply, BatchReply) and not poison
+    first, failed, third = reply.replies
+    assert isinstance(first, Placed) and isinstance(third, Placed)
+    assert isinstance(failed, Rejected) and failed.kind == "unavailable"
+    assert "the scheduler failed on this request (KeyError: 'a bug')" in failed.error
+    ((data, reason, sequence, index),) = kept
+    assert (reason, sequence, index) == ("KeyError: 'a bug'", 7, 2)
+    assert msgspec.json.decode(data)["request"]["actor_id"] == "a1"  # the request itself, not its batch
