@@ -18,6 +18,7 @@ from services.runtime.settings import Settings
 from services.runtime.work_queue import REQUESTS_AT_ONCE
 from services.scheduler import app
 from services.scheduler.app import Decided, _decide_part
+from services.scheduler.handlers import handle
 from services.scheduler.view import SchedulerView
 from tests.scheduler.fake_bus import fake_shell
 
@@ -84,13 +85,12 @@ def test_a_request_the_scheduler_fails_on_inside_a_batch_is_set_aside_and_the_ot
     async def dead_letter(_service: str, data: bytes, reason: str, _subject: str, *, request: int, index: int) -> None:
         kept.append((data, reason, request, index))
 
-    shell.bus.dead_letter = dead_letter  # type: ignore[method-assign]
-    decide = app.handle
+    monkeypatch.setattr(shell.bus, "dead_letter", dead_letter, raising=False)  # the fake bus keeps none
 
     def buggy(scheduler_view: SchedulerView, request: SchedulerRequest) -> object:
         if isinstance(request, SubmitActor) and request.request.actor_id == "a1":
             raise KeyError("a bug")
-        return decide(scheduler_view, request)
+        return handle(scheduler_view, request)
 
     monkeypatch.setattr(app, "handle", buggy)
     ((reply, poison),) = asyncio.run(_decide_part(shell, view, [message(batch_of(0, 3), 7)]))
