@@ -1,10 +1,31 @@
-"""The garbage collector, paused around bursts of short-lived objects that would set off full collections."""
+"""The garbage collector: collecting less often in a service, and paused around bursts of short-lived objects that
+would set off full collections."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
+
+YOUNG_COLLECTION_AT: Final = 20_000
+"""How many more tracked objects a service may allocate than it freed before the youngest generation is collected
+(Python's default is 700). Every message allocates and frees objects by the dozen; at 700 the young collections
+ran about a hundred times a second under the load test and set off full collections, each walking the whole view:
+8 to 10% of a follower's CPU (labels, vclusters), 2.6% of the leading scheduler's. At 20,000: about 1%, and less
+than 1%. Garbage in reference cycles (rare: exceptions with their frames) waits longer to be freed."""
+
+
+@contextmanager
+def collecting_less() -> Iterator[None]:
+    """Inside the block, the youngest generation is collected only past `YOUNG_COLLECTION_AT` (the older ones keep
+    their thresholds); the thresholds before it come back after."""
+    before = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_AT, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 @contextmanager

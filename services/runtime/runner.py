@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 from anyio import CancelScope
 
-from services.runtime import telemetry
+from services.runtime import collector, telemetry
 from services.runtime.settings import Settings, SettingsError
 
 log = logging.getLogger("corral.runner")
@@ -65,7 +65,8 @@ def run_service(name: str, main: Callable[[Settings], Awaitable[None]]) -> int:
             group.cancel_scope.cancel()
 
     try:
-        anyio.run(supervised, backend="asyncio")
+        with collector.collecting_less():
+            anyio.run(supervised, backend="asyncio")
     except BaseException as error:
         stop = _service_exit(error)
         if stop is None:
