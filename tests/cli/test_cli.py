@@ -12,6 +12,7 @@ import pytest
 
 from services.cli import __main__ as cli_main
 from services.cli.__main__ import main
+from services.cli.bench import core as bench_core
 from services.cli.commands import bench
 
 REQUIRED_KEYS = ("workload", "nodes", "placed_before", "decisions_per_s", "p50_us", "p99_us", "peak_rss_mb")
@@ -159,3 +160,18 @@ def test_bench_autoscaler_json_has_the_figures(capsys: pytest.CaptureFixture[str
     figures = json.loads(capsys.readouterr().out)
     assert (figures["nodes"], figures["pending"], figures["target_ms"]) == (50, 100, 200.0)
     assert figures["demand_groups"] == 10
+
+
+def test_bench_core_evicts_the_caches_before_every_nth_decision_when_asked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--evict-mb 1 --evict-every 4` writes the scratch memory before decisions 0, 4 and 8 of 10; without
+    `--evict-mb`, never."""
+    sizes: list[int] = []
+    monkeypatch.setattr(bench_core, "evict", lambda scratch: sizes.append(len(scratch)))
+    argv = ["bench", "core", "-o", "json", "--sizes", "50", "--workloads", "plain", "--decisions", "10", "--in-process"]
+    assert main([*argv, "--evict-mb", "1", "--evict-every", "4"]) == 0
+    assert sizes == [1 << 20] * 3
+    assert main(argv) == 0
+    assert sizes == [1 << 20] * 3
+    assert_figures(json_lines(capsys.readouterr().out), ["plain", "plain"], 50)

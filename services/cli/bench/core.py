@@ -5,6 +5,7 @@ by folding events (`Cluster.from_events`), then times `--decisions` submits (or 
 The `vclusters` workload also times virtual clusters: `--tenants` clusters admitted, a queue of waiting ones,
 `--churn` destroy-and-request rounds, and the same requests inside the clusters and at the root (it runs at
 1,000 nodes unless --sizes says otherwise). Every case runs in a fresh subprocess so its peak RSS is its own.
+`--evict-mb` writes that much memory between groups of decisions, so they run on cold caches, as on a busy machine.
 It prints figures; it asserts nothing.
 """
 
@@ -47,12 +48,16 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _time_decisions(cluster: Cluster, requests: list[Work]) -> tuple[list[int], int]:
-    """Each decision's duration in nanoseconds, and how many of them left the work pending."""
+def _time_decisions(cluster: Cluster, requests: list[Work], evict_mb: int = 0, every: int = 1) -> tuple[list[int], int]:
+    """Each decision's duration in nanoseconds, and how many of them left the work pending; with `evict_mb`, that
+    many megabytes are written before every `every`-th decision, untimed (`evict`)."""
     latencies: list[int] = []
     pending = 0
     clock = time.perf_counter_ns
-    for request in requests:
+    scratch = bytearray(evict_mb << 20)
+    for index, request in enumerate(requests):
+        if evict_mb and index % every == 0:
+            evict(scratch)
         if isinstance(request, PlacementGroupRequest):
             begin = clock()
             decision = cluster.create_placement_group(request)
@@ -65,7 +70,13 @@ def _time_decisions(cluster: Cluster, requests: list[Work]) -> tuple[list[int], 
     return latencies, pending
 
 
-def run_case(workload: Workload, nodes: int, decisions: int) -> Figures:
+def evict(scratch: bytearray) -> None:
+    """Write one byte in every 64 (a cache line) of `scratch`: what the caches held of the cluster is pushed out
+    when `scratch` is larger than they are, as the other processes of a busy machine push out a scheduler's."""
+    scratch[::64] = bytes(len(range(0, len(scratch), 64)))
+
+
+def run_case(workload: Workload, nodes: int, decisions: int, evict_mb: int = 0, every: int = 1) -> Figures:
     """Build the cluster, time the decisions, and return the figures of this case."""
     layout = Layout(nodes)
     strategies = [workload.strategy(labels["app"]) for labels in layout.app_labels] if workload.strategy else []
@@ -83,7 +94,7 @@ def run_case(workload: Workload, nodes: int, decisions: int) -> Figures:
     gc.collect()
     gc.freeze()  # the pre-filled cluster is long-lived: keep the collector from re-walking it on every cycle
     try:
-        latencies, pending = _time_decisions(cluster, requests)
+        latencies, pending = _time_decisions(cluster, requests, evict_mb, every)
     finally:
         gc.unfreeze()
     if pending:
@@ -106,13 +117,14 @@ def run_one(name: str, nodes: int, args: argparse.Namespace) -> Figures:
     """Run one case in this process."""
     if name == "vclusters":
         return vclusters.run_case(nodes, args.decisions, args.tenants, args.churn)
-    return run_case(WORKLOADS[name], nodes, args.decisions)
+    return run_case(WORKLOADS[name], nodes, args.decisions, args.evict_mb, args.evict_every)
 
 
 def run_in_subprocess(workload: str, nodes: int, args: argparse.Namespace) -> Figures | None:
     """Run one case in a fresh interpreter (so peak RSS is the case's own); None if it failed."""
     command = [sys.executable, "-m", "services.cli", "bench", "core", "-o", "json", "--decisions", str(args.decisions)]
     command += ["--tenants", str(args.tenants), "--churn", str(args.churn), "--one", f"{workload}:{nodes}"]
+    command += ["--evict-mb", str(args.evict_mb), "--evict-every", str(args.evict_every)]
     finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     if finished.returncode != 0:
         progress(f"  {workload} at {nodes} nodes failed (exit status {finished.returncode})")
@@ -246,6 +258,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--in-process",
         action="store_true",
         help="run every case in this process (faster start; peak RSS is then the process's, not the case's)",
+    )
+    parser.add_argument(
+        "--evict-mb",
+        type=_count,
+        default=0,
+        metavar="MB",
+        help="write this many megabytes before every --evict-every decisions, untimed, so the decisions after it find "
+        "the cluster out of the caches, as a scheduler sharing a busy machine does (not the vclusters workload; "
+        "default: 0, warm caches)",
+    )
+    parser.add_argument(
+        "--evict-every",
+        type=positive_int,
+        default=20,
+        metavar="N",
+        help="decisions between two evictions (default: 20)",
     )
     parser.add_argument("--one", type=_one, help=argparse.SUPPRESS)
 
