@@ -12,8 +12,9 @@ YOUNG_COLLECTION_AT: Final = 20_000
 """How many more tracked objects a service may allocate than it freed before the youngest generation is collected
 (Python's default is 700). Every message allocates and frees objects by the dozen; at 700 the young collections
 ran about a hundred times a second under the load test and set off full collections, each walking the whole view:
-8 to 10% of a follower's CPU (labels, vclusters), 2.6% of the leading scheduler's. At 20,000: about 1%, and less
-than 1%. Garbage in reference cycles (rare: exceptions with their frames) waits longer to be freed."""
+8 to 10% of a follower's CPU (labels, vclusters), 2.6% of the leading scheduler's. At 20,000: about 1% of a
+follower's, 0.5% of the scheduler's. Garbage in reference cycles (rare: exceptions with their frames) waits longer
+to be freed."""
 
 
 @contextmanager

@@ -356,9 +356,9 @@ async def _decide_message(shell: Shell, view: SchedulerView, msg: Msg) -> Decide
 async def _decide_batch(
     shell: Shell, view: SchedulerView, msg: Msg, requests: Sequence[SchedulerRequest]
 ) -> list[RequestReply]:
-    """Decide and count each request of a batch in order, in one loop (no task switch between two requests of the
-    batch, and none of the per-request calls `guarded` makes: this is the hot path); one the scheduler fails on is
-    set aside as `guarded` does, under its place in the batch (from 1)."""
+    """Decide and count each request of a batch in order, in one plain loop (none of the coroutines, lambdas and
+    partials `guarded` takes per request: this is the hot path); one the scheduler fails on is set aside as `guarded`
+    does, under its place in the batch (from 1)."""
     replies: list[RequestReply] = []
     for place, request in enumerate(requests, start=1):
         try:

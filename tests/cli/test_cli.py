@@ -175,3 +175,16 @@ def test_bench_core_evicts_the_caches_before_every_nth_decision_when_asked(
     assert main(argv) == 0
     assert sizes == [1 << 20] * 3
     assert_figures(json_lines(capsys.readouterr().out), ["plain", "plain"], 50)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("5000", "'5000': must be 0 to 4,096 megabytes"), ("-1", "'-1': expected a whole number >= 0")],
+)
+def test_bench_core_refuses_an_eviction_it_could_not_hold_naming_the_option(
+    value: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "core", "--evict-mb", value])
+    assert stopped.value.code == 2
+    assert f"corral bench core: error: argument --evict-mb: {says}" in capsys.readouterr().err

@@ -203,6 +203,17 @@ def _count(text: str) -> int:
     return value
 
 
+MOST_EVICTED_MB = 4096
+"""The most `--evict-mb` may ask for (it is held in memory for the whole run)."""
+
+
+def _megabytes(text: str) -> int:
+    value = _count(text)
+    if value > MOST_EVICTED_MB:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 to {MOST_EVICTED_MB:,} megabytes")
+    return value
+
+
 def _one(text: str) -> tuple[str, int]:
     name, _, size = text.partition(":")
     return _workloads(name)[0], _sizes(size)[0]
@@ -261,7 +272,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--evict-mb",
-        type=_count,
+        type=_megabytes,
         default=0,
         metavar="MB",
         help="write this many megabytes before every --evict-every decisions, untimed, so the decisions after it find "
