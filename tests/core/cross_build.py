@@ -13,6 +13,7 @@ import hashlib
 import random
 import sys
 from collections import deque
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -28,8 +29,8 @@ SEED = 11
 GroupStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 
 
-def workload(cluster: Cluster, steps: int) -> None:
-    """Drive `cluster` through `steps` seeded steps."""
+def workload(cluster: Cluster, steps: int, after_step: Callable[[], None] = lambda: None) -> None:
+    """Drive `cluster` through `steps` seeded steps (`after_step` is called after each)."""
     rng = random.Random(SEED)
     for shape in node_shapes(60, "x"):
         cluster.add_node(shape.node_id, shape.resources, labels=shape.labels, taints=shape.taints, zone=shape.zone)
@@ -65,7 +66,8 @@ def workload(cluster: Cluster, steps: int) -> None:
                 cluster.add_node(f"y{step}", {"CPU": 8.0, "memory": 16.0}, labels={"disk": "ssd"}, zone="z9")
                 cluster.submit(ScheduleRequest(f"late{step}", {"CPU": 1.0}, vcluster_id="flex"))
         except RejectedError:
-            continue  # a refusal writes nothing: a node already gone, an actor not running
+            pass  # a refusal writes nothing: a node already gone, an actor not running
+        after_step()
 
 
 def main() -> int:

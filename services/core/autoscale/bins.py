@@ -9,7 +9,7 @@ from typing import Final
 from services.core.autoscale.config import NodeType, ScalingConfig
 from services.core.autoscale.nodes import imagined_node
 from services.core.autoscale.plan_types import Fleet
-from services.core.state import ClusterView, NodeState, Resources, fits, give, take
+from services.core.state import ClusterView, NodeState, Resources, fits, take
 from services.core.state.model import EPSILON
 from services.core.state.nominations import nominated_nodes
 
@@ -203,12 +203,12 @@ class Bin:
 
     def load(self, work_id: str, amount: Resources) -> None:
         """Put `amount` of `work_id` here."""
-        self._change(lambda: take(self.node.free, amount))
+        self._change(lambda: self.node.take(amount))
         self.loads.append((work_id, amount))
 
     def unload(self, work_id: str, amount: Resources) -> None:
         """Take back the last `load(work_id, amount)`."""
-        self._change(lambda: give(self.node.free, amount))
+        self._change(lambda: self.node.give(amount))
         self.loads.reverse()
         self.loads.remove((work_id, amount))
         self.loads.reverse()
@@ -216,7 +216,7 @@ class Bin:
     def put(self, need: Resources, work_ids: list[str]) -> None:
         """Put one `need` per work id here."""
         total = {name: amount * len(work_ids) for name, amount in need.items()}
-        self._change(lambda: take(self.node.free, total))
+        self._change(lambda: self.node.take(total))
         self.loads += [(work_id, need) for work_id in work_ids]
 
     @property
@@ -230,8 +230,9 @@ class Bin:
         self.loads = []
 
     def _refill(self) -> None:
-        self.node.free.clear()
+        self.node.free.clear()  # in place: what holds this dict sees the refill
         self.node.free.update(self.room)
+        self.node.note_resources()
 
     def _change(self, change: Callable[[], None]) -> None:
         shelf = self.shelf

@@ -127,4 +127,5 @@ class Growth:
         for name, amount in need.items():
             node.total[name] = node.total.get(name, 0.0) + amount
             node.free.setdefault(name, 0.0)
+        node.note_resources()
         return node

@@ -14,6 +14,7 @@ from services.core.prng import SplitMix64
 from services.core.request import Policy
 from services.core.ring import Chain
 from services.core.state import ClusterView, NodeState, Resources, fits
+from services.core.state.model import CPU, EPSILON, MEMORY
 from services.core.state.nominations import LAUNCHING, closed_to, held_room, nominated_nodes
 
 EXACT_PREFERRED_LIMIT: Final = 512
@@ -33,6 +34,9 @@ class Plan:
         "filters",
         "filters_past_room",
         "need",
+        "need_cpu",
+        "need_memory",
+        "need_plain",
         "nominated",
         "nominated_room",
         "policy",
@@ -49,6 +53,16 @@ class Plan:
         room: Callable[[NodeState], Resources] = free_room,
     ) -> None:
         self.need = need
+        plain = True
+        for name in need:  # a loop, not all() over a generator: no object per call
+            if name not in (CPU, MEMORY):
+                plain = False
+        self.need_plain = plain
+        """Whether the work asks for CPU and memory only (its walk then reads the nodes' plain fields)."""
+        amount = need.get(CPU)
+        self.need_cpu = 0.0 if amount is None else amount
+        amount = need.get(MEMORY)
+        self.need_memory = 0.0 if amount is None else amount
         self.filters = sorted(filters, key=lambda f: f.rank)
         self.filters_past_room = [rule for rule in self.filters if not rule.checks_total]
         """The hard rules a node whose room holds the work can still fail: room is never more than the node's total
@@ -104,8 +118,31 @@ EXCLUDED_REASON: Final = "was taken by another bundle of this placement group (S
 
 def policy_key(plan: Plan, node: NodeState) -> float:
     """How the policy ranks a node (lower is better): SPREAD the least used, else the most used below half, then
-    the least used above; "used" is `NodeState.utilisation(plan.need)`, computed inline here (the hot path)."""
-    need, free = plan.need, node.free
+    the least used above; "used" is `NodeState.utilisation(plan.need)`, computed inline here (the hot path), from
+    the node's plain fields when CPU and memory are all it has."""
+    if node.plain:
+        share = _used(node.total_cpu, node.free_cpu, plan.need_cpu, 0.0)
+        share = _used(node.total_memory, node.free_memory, plan.need_memory, share)
+    else:
+        share = _utilisation(plan.need, node)
+    if plan.policy == "SPREAD":
+        return share
+    return -share if share < 0.5 else 1.0 + share
+
+
+def _used(total: float, free: float, need: float, share: float) -> float:
+    """`share`, or the share of `total` used once `need` is added, when that is more (nothing for a resource the node
+    does not have). Adding a need of 0 changes no sum, so a resource the work does not ask for counts as it would in
+    the dict's loop."""
+    if total <= 0:
+        return share
+    used = (total - free + need) / total
+    return used if used > share else share
+
+
+def _utilisation(need: Resources, node: NodeState) -> float:
+    """The most used share of any of the node's resources once `need` is added."""
+    free = node.free
     share = 0.0
     for name, total in node.total.items():
         if total <= 0:
@@ -119,9 +156,7 @@ def policy_key(plan: Plan, node: NodeState) -> float:
         used /= total
         if used > share:  # noqa: PLR1730 - max() is a call per resource on the hot path
             share = used
-    if plan.policy == "SPREAD":
-        return share
-    return -share if share < 0.5 else 1.0 + share
+    return share
 
 
 def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeState]:
@@ -224,7 +259,7 @@ def _sample(
     count = len(ids)
     if not count:
         return []
-    nodes, need, room = view.nodes, plan.need, plan.room
+    nodes = view.nodes
     start = prng.below(count)
     exhaustive = False
     top = 0
@@ -234,12 +269,13 @@ def _sample(
     best = 0
     found: list[tuple[int, NodeState]] = []
     negative: list[tuple[int, NodeState]] = []
+    plain = plan.room is free_room and plan.need_plain  # then the nodes' plain fields say whether the work fits
     for step in range(count):
         node_id = ids[(start + step) % count]
         if node_id in seen:
             continue
         node = nodes.get(node_id)
-        if node is None or not fits(room(node), need) or plan.rejects_fitting(node) is not None:
+        if node is None or not _has_room(plan, node, plain) or plan.rejects_fitting(node) is not None:
             continue
         weight = plan.weight(node) if plan.scorers else 0
         if weight < 0:
@@ -254,6 +290,19 @@ def _sample(
         elif len(found) >= sample:
             break
     return found or negative
+
+
+def _has_room(plan: Plan, node: NodeState, plain: bool) -> bool:
+    """Whether the work fits the room `plan.room` gives on `node`; with `plain` (that room is the node's own free
+    room, and the work asks for CPU and memory only), read from the node's plain fields as `fits` reads the dicts:
+    only what the work asks for, each against what is free."""
+    if not plain:
+        return fits(plan.room(node), plan.need)
+    need = plan.need_cpu
+    if need > 0 and node.free_cpu + EPSILON < need:
+        return False
+    need = plan.need_memory
+    return not (need > 0 and node.free_memory + EPSILON < need)
 
 
 def feasible(view: ClusterView, plan: Plan) -> bool:

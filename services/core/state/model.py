@@ -9,6 +9,9 @@ from services.core.labels import HOSTNAME, REGION, ZONE
 
 Resources = dict[str, float]
 EPSILON: Final = 1e-9
+CPU: Final = "CPU"
+MEMORY: Final = "memory"
+"""The resources a node also keeps as plain fields (see `NodeState`)."""
 WorkStatus = Literal["pending", "placed"]
 """Where an actor or placement group stands."""
 FOOTPRINT_TOPOLOGY: Final = (HOSTNAME, ZONE, REGION)
@@ -71,7 +74,14 @@ class Layers:
 
 
 class NodeState:
-    """One live node: capacity, what is free, labels, taints, and what runs on it."""
+    """One live node: capacity, what is free, labels, taints, and what runs on it.
+
+    `free` and `total` are read as dicts; CPU and memory are also kept as plain fields (`free_cpu`, `free_memory`,
+    `total_cpu`, `total_memory`), which the decision's walk over candidate nodes reads instead (as kube-scheduler's
+    `Resource` and Ray's predefined resources do): compiled, a field is a double inside the node, where a dict read
+    is a lookup and a boxed float elsewhere in memory. Whatever changes `free` or `total` goes through `take`,
+    `give`, `set_total` or `set_free`, or calls `note_resources` after, so that the fields stay true.
+    """
 
     __slots__ = (
         "actors",
@@ -82,14 +92,19 @@ class NodeState:
         "declared_taints",
         "footprint",
         "free",
+        "free_cpu",
+        "free_memory",
         "hash_key",
         "labels",
         "layers",
         "node_id",
+        "plain",
         "prefer_taints",
         "removed_at",
         "taints",
         "total",
+        "total_cpu",
+        "total_memory",
         "unreachable",
         "unreachable_since",
     )
@@ -121,6 +136,47 @@ class NodeState:
         """Where `labels` and `taints` come from (None: a virtual or imagined node, whose are given whole)."""
         self.removed_at: float | None = None
         """The log time an operator removed this (dead) node."""
+        self.free_cpu = self.free_memory = self.total_cpu = self.total_memory = 0.0
+        self.plain = False
+        """Whether CPU and memory are all the node has (its `policy_key` then reads only the plain fields)."""
+        self.note_resources()
+
+    def note_resources(self) -> None:
+        """Make the plain fields true to `free` and `total` again (a resource missing from them counts 0)."""
+        total, free = self.total, self.free
+        plain = True
+        for name in total:  # a loop, not all() over a generator: no object per call
+            if name not in (CPU, MEMORY):
+                plain = False
+        self.plain = plain
+        amount = total.get(CPU)  # no defaults: a compiled core boxes a default 0.0 at every call
+        self.total_cpu = 0.0 if amount is None else amount
+        amount = total.get(MEMORY)
+        self.total_memory = 0.0 if amount is None else amount
+        amount = free.get(CPU)
+        self.free_cpu = 0.0 if amount is None else amount
+        amount = free.get(MEMORY)
+        self.free_memory = 0.0 if amount is None else amount
+
+    def take(self, amount: Resources) -> None:
+        """Take `amount` from what is free here."""
+        take(self.free, amount)
+        self.note_resources()
+
+    def give(self, amount: Resources) -> None:
+        """Give `amount` back to what is free here."""
+        give(self.free, amount)
+        self.note_resources()
+
+    def set_total(self, total: Resources) -> None:
+        """Make `total` the node's capacity (what is free is changed apart)."""
+        self.total = total
+        self.note_resources()
+
+    def set_free(self, free: Resources) -> None:
+        """Make `free` what is free here."""
+        self.free = free
+        self.note_resources()
 
     def set_taints(self, taints: list[Taint]) -> None:
         """Replace the declared taints; the liveness taint stays."""

@@ -202,7 +202,8 @@ def _restore_scope(snapshot: ViewSnapshot, tree: VTree, scope_id: str) -> Cluste
     view.version, view.epoch, view.arrivals = snapshot.version, snapshot.epoch, snapshot.arrivals
     for saved in snapshot.nodes:
         node = NodeState(saved.node_id, stable_hash(view.seed, saved.node_id), saved.total, saved.labels)
-        node.address, node.free, node.removed_at = saved.address, dict(saved.free), saved.removed_at
+        node.address, node.removed_at = saved.address, saved.removed_at
+        node.set_free(dict(saved.free))
         if saved.layers is not None:
             kept = saved.layers
             node.layers = Layers(kept.agent_labels, kept.agent_taints, kept.operator_labels, kept.operator_taints)

@@ -15,7 +15,7 @@ from schemas import (
 from services.core.prng import stable_hash
 from services.core.state.folds import fold_of
 from services.core.state.launch_folds import note_work
-from services.core.state.model import NodeState, difference, give, node_footprint, take
+from services.core.state.model import NodeState, difference, node_footprint
 from services.core.state.tree import VNode, positive, vnode_labels
 from services.core.state.view import ClusterView, VClusterState, parent_scope
 from services.core.state.work_folds import bury
@@ -76,7 +76,7 @@ def _carve(root: ClusterView, vc: VClusterState, grant: VirtualNodeGrant) -> Non
     scope.set_taints(node, list(host.taints))
     node.footprint = node_footprint(node)
     scope.add_live_node(node)
-    take(host.free, node.total)
+    host.take(node.total)
     parent_view.carved.setdefault(grant.parent_node, {})[grant.vnode_id] = vc.vc_id
     note_work(parent_view, grant.parent_node)
 
@@ -100,9 +100,9 @@ def on_resized(root: ClusterView, event: VirtualNodeResized | VirtualNodeSize) -
     host = parent_scope(root, vc).node(event.parent_node)
     delta = difference(new_total, node.total)
     if host is not None:
-        take(host.free, delta)
-    give(node.free, delta)
-    node.total = new_total
+        host.take(delta)
+    node.give(delta)
+    node.set_total(new_total)
 
 
 def release_vnode(root: ClusterView, vc: VClusterState, vnode_id: str) -> None:
@@ -114,7 +114,7 @@ def release_vnode(root: ClusterView, vc: VClusterState, vnode_id: str) -> None:
     parent_view = parent_scope(root, vc)
     host = parent_view.node(vnode.parent_node)
     if host is not None and vnode_id in vc.scope.nodes:
-        give(host.free, node.total)
+        host.give(node.total)
     carved = parent_view.carved.get(vnode.parent_node)
     if carved is not None:
         carved.pop(vnode_id, None)

@@ -87,7 +87,7 @@ def on_actor_placed(root: ClusterView, event: ActorPlaced) -> None:
         group.actors.add(actor_id)
         actor.bundle = (group_id, event.bundle_index)
     else:
-        take(node.free, request.resources)
+        node.take(request.resources)
     node.actors.add(actor_id)
     note_work(view, node.node_id)
     view.index_actor(request, node, 1)
@@ -163,7 +163,7 @@ def release_actor(view: ClusterView, actor_id: str) -> ActorState:
             give(group.bundle_free[actor.bundle[1]], actor.request.resources)
             group.actors.discard(actor_id)
     else:
-        give(node.free, actor.request.resources)
+        node.give(actor.request.resources)
     node.actors.discard(actor_id)
     note_work(view, node.node_id)
     view.index_actor(actor.request, node, -1)
@@ -209,7 +209,7 @@ def on_group_placed(root: ClusterView, event: PlacementGroupPlaced) -> None:
         if group.bundle_nodes[index] is None:
             node = view.node(node_id)
             assert node is not None, f"bundle placed on never-registered node {node_id}"
-            take(node.free, group.bundles[index])
+            node.take(group.bundles[index])
             node.bundles.add((event.pg_id, index))
             note_work(view, node.node_id)
             group.bundle_nodes[index] = node_id
@@ -257,7 +257,7 @@ def release_bundle(view: ClusterView, group: GroupState, index: int) -> None:
         return
     node = view.node(node_id)
     if node is not None:
-        give(node.free, group.bundles[index])
+        node.give(group.bundles[index])
         node.bundles.discard((group.request.pg_id, index))
         note_work(view, node.node_id)
     group.bundle_nodes[index] = None

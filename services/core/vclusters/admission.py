@@ -14,7 +14,7 @@ from services.core.amounts import format_amounts
 from services.core.decide.group import decide_group
 from services.core.plugins.taints import TaintFilter
 from services.core.prng import SplitMix64
-from services.core.state import ClusterView, NodeState, Resources, fits, give, take
+from services.core.state import ClusterView, NodeState, Resources, fits
 from services.core.state.model import EPSILON
 from services.core.state.nominations import unheld
 from services.core.state.tree import fixed_id, flexible_id, positive
@@ -32,12 +32,12 @@ class _Hold:
         self.held: list[tuple[NodeState, Resources]] = []
 
     def take(self, node: NodeState, amount: Resources) -> None:
-        take(node.free, amount)
+        node.take(amount)
         self.held.append((node, amount))
 
     def release(self) -> None:
         for node, amount in reversed(self.held):
-            give(node.free, amount)
+            node.give(amount)
         self.held.clear()
 
 
