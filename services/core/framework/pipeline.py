@@ -213,11 +213,12 @@ def choose(
             return node
     preferred = _preferred(view, plan, prng)
     seen = {node.node_id for node in preferred}
+    plain = plan.room is free_room and plan.need_plain  # then the nodes' plain fields say whether the work fits
     scored: list[tuple[int, NodeState]] = []
     for node in preferred:
-        if fits(plan.room(node), plan.need) and plan.rejects_fitting(node) is None:
+        if _has_room(plan, node, plain) and plan.rejects_fitting(node) is None:
             scored.append((plan.weight(node), node))
-    scored.extend(_sample(view, plan, prng, sample, seen))
+    scored.extend(_sample(view, plan, prng, sample, seen, plain))
     if trace is not None:
         trace.extend(scored)
     if len(scored) <= 1:
@@ -248,9 +249,10 @@ def _best(plan: Plan, scored: list[tuple[int, NodeState]], prng: SplitMix64) -> 
 
 
 def _sample(
-    view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, seen: set[str]
+    view: ClusterView, plan: Plan, prng: SplitMix64, sample: int, seen: set[str], plain: bool
 ) -> list[tuple[int, NodeState]]:
-    """Walk the driver list from a random start; keep up to `sample` placeable nodes of weight >= 0.
+    """Walk the driver list from a random start; keep up to `sample` placeable nodes of weight >= 0 (`plain`: see
+    `_has_room`).
 
     With a rule whose favoured nodes no index lists (a negative soft term), only nodes of the highest weight
     any node can get count towards the sample, so the walk never stops on lesser nodes while better ones exist.
@@ -269,7 +271,6 @@ def _sample(
     best = 0
     found: list[tuple[int, NodeState]] = []
     negative: list[tuple[int, NodeState]] = []
-    plain = plan.room is free_room and plan.need_plain  # then the nodes' plain fields say whether the work fits
     for step in range(count):
         node_id = ids[(start + step) % count]
         if node_id in seen:
