@@ -376,20 +376,20 @@ async def guarded(
     data: Callable[[], bytes],
     decide: Callable[[], R],
     sequence: Callable[[], int],
-    place: int = 0,
 ) -> tuple[R | Rejected, bool]:
-    """`decide()`, and whether the request is poison: a bug must not stop the scheduler for everyone, so a request it
-    fails on is put aside in dead letters (as `data()`; once per `sequence()` in `CORRAL_REQUESTS` and `place` in its
-    batch, sequence 0: no key) and answered as the scheduler failing."""
+    """`decide()` for a request alone, and whether it is poison: a bug must not stop the scheduler for everyone, so a
+    request it fails on is set aside (`_set_aside`, as `data()` under `sequence()`) and answered as the scheduler
+    failing."""
     try:
         return decide(), False
     except Exception as error:
-        return await _set_aside(shell, subject, data(), error, sequence(), place), True
+        return await _set_aside(shell, subject, data(), error, sequence(), 0), True
 
 
 async def _set_aside(shell: Shell, subject: str, data: bytes, error: Exception, sequence: int, place: int) -> Rejected:
-    """Log the bug `error` (call it while handling it), keep the request in dead letters and answer it as the scheduler
-    failing (see `guarded`)."""
+    """Log the bug `error` (call it while handling it), keep the request in dead letters (once per `sequence` in
+    `CORRAL_REQUESTS` and `place` in its batch, from 1, 0 alone; sequence 0: no key) and answer it as the scheduler
+    failing."""
     log.exception("request on %s failed", subject)
     await shell.bus.dead_letter(
         "scheduler", data, f"{type(error).__name__}: {error}", subject, request=sequence, index=place

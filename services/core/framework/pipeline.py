@@ -118,13 +118,13 @@ EXCLUDED_REASON: Final = "was taken by another bundle of this placement group (S
 
 def policy_key(plan: Plan, node: NodeState) -> float:
     """How the policy ranks a node (lower is better): SPREAD the least used, else the most used below half, then
-    the least used above; "used" is `NodeState.utilisation(plan.need)`, computed inline here (the hot path), from
-    the node's plain fields when CPU and memory are all it has."""
+    the least used above; "used" is `NodeState.utilisation(plan.need)`, read from the node's plain fields when CPU
+    and memory are all it has (the hot path)."""
     if node.plain:
         share = _used(node.total_cpu, node.free_cpu, plan.need_cpu, 0.0)
         share = _used(node.total_memory, node.free_memory, plan.need_memory, share)
     else:
-        share = _utilisation(plan.need, node)
+        share = node.utilisation(plan.need)
     if plan.policy == "SPREAD":
         return share
     return -share if share < 0.5 else 1.0 + share
@@ -138,25 +138,6 @@ def _used(total: float, free: float, need: float, share: float) -> float:
         return share
     used = (total - free + need) / total
     return used if used > share else share
-
-
-def _utilisation(need: Resources, node: NodeState) -> float:
-    """The most used share of any of the node's resources once `need` is added."""
-    free = node.free
-    share = 0.0
-    for name, total in node.total.items():
-        if total <= 0:
-            continue
-        room = free.get(name)  # no defaults: a compiled core boxes a default 0.0 at every call
-        used = total - (0.0 if room is None else room)
-        if need:
-            extra = need.get(name)
-            if extra is not None:
-                used += extra
-        used /= total
-        if used > share:  # noqa: PLR1730 - max() is a call per resource on the hot path
-            share = used
-    return share
 
 
 def _preferred(view: ClusterView, plan: Plan, prng: SplitMix64) -> list[NodeState]:

@@ -195,17 +195,23 @@ class NodeState:
         self.prefer_taints = tuple(t for t in taints if t.effect == "PreferNoSchedule")
 
     def utilisation(self, extra: Resources | None = None) -> float:
-        """Max over resources of used / total, counting `extra` as used too."""
-        worst = 0.0
+        """Max over resources of used / total, counting `extra` as used too (the hot path of `policy_key` for a node
+        with more than CPU and memory: loops and no defaults, no call back into Python per resource)."""
+        free = self.free
+        share = 0.0
         for name, total in self.total.items():
             if total <= 0:
                 continue
-            used = total - self.free.get(name, 0.0)
+            room = free.get(name)  # no defaults: a compiled core boxes a default 0.0 at every call
+            used = total - (0.0 if room is None else room)
             if extra:
-                used += extra.get(name, 0.0)
-            share = used / total
-            worst = max(worst, share)
-        return worst
+                more = extra.get(name)
+                if more is not None:
+                    used += more
+            used /= total
+            if used > share:  # noqa: PLR1730 - max() is a call per resource on the hot path
+                share = used
+        return share
 
 
 class ActorState:
