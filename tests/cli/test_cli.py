@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import pkgutil
@@ -9,6 +10,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.cli import __main__ as cli_main
 from services.cli.__main__ import main
@@ -188,3 +191,14 @@ def test_bench_core_refuses_an_eviction_it_could_not_hold_naming_the_option(
         main(["bench", "core", "--evict-mb", value])
     assert stopped.value.code == 2
     assert f"corral bench core: error: argument --evict-mb: {says}" in capsys.readouterr().err
+
+
+@given(st.one_of(st.text(max_size=30), st.integers(-(10**30), 10**30).map(str)))
+def test_any_evict_mb_text_is_a_megabyte_count_within_the_limit_or_refused_naming_it(text: str) -> None:
+    try:
+        megabytes = bench_core._megabytes(text)
+    except argparse.ArgumentTypeError as refused:
+        assert repr(text) in str(refused)
+    else:
+        assert 0 <= megabytes <= bench_core.MOST_EVICTED_MB
+        assert megabytes == int(text)
