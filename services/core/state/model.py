@@ -160,13 +160,24 @@ class NodeState:
 
     def take(self, amount: Resources) -> None:
         """Take `amount` from what is free here."""
-        take(self.free, amount)
-        self.note_resources()
+        self._add_free(amount, -1.0)
 
     def give(self, amount: Resources) -> None:
         """Give `amount` back to what is free here."""
-        give(self.free, amount)
-        self.note_resources()
+        self._add_free(amount, 1.0)
+
+    def _add_free(self, amount: Resources, sign: float) -> None:
+        """Add `sign` times `amount` to what is free, each plain field as its entry changes (the total, and so
+        `plain`, stay as they are: no call of `note_resources`, which reads every entry again)."""
+        free = self.free
+        for name, quantity in amount.items():
+            room = free.get(name)  # no default: a compiled core boxes a default 0.0 at every call
+            left = (0.0 if room is None else room) + sign * quantity
+            free[name] = left
+            if name == CPU:
+                self.free_cpu = left
+            elif name == MEMORY:
+                self.free_memory = left
 
     def set_total(self, total: Resources) -> None:
         """Make `total` the node's capacity (what is free is changed apart)."""
