@@ -172,6 +172,7 @@ class Cluster:
 
     def _begin(self, subject: str) -> None:
         self._cause, self._subject = "", subject
+        self._journal.begin()
 
     def events(self) -> list[AnyEvent]:
         """Everything that happened, in order (with `keep_history=False`: only what a command under way wrote)."""
@@ -366,8 +367,8 @@ class Cluster:
         self._check_scope("vcluster_id", request.vcluster_id)
         self._work[request.actor_id] = work
         self._begin(request.actor_id)
-        if not request.vcluster_id and work.group_target is None:
-            return self._submit_at_root(work)
+        if work.group_target is None:
+            return self._submit_alone(work)
         self._emit(ActorSubmitted(request=request))
         scope = self._scope(request.actor_id)
         actor = scope.actors[request.actor_id]
@@ -377,24 +378,37 @@ class Cluster:
         assert actor.explanation is not None, "a pending actor was just explained"
         return Pending.of(request.actor_id, actor.explanation)  # explained once: the view has not changed since
 
-    def _submit_at_root(self, work: CompiledRequest) -> Placed | Pending:
-        """`submit` for an actor of the root outside any placement group, the commonest: placed, it is one
-        `ActorPlaced` carrying its request, folded in one step (the node is chosen before the actor joins the view,
-        which no rule looks at while it is on no node); else submitted, and pending with why."""
+    def _submit_alone(self, work: CompiledRequest) -> Placed | Pending:
+        """`submit` for an actor outside any placement group, the commonest: placed, it is one `ActorPlaced` carrying
+        its request (and, inside a virtual cluster, the growth that made room), folded in one step: the node is
+        chosen before the actor joins the view, which no rule looks at while it is on no node, and a new actor holds
+        no nomination; else submitted, and pending with why."""
         request, prng = work.request, self._prng.state
-        placed = place_actor(self._view, work, self._prng, self.sample_size)
+        scope = self._view.scope(request.vcluster_id)
+        placed = self._place(scope, work)
         if placed is not None:
             node_id = placed[0].node_id
             self._emit(
                 ActorPlaced(actor_id=request.actor_id, node_id=node_id, request=request, prng=prng, folded=self.folded)
             )
-            self.retries.retry_pending(wake_all=False, where=self._view)
+            self.retries.retry_pending(wake_all=False, where=scope)
             return Placed(request.actor_id, node_id)
         self._prng.state = prng  # a try that places nothing draws nothing (see `_try_actor`)
         self._emit(ActorSubmitted(request=request))
-        explanation = self._explain(self._view, work)
+        explanation = self._explain(scope, work)
         self._emit(ActorPending(actor_id=request.actor_id, explanation=explanation))
         return Pending.of(request.actor_id, explanation)
+
+    def _place(self, scope: ClusterView, work: CompiledRequest) -> tuple[NodeState, int] | None:
+        """Where an actor goes now (node, bundle index): a node of its scope with room, else, inside a virtual
+        cluster, a flexible node grown for it (the growth is emitted); None when neither can take it."""
+        rules = prepared_rules(scope, work)
+        placed = place_actor(scope, work, self._prng, self.sample_size, rules=rules)
+        if placed is None:
+            vc = self.vclusters.of_scope(scope)
+            if vc is not None:
+                placed = self.vclusters.borrow(vc, work, rules)
+        return placed
 
     def propose(self, request: ScheduleRequest, prng: SplitMix64, taken: dict[str, Resources]) -> str | None:
         """The node this view would place a new actor of the root on (`proposals.choose_node`); None to leave the
@@ -500,11 +514,7 @@ class Cluster:
         work = self._work_of(actor_id)
         scope = self._scope(actor_id)
         prng = self._prng.state
-        vc = self.vclusters.of_scope(scope)
-        rules = prepared_rules(scope, work)
-        placed = place_actor(scope, work, self._prng, self.sample_size, rules=rules)
-        if placed is None and vc is not None:
-            placed = self.vclusters.borrow(vc, work, rules)
+        placed = self._place(scope, work)
         if placed is not None:
             node, bundle_index = placed
             target = work.group_target

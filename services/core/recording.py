@@ -48,7 +48,7 @@ class CommandFailedError(Exception):
 class Journal:
     """The events of the command under way (merged as they are written) and, when kept, everything before them."""
 
-    __slots__ = ("history", "keep_history", "written")
+    __slots__ = ("history", "keep_history", "untaken", "written")
 
     def __init__(self, history: list[AnyEvent] | None = None, *, keep_history: bool = True) -> None:
         self.keep_history = keep_history
@@ -56,10 +56,17 @@ class Journal:
         self.history: list[AnyEvent] = list(history or [])
         self.written: list[AnyEvent] = []
         """The events written since the last `close`."""
+        self.untaken = 0
+        """Where the command under way began in `written` (an event merges only with its own command's)."""
+
+    def begin(self) -> None:
+        """A new command begins: what it writes merges with nothing written before (an in-process caller may run
+        several commands between two `close` calls)."""
+        self.untaken = len(self.written)
 
     def write(self, event: AnyEvent) -> int:
         """Keep an event the cluster wrote, merged with what its command wrote before; how many it absorbed."""
-        return append_merged(self.written, 0, event)
+        return append_merged(self.written, self.untaken, event)
 
     def folded(self, event: AnyEvent) -> None:
         """Note an event another writer appended (already in the log: kept only as history)."""
@@ -68,7 +75,7 @@ class Journal:
 
     def close(self) -> list[AnyEvent]:
         """The events written since the last call, in order; they become history when it is kept."""
-        written, self.written = self.written, []
+        written, self.written, self.untaken = self.written, [], 0
         if self.keep_history:
             self.history += written
         return written

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 import services.core.plugins  # noqa: F401 - importing the package registers every rule, read below
 from schemas import Explanation
-from services.core.framework.pipeline import Plan, choose, explain, feasible, nominate
+from services.core.framework.pipeline import Plan, RoomFits, choose, explain, feasible, nominate
 from services.core.framework.plugin import Filter, Scorer
 from services.core.framework.registry import prepare, registered
 from services.core.plugins.bundles import BundleTarget
@@ -20,15 +19,16 @@ _ACTOR_RULES: Final = tuple(rule.actor for rule in registered() if rule.actor is
 _OPTION_RULES: Final = tuple(rule.option for rule in registered() if rule.option is not None)
 
 
-@dataclass(frozen=True, slots=True)
 class Rules:
     """The shared rules of an actor prepared on one view: plans built again on that view, while it does not change
     (one decision: placing, then borrowing, then asking whether new nodes could take it), need not prepare them
-    again (most of a plan's cost)."""
+    again (most of a plan's cost). A plain class, not a frozen dataclass: compiled, that one is built through
+    `object.__setattr__` per field."""
 
-    view: ClusterView
-    filters: list[Filter]
-    scorers: list[Scorer]
+    __slots__ = ("filters", "scorers", "view")
+
+    def __init__(self, view: ClusterView, filters: list[Filter], scorers: list[Scorer]) -> None:
+        self.view, self.filters, self.scorers = view, filters, scorers
 
 
 def prepared_rules(view: ClusterView, work: CompiledRequest) -> Rules:
@@ -42,10 +42,12 @@ def actor_plans(
     work: CompiledRequest,
     room: Callable[[NodeState], Resources] | None = None,
     rules: Rules | None = None,
+    room_fits: RoomFits | None = None,
 ) -> tuple[list[Plan], BundleTarget | None]:
     """One plan per option: the shared rules plus that option's label selector.
 
-    A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total.
+    A `room` (what a node can give now, borrowing included) replaces the node's free resources and its total;
+    `room_fits`, its fast twin, is asked instead for work that needs CPU and memory only.
     `rules` prepared on this same view (unchanged since) are used as they are; on another view they are not.
     """
     if rules is not None and rules.view is view:
@@ -67,6 +69,8 @@ def actor_plans(
         else:
             if room is not None:
                 plan.room = room
+                if plan.need_plain:
+                    plan.room_fits = room_fits
             if nominations:
                 nominate(view, plan, work.request.actor_id, work.request.priority)
         plans.append(plan)
@@ -90,10 +94,11 @@ def place_actor(
     sample: int,
     room: Callable[[NodeState], Resources] | None = None,
     rules: Rules | None = None,
+    room_fits: RoomFits | None = None,
 ) -> tuple[NodeState, int] | None:
-    """The node (and bundle index) of the first option that can place the actor now, or None (`rules`: see
-    `actor_plans`)."""
-    plans, bundle = actor_plans(view, work, room, rules)
+    """The node (and bundle index) of the first option that can place the actor now, or None (`rules`, `room_fits`:
+    see `actor_plans`)."""
+    plans, bundle = actor_plans(view, work, room, rules, room_fits)
     for plan in plans:
         node = choose(view, plan, prng, sample)
         if node is not None:

@@ -288,12 +288,14 @@ class VirtualClusters:
         standins: dict[str, str] = {}
         placed = self._on_nominated(vc, spec, work, lender, nominated, standins) if nominated else None
         if placed is None:
-            placed = place_actor(scope, work, self._prng, self.sample_size, lender.room(vc, standins), rules)
+            room, room_fits = lender.room(vc, standins), lender.room_fits(vc, standins)
+            placed = place_actor(scope, work, self._prng, self.sample_size, room, rules, room_fits)
         if placed is None and not new_nodes_fail(scope, work, rules):  # no flexible node can grow enough: try new ones
             nodes = stand_ins(lender, vc, spec, work, headroom, self._prng)
             standins = {node.node_id: host_id for node, host_id in nodes}
             scratch = scope.with_candidates(node for node, _ in nodes)
-            placed = place_actor(scratch, work, self._prng, self.sample_size, lender.room(vc, standins))
+            room, room_fits = lender.room(vc, standins), lender.room_fits(vc, standins)
+            placed = place_actor(scratch, work, self._prng, self.sample_size, room, None, room_fits)
         if placed is None:
             return None
         node_id, bundle_index = placed[0].node_id, placed[1]
