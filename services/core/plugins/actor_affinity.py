@@ -74,6 +74,8 @@ def _placed_actor_satisfies_all(
         hosts = found if hosts is None else hosts & found
         if not hosts:
             return False
+    if len(expressions) == 1:  # the index lists only hosts of an actor matching it: no actor need be read
+        return True
     for node_id in sorted(hosts or ()):
         host = view.node(node_id)
         for actor_id in host.actors if host is not None else ():
