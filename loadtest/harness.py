@@ -391,7 +391,14 @@ async def run_load(
         phases["corral"], outcome = await drive_phase(
             "corral", corral, conns, dataclasses.replace(base, tag=f"{run}c"), config, pids
         )
-        held += outcome.held
+        tenants = None
+        if config.tenants > 0:  # right after the root's phase: the inside ratio compares two windows seconds apart
+            await _remove_all(config, conns, outcome.held, [])  # the root starts as empty as the first phase found it
+            tenants, phases["tenants"] = await tenants_phase(
+                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
+            )
+        else:
+            held += outcome.held
         if config.floor_duration > 0:
             drive = dataclasses.replace(base, tag=f"{run}f", seconds=config.floor_duration)
             phases["floor"] = await floor_phase(conns, drive, config, nats_url, pids)
@@ -400,13 +407,6 @@ async def run_load(
             drive = dataclasses.replace(base, tag=f"{run}r", seconds=config.fixed_duration, rate=half)
             phases["fixed_rate"], outcome = await drive_phase("fixed_rate", corral, conns, drive, config, pids)
             held += outcome.held
-        tenants = None
-        if config.tenants > 0:
-            await _remove_all(config, conns, held, [])  # the root starts as empty as the first phase found it
-            held = []
-            tenants, phases["tenants"] = await tenants_phase(
-                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
-            )
         share, targets = goals(phases)
         targets += cost_goals(phases)
         if config.replicas > 1:

@@ -58,7 +58,7 @@ def assert_ordered(latency: Latency) -> None:
 def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     report = asyncio.run(run_load(TINY, mesh.nats_url, mesh_pids(mesh), clean_up=False))
 
-    assert list(report["phases"]) == ["corral", "floor", "fixed_rate", "tenants"]
+    assert list(report["phases"]) == ["corral", "tenants", "floor", "fixed_rate"]
     corral, floor, fixed = (report["phases"][name] for name in ("corral", "floor", "fixed_rate"))
     assert corral["placements"] > 0
     assert corral["placements_per_s"] > 0
