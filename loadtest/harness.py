@@ -264,10 +264,9 @@ async def tenants_phase(
     config: Config,
     pids: dict[str, int],
     prefix: str,
-    *,
-    clean_up: bool,
 ) -> tuple[TenantFigures, Phase]:
-    """Admit the tenants, drive the users inside them, then queue clusters behind them and drain the queue."""
+    """Admit the tenants, drive the users inside them, then queue clusters behind them and drain the queue; destroy
+    every cluster the phase made after (the phases after it find the root as the first phase did)."""
     specs = tenant_specs(config.tenants, prefix, config.seed, config.batch)
     progress(config, f"tenants: creating {len(specs)} virtual clusters ({config.register_in_flight} in flight)")
     admitted, latencies, seconds, create_errors = await create_tenants(
@@ -280,10 +279,9 @@ async def tenants_phase(
     waiting = await queue_behind(clients[0], prefix, waiting_count, config.timeout)
     drained, drain_errors = await drain_queue(clients[0], admitted, waiting, config.timeout)
     figures = tenant_figures(specs, admitted, latencies, seconds, len(waiting), drained, [create_errors, drain_errors])
-    if clean_up:  # every cluster the phase made, with the work inside it
-        for info in await clients[0].virtual_clusters():
-            if info.cluster_id.startswith(prefix) and info.parent is None:
-                await clients[0].destroy_virtual_cluster(info.cluster_id, force=True, timeout=config.timeout)
+    for info in await clients[0].virtual_clusters():  # every cluster the phase made, with the work inside it
+        if info.cluster_id.startswith(prefix) and info.parent is None:
+            await clients[0].destroy_virtual_cluster(info.cluster_id, force=True, timeout=config.timeout)
     return figures, phase
 
 
@@ -395,7 +393,7 @@ async def run_load(
         if config.tenants > 0:  # right after the root's phase: the inside ratio compares two windows seconds apart
             await _remove_all(config, conns, outcome.held, [])  # the root starts as empty as the first phase found it
             tenants, phases["tenants"] = await tenants_phase(
-                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix, clean_up=clean_up
+                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix
             )
         else:
             held += outcome.held

@@ -19,6 +19,7 @@ from loadtest.harness import Config, mesh_pids, run_load
 from loadtest.report import Goal, Phase, format_report, goals, to_json
 from loadtest.stats import Latency, percentile
 from loadtest.users import Drive
+from services.client import Client
 from services.local.mesh import Mesh, start_mesh
 from tests.loadtest.reports import phase, report_of
 
@@ -51,6 +52,11 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
 def assert_ordered(latency: Latency) -> None:
     """p50 <= p95 <= p99 <= max, all of them positive."""
     assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+
+
+async def _virtual_clusters(nats_url: str) -> list[str]:
+    async with Client(nats_url) as client:
+        return [info.cluster_id for info in await client.virtual_clusters()]
 
 
 @pytest.mark.integration
@@ -86,6 +92,7 @@ def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     assert sum(size["tenants"] for size in tenants["by_size"].values()) == 4
     assert tenants["waiting"] == 1 and tenants["queued_admitted"] == 1 and tenants["errors"] == 0
     assert report["phases"]["tenants"]["placements"] > 0
+    assert asyncio.run(_virtual_clusters(mesh.nats_url)) == []  # `floor` and `fixed_rate` found the root bare
     text = format_report(report)
     assert "Aggregated" in text
     assert "targets:" in text
