@@ -168,6 +168,23 @@ async def drive_phase(
     workloads: tuple[Workload, ...] = WORKLOADS,
 ) -> tuple[Phase, Outcome]:
     """Run one phase (closed or open loop, requests drawn from `workloads`) and measure it, with each process's CPU."""
+    recorder, outcome, cpu = await _users(name, target, conns, drive, config, pids, workloads)
+    return _phase(name, target, drive, recorder, outcome, cpu, workloads=workloads), outcome
+
+
+Measured = tuple[Recorder, Outcome, dict[str, float]]
+"""What running users leaves: their results, what they hold, each process's share of a core over the window."""
+
+
+async def _users(
+    name: str,
+    target: Target,
+    conns: Sequence[Connection],
+    drive: Drive,
+    config: Config,
+    pids: dict[str, int],
+    workloads: tuple[Workload, ...] = WORKLOADS,
+) -> Measured:
     how = f"{drive.users} users" if drive.rate <= 0 else f"{drive.rate:,.0f} req/s"
     how += f", batches of {drive.batch}" if drive.batch > 1 else ""
     progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
@@ -177,7 +194,20 @@ async def drive_phase(
             recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
         else:
             recorder, outcome = await closed_loop(target, conns, drive, workloads)
-    return _phase(name, target, drive, recorder, outcome, await window, workloads=workloads), outcome
+    return recorder, outcome, await window
+
+
+def _merged(parts: Sequence[Measured]) -> Measured:
+    """Several runs of users as one: their results over a window as long as theirs together, each process's share of
+    a core averaged over them."""
+    seconds = sum(recorder.seconds for recorder, _, _ in parts)
+    recorder, outcome = Recorder(0.0, seconds), Outcome()
+    for part, left, _ in parts:
+        recorder.absorb(part)
+        outcome.absorb(left)
+    names = set.intersection(*(set(cpu) for _, _, cpu in parts))
+    cpu = {name: round(sum(cpu[name] * part.seconds for part, _, cpu in parts) / seconds, 4) for name in sorted(names)}
+    return recorder, outcome, cpu
 
 
 async def floor_phase(
@@ -264,16 +294,26 @@ async def tenants_phase(
     config: Config,
     pids: dict[str, int],
     prefix: str,
-) -> tuple[TenantFigures, Phase]:
-    """Admit the tenants, drive the users inside them, then queue clusters behind them and drain the queue; destroy
-    every cluster the phase made after (the phases after it find the root as the first phase did)."""
+) -> tuple[TenantFigures, Phase, Phase]:
+    """Admit the tenants; drive the users inside them for half the phase, at the root for a whole one, inside them
+    again for the other half (the inside target compares the two: measured around the same moment, this shared
+    machine's drift in speed cancels out); then queue clusters behind them and drain the queue; destroy every cluster
+    the phase made after (the phases after it find the root as the first phase did)."""
     specs = tenant_specs(config.tenants, prefix, config.seed, config.batch)
     progress(config, f"tenants: creating {len(specs)} virtual clusters ({config.register_in_flight} in flight)")
     admitted, latencies, seconds, create_errors = await create_tenants(
         clients, specs, config.register_in_flight, config.timeout
     )
-    target = InsideTenants(CorralTarget(config.timeout), admitted or [spec.vc_id for spec in specs])
-    phase, _ = await drive_phase("tenants", target, conns, drive, config, pids)
+    root = CorralTarget(config.timeout)
+    inside = InsideTenants(root, admitted or [spec.vc_id for spec in specs])
+    half = dataclasses.replace(drive, seconds=drive.seconds / 2)
+    first = await _users("tenants", inside, conns, dataclasses.replace(half, tag=f"{drive.tag}a"), config, pids)
+    beside = await _users("tenants_root", root, conns, dataclasses.replace(drive, tag=f"{drive.tag}b"), config, pids)
+    last = await _users("tenants", inside, conns, dataclasses.replace(half, tag=f"{drive.tag}c"), config, pids)
+    await _remove_all(config, conns, beside[1].held, [])
+    phase = _phase("tenants", inside, drive, *_merged([first, last]))
+    root_phase = _phase("tenants_root", root, drive, *beside)
+    root_phase["description"] += ", between the two halves of the tenants phase"
     waiting_count = max(1, config.tenants // 20)
     progress(config, f"tenants: {waiting_count} clusters queue behind the tenants; destroying tenants drains them")
     waiting = await queue_behind(clients[0], prefix, waiting_count, config.timeout)
@@ -282,7 +322,7 @@ async def tenants_phase(
     for info in await clients[0].virtual_clusters():  # every cluster the phase made, with the work inside it
         if info.cluster_id.startswith(prefix) and info.parent is None:
             await clients[0].destroy_virtual_cluster(info.cluster_id, force=True, timeout=config.timeout)
-    return figures, phase
+    return figures, phase, root_phase
 
 
 async def autoscaler_phase(config: Config, data_dir: Path | None, prefix: str) -> tuple[AutoscalerFigures, Phase]:
@@ -392,7 +432,7 @@ async def run_load(
         tenants = None
         if config.tenants > 0:  # right after the root's phase: the inside ratio compares two windows seconds apart
             await _remove_all(config, conns, outcome.held, [])  # the root starts as empty as the first phase found it
-            tenants, phases["tenants"] = await tenants_phase(
+            tenants, phases["tenants"], phases["tenants_root"] = await tenants_phase(
                 clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix
             )
         else:

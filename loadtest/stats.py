@@ -130,6 +130,13 @@ class Recorder:
         """The measured window's length."""
         return self.end - self.start
 
+    def absorb(self, other: Recorder) -> None:
+        """Count another recorder's results too (the caller sets the window their lengths add up to)."""
+        for name, tally in other.tallies.items():
+            self.tallies.setdefault(name, Tally()).merge(tally)
+        self.placed_latencies_ms += other.placed_latencies_ms
+        self.outside += other.outside
+
     def rows(self, order: list[str]) -> list[Row]:
         """One row per request name (in `order`, then any others), then the aggregate of them all."""
         names = [name for name in order if name in self.tallies]

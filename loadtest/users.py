@@ -58,6 +58,14 @@ class Outcome:
     unfinished: int = 0
     """Open loop: requests still unanswered once the drain's timeout passed (a batch counts its requests)."""
 
+    def absorb(self, other: Outcome) -> None:
+        """Add what another run of users left behind."""
+        self.held += other.held
+        self.dropped += other.dropped
+        self.unfinished += other.unfinished
+        self.lag_p99_ms = max(self.lag_p99_ms, other.lag_p99_ms)
+        self.lag_max_ms = max(self.lag_max_ms, other.lag_max_ms)
+
 
 class _Ids:
     """Per-user request counters, overall and per workload (affinity groups count within one workload)."""

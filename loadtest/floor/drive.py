@@ -52,15 +52,9 @@ def merged(dumps: Sequence[dict[str, Any]], seconds: float) -> tuple[Recorder, O
     """One recorder over a window of `seconds` and one outcome from every generator's dump."""
     recorder, outcome = Recorder(0.0, seconds), Outcome()
     for found in dumps:
-        for name, tally in found["tallies"].items():
-            recorder.tallies.setdefault(name, Tally()).merge(Tally(**tally))
-        recorder.placed_latencies_ms += found["placed_latencies_ms"]
-        recorder.outside += found["outside"]
-        theirs = Outcome(**found["outcome"])
-        outcome.dropped += theirs.dropped
-        outcome.unfinished += theirs.unfinished
-        outcome.lag_p99_ms = max(outcome.lag_p99_ms, theirs.lag_p99_ms)
-        outcome.lag_max_ms = max(outcome.lag_max_ms, theirs.lag_max_ms)
+        tallies = {name: Tally(**tally) for name, tally in found["tallies"].items()}
+        recorder.absorb(Recorder(0.0, seconds, tallies, found["placed_latencies_ms"], found["outside"]))
+        outcome.absorb(Outcome(**found["outcome"]))
     return recorder, outcome
 
 

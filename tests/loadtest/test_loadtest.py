@@ -64,7 +64,7 @@ async def _virtual_clusters(nats_url: str) -> list[str]:
 def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     report = asyncio.run(run_load(TINY, mesh.nats_url, mesh_pids(mesh), clean_up=False))
 
-    assert list(report["phases"]) == ["corral", "tenants", "floor", "fixed_rate"]
+    assert list(report["phases"]) == ["corral", "tenants", "tenants_root", "floor", "fixed_rate"]
     corral, floor, fixed = (report["phases"][name] for name in ("corral", "floor", "fixed_rate"))
     assert corral["placements"] > 0
     assert corral["placements_per_s"] > 0
@@ -91,7 +91,11 @@ def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     assert tenants["tenants"] == 4 and tenants["admitted"] == 4 and tenants["admissions_per_s"] > 0
     assert sum(size["tenants"] for size in tenants["by_size"].values()) == 4
     assert tenants["waiting"] == 1 and tenants["queued_admitted"] == 1 and tenants["errors"] == 0
-    assert report["phases"]["tenants"]["placements"] > 0
+    inside, beside = report["phases"]["tenants"], report["phases"]["tenants_root"]
+    assert inside["placements"] > 0 and beside["placements"] > 0
+    assert inside["seconds"] == pytest.approx(beside["seconds"]) == pytest.approx(TINY.duration, rel=0.05)
+    inside_cpu = next(goal for goal in report["targets"] if goal["name"] == "inside_cpu")
+    assert f"vs {beside['costs']['mesh_us']:,.0f} us at the root" in inside_cpu["measured"]  # not the corral phase's
     assert asyncio.run(_virtual_clusters(mesh.nats_url)) == []  # `floor` and `fixed_rate` found the root bare
     text = format_report(report)
     assert "Aggregated" in text
