@@ -307,10 +307,13 @@ async def tenants_phase(
     root = CorralTarget(config.timeout)
     inside = InsideTenants(root, admitted or [spec.vc_id for spec in specs])
     half = dataclasses.replace(drive, seconds=drive.seconds / 2)
-    first = await _users("tenants", inside, conns, dataclasses.replace(half, tag=f"{drive.tag}a"), config, pids)
-    beside = await _users("tenants_root", root, conns, dataclasses.replace(drive, tag=f"{drive.tag}b"), config, pids)
-    last = await _users("tenants", inside, conns, dataclasses.replace(half, tag=f"{drive.tag}c"), config, pids)
-    await _remove_all(config, conns, beside[1].held, [])
+    parts = []
+    for name, target, part in (("tenants", inside, half), ("tenants_root", root, drive), ("tenants", inside, half)):
+        parts.append(
+            await _users(name, target, conns, dataclasses.replace(part, tag=f"{drive.tag}{len(parts)}"), config, pids)
+        )
+        await _remove_all(config, conns, parts[-1][1].held, [])  # each part starts as the one before it found things
+    first, beside, last = parts
     phase = _phase("tenants", inside, drive, *_merged([first, last]))
     root_phase = _phase("tenants_root", root, drive, *beside)
     root_phase["description"] += ", between the two halves of the tenants phase"
