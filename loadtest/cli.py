@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Load test of a Corral mesh: register simulated nodes, drive users sending scheduling requests, "
             "measure durable placements/s and submit-to-decision latency, then schedule inside virtual clusters "
-            "(for half the phase, then at the root, then inside again: the inside ratio compares the two), compare "
+            "(in parts that alternate with the root's: the inside ratio compares the two), compare "
             "with the bus floor (the same messages answered by a no-op decider), then measure p99 at half the "
             "throughput; and grow and shrink a cluster with the autoscaler. Each phase reports each process's "
             "CPU microseconds per durable placement, the serial path's (the scheduler) and the placements/s it "

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from loadtest.autoscaled import (
     EXISTING_NODES,
@@ -287,6 +288,12 @@ async def drive_generators(drive: Drive, config: Config, nats_url: str, pids: di
     return _phase("floor", FloorTarget(config.timeout), drive, recorder, outcome, cpu)
 
 
+TENANT_PARTS: Final = ((True, 0.25), (False, 0.5), (True, 0.5), (False, 0.5), (True, 0.25))
+"""The tenants phase's parts, each inside the tenants (True) or at the root, for a share of the phase's length: a
+whole length of each, alternating, symmetric in time. This shared machine's speed drifts and swings within seconds;
+measured so, a steady drift cancels and most of a swing lands on both."""
+
+
 async def tenants_phase(
     clients: Sequence[Client],
     conns: Sequence[Connection],
@@ -295,10 +302,9 @@ async def tenants_phase(
     pids: dict[str, int],
     prefix: str,
 ) -> tuple[TenantFigures, Phase, Phase]:
-    """Admit the tenants; drive the users inside them for half the phase, at the root for a whole one, inside them
-    again for the other half (the inside target compares the two: measured around the same moment, this shared
-    machine's drift in speed cancels out); then queue clusters behind them and drain the queue; destroy every cluster
-    the phase made after (the phases after it find the root as the first phase did)."""
+    """Admit the tenants; drive the users inside them and at the root in alternating parts (`TENANT_PARTS`: the inside
+    target compares the two); then queue clusters behind them and drain the queue; destroy every cluster the phase
+    made after (the phases after it find the root as the first phase did)."""
     specs = tenant_specs(config.tenants, prefix, config.seed, config.batch)
     progress(config, f"tenants: creating {len(specs)} virtual clusters ({config.register_in_flight} in flight)")
     admitted, latencies, seconds, create_errors = await create_tenants(
@@ -306,17 +312,15 @@ async def tenants_phase(
     )
     root = CorralTarget(config.timeout)
     inside = InsideTenants(root, admitted or [spec.vc_id for spec in specs])
-    half = dataclasses.replace(drive, seconds=drive.seconds / 2)
-    parts = []
-    for name, target, part in (("tenants", inside, half), ("tenants_root", root, drive), ("tenants", inside, half)):
-        parts.append(
-            await _users(name, target, conns, dataclasses.replace(part, tag=f"{drive.tag}{len(parts)}"), config, pids)
-        )
-        await _remove_all(config, conns, parts[-1][1].held, [])  # each part starts as the one before it found things
-    first, beside, last = parts
-    phase = _phase("tenants", inside, drive, *_merged([first, last]))
-    root_phase = _phase("tenants_root", root, drive, *beside)
-    root_phase["description"] += ", between the two halves of the tenants phase"
+    parts: dict[bool, list[Measured]] = {True: [], False: []}
+    for index, (inside_part, share) in enumerate(TENANT_PARTS):
+        part = dataclasses.replace(drive, seconds=drive.seconds * share, tag=f"{drive.tag}{index}")
+        name, target = ("tenants", inside) if inside_part else ("tenants_root", root)
+        parts[inside_part].append(await _users(name, target, conns, part, config, pids))
+        await _remove_all(config, conns, parts[inside_part][-1][1].held, [])  # the next part finds what this one did
+    phase = _phase("tenants", inside, drive, *_merged(parts[True]))
+    root_phase = _phase("tenants_root", root, drive, *_merged(parts[False]))
+    root_phase["description"] += ", in parts between the tenants phase's"
     waiting_count = max(1, config.tenants // 20)
     progress(config, f"tenants: {waiting_count} clusters queue behind the tenants; destroying tenants drains them")
     waiting = await queue_behind(clients[0], prefix, waiting_count, config.timeout)
