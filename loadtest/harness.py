@@ -169,7 +169,8 @@ async def drive_phase(
     workloads: tuple[Workload, ...] = WORKLOADS,
 ) -> tuple[Phase, Outcome]:
     """Run one phase (closed or open loop, requests drawn from `workloads`) and measure it, with each process's CPU."""
-    recorder, outcome, cpu = await _users(name, target, conns, drive, config, pids, workloads)
+    _announce(config, name, target, drive)
+    recorder, outcome, cpu = await _users(target, conns, drive, config.timeout, pids, workloads)
     return _phase(name, target, drive, recorder, outcome, cpu, workloads=workloads), outcome
 
 
@@ -177,22 +178,24 @@ Measured = tuple[Recorder, Outcome, dict[str, float]]
 """What running users leaves: their results, what they hold, each process's share of a core over the window."""
 
 
-async def _users(
-    name: str,
-    target: Target,
-    conns: Sequence[Connection],
-    drive: Drive,
-    config: Config,
-    pids: dict[str, int],
-    workloads: tuple[Workload, ...] = WORKLOADS,
-) -> Measured:
+def _announce(config: Config, name: str, target: Target, drive: Drive) -> None:
     how = f"{drive.users} users" if drive.rate <= 0 else f"{drive.rate:,.0f} req/s"
     how += f", batches of {drive.batch}" if drive.batch > 1 else ""
     progress(config, f"{name}: {target.name}, {how}, {drive.warmup:g} s warm-up + {drive.seconds:g} s")
+
+
+async def _users(
+    target: Target,
+    conns: Sequence[Connection],
+    drive: Drive,
+    timeout: float,
+    pids: dict[str, int],
+    workloads: tuple[Workload, ...] = WORKLOADS,
+) -> Measured:
     window = asyncio.create_task(CpuMeter(pids).window(drive.warmup, drive.seconds))  # the recorder's window
     with collector.paused(collect_after=True):  # the generator must not stall on its own results
         if drive.rate > 0:
-            recorder, outcome = await open_loop(target, conns, drive, drain_timeout=config.timeout + 1)
+            recorder, outcome = await open_loop(target, conns, drive, drain_timeout=timeout + 1)
         else:
             recorder, outcome = await closed_loop(target, conns, drive, workloads)
     return recorder, outcome, await window
@@ -316,7 +319,8 @@ async def tenants_phase(
     for index, (inside_part, share) in enumerate(TENANT_PARTS):
         part = dataclasses.replace(drive, seconds=drive.seconds * share, tag=f"{drive.tag}{index}")
         name, target = ("tenants", inside) if inside_part else ("tenants_root", root)
-        parts[inside_part].append(await _users(name, target, conns, part, config, pids))
+        _announce(config, name, target, part)
+        parts[inside_part].append(await _users(target, conns, part, config.timeout, pids))
         await _remove_all(config, conns, parts[inside_part][-1][1].held, [])  # the next part finds what this one did
     phase = _phase("tenants", inside, drive, *_merged(parts[True]))
     root_phase = _phase("tenants_root", root, drive, *_merged(parts[False]))
