@@ -288,3 +288,16 @@ def test_growth_and_shrink_ride_on_the_placement_and_the_removal_that_caused_the
     assert all(event.causation_id in {"", *(e.event_id for e in events[:index])} for index, event in enumerate(events))
     assert digest(replay(events)) == digest(cluster.view)
     assert cluster.virtual_cluster("vc1").total_resources == {"CPU": 1.0}
+
+
+def test_a_growth_rides_on_its_own_placement_when_commands_run_back_to_back_in_process() -> None:
+    """No `decided` between the commands: each still merges only with what its own command wrote."""
+    cluster = make_cluster(2, cpu=4)
+    cluster.create_virtual_cluster("vc1", spec(min_cpu=1, max_cpu=6))
+    cluster.submit(make_actor("first", vcluster_id="vc1"))  # within the minimum
+    start = len(cluster.events())
+    cluster.remove_actor("first")  # nothing to give back: the minimum stays
+    cluster.submit(make_actor("big", 2, vcluster_id="vc1"))  # borrows one more CPU first
+    gone, big = cluster.events()[start:]
+    assert isinstance(gone, ActorRemoved) and gone.resized == []
+    assert isinstance(big, ActorPlaced) and [size.resources for size in big.resized] == [{"CPU": 2.0}]
