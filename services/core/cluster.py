@@ -429,7 +429,7 @@ class Cluster:
     ) -> Placed | Pending | None:
         """Place a new actor on the node a proposer chose (`propose`, with generator state `prng`, on a view that had
         folded the log up to `folded`) if this view agrees (`proposals.agrees`): one `ActorPlaced` carrying its
-        request, as `_submit_at_root` writes. None when it does not, and then nothing changed. A live id (or work
+        request, as `_submit_alone` writes. None when it does not, and then nothing changed. A live id (or work
         `propose` leaves to the allocator) is decided as `submit` decides it."""
         if request.vcluster_id or request.actor_id in self._scope(request.actor_id).actors:
             return self.submit(request)
