@@ -123,7 +123,7 @@ fuzz: venv redis nats
 	  -p no:cacheprovider --timeout 3600 tests/integration/test_fuzz.py tests/integration/test_fuzz_files.py \
 	  tests/integration/test_fuzz_snapshots.py tests/integration/test_fuzz_provider_output.py \
 	  tests/integration/test_fuzz_proposals.py tests/integration/test_gateway_fuzz.py \
-	  tests/integration/test_fuzz_heartbeat_replies.py
+	  tests/integration/test_fuzz_heartbeat_replies.py tests/integration/test_fuzz_inside_requests.py
 
 # The suites test the core's sources whatever the shell's CORRAL_CORE says; `make test-compiled` tests its build.
 test test-fast test-properties test-scale test-bench fuzz: export CORRAL_CORE = source

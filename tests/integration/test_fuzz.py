@@ -98,8 +98,9 @@ class Fuzzer:
 
     async def _taken_in(self) -> bool:
         end = await self.bus.last_sequence()
-        ends = {"labels": end, "vclusters": end, "scheduler": end, "autoscaler": end}
-        ends["taints"] = await self.bus.last_sequence(subjects=TAINT_SUBJECTS)
+        ends = {name: end for name in ("labels", "vclusters", "scheduler", "autoscaler") if name in self.mesh.processes}
+        if "taints" in self.mesh.processes:
+            ends["taints"] = await self.bus.last_sequence(subjects=TAINT_SUBJECTS)
         for service, wanted in ends.items():
             answer = await live_digest(self.bus, service, timeout=0.5)
             if answer is None or answer.sequence < wanted:
