@@ -98,7 +98,9 @@ class Fuzzer:
 
     async def _taken_in(self) -> bool:
         end = await self.bus.last_sequence()
-        ends = {name: end for name in ("labels", "vclusters", "scheduler", "autoscaler") if name in self.mesh.processes}
+        ends: dict[str, int] = {
+            name: end for name in ("labels", "vclusters", "scheduler", "autoscaler") if name in self.mesh.processes
+        }
         if "taints" in self.mesh.processes:
             ends["taints"] = await self.bus.last_sequence(subjects=TAINT_SUBJECTS)
         for service, wanted in ends.items():
