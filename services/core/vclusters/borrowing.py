@@ -126,11 +126,7 @@ class Lender:
         parent_view = parent_scope(self.root, vc)
 
         def room(node: NodeState) -> Resources:
-            vnode = vc.vnodes.get(node.node_id)
-            if vnode is not None and not vnode.flexible:
-                return node.free
-            parent_id = vnode.parent_node if vnode is not None else standins.get(node.node_id, "")
-            host = parent_view.nodes.get(parent_id)
+            host = _lending_host(vc, parent_view, standins, node)
             return node.free if host is None else self._add(node.free, self.lendable(vc, host))
 
         return room
@@ -145,14 +141,11 @@ class Lender:
 
         def room_fits(node: NodeState, cpu: float, memory: float) -> bool:
             free_cpu, free_memory = node.free_cpu, node.free_memory
-            vnode = vc.vnodes.get(node.node_id)
-            if vnode is None or vnode.flexible:
-                parent_id = vnode.parent_node if vnode is not None else standins.get(node.node_id, "")
-                host = parent_view.nodes.get(parent_id)
-                if host is not None:
-                    lent_cpu, lent_memory = self._lendable_plain(vc, host)
-                    free_cpu += lent_cpu
-                    free_memory += lent_memory
+            host = _lending_host(vc, parent_view, standins, node)
+            if host is not None:
+                lent_cpu, lent_memory = self._lendable_plain(vc, host)
+                free_cpu += lent_cpu
+                free_memory += lent_memory
             return not (cpu > 0 and free_cpu + EPSILON < cpu) and not (memory > 0 and free_memory + EPSILON < memory)
 
         return room_fits
@@ -215,6 +208,17 @@ class Lender:
             have = summed.get(name)
             summed[name] = amount if have is None else have + amount
         return summed
+
+
+def _lending_host(
+    vc: VClusterState, parent_view: ClusterView, standins: dict[str, str], node: NodeState
+) -> NodeState | None:
+    """The parent node a node of `vc`'s scope may borrow on (a flexible node's, or a stand-in's); None for a
+    fixed-size node, or a host no longer there."""
+    vnode = vc.vnodes.get(node.node_id)
+    if vnode is not None and not vnode.flexible:
+        return None
+    return parent_view.nodes.get(vnode.parent_node if vnode is not None else standins.get(node.node_id, ""))
 
 
 _PLAIN: Final[Resources] = {CPU: 0.0, MEMORY: 0.0}
