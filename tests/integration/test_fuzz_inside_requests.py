@@ -6,7 +6,6 @@ free as before (no room lent and never given back)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import Iterator
@@ -22,9 +21,9 @@ from schemas import subjects as s
 from services.client import Client, NotFoundError
 from services.local.mesh import SERVICES
 from tests.integration.conftest import start_test_mesh
+from tests.integration.fuzzing import Fuzzer, fuzzing
 from tests.integration.payloads import Payload, Target, dumps, spoil, struct
 from tests.integration.probe import on_one_mesh
-from tests.integration.test_fuzz import Fuzzer
 from tests.support.servers import ServerPath
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
@@ -55,16 +54,8 @@ def fuzzer(tmp_path_factory: pytest.TempPathFactory, server_path: ServerPath) ->
     """A mesh with three nodes, a flexible cluster (`team`) and a flexible child of it (`squad`)."""
     folder = Path(tmp_path_factory.mktemp("fuzz-inside")) / "mesh"
     mesh = start_test_mesh(folder, server_path, SERVICES, UNHEARD_NODES_LIVE)
-    try:
-        with asyncio.Runner() as runner:
-            runner.run(_set_up(mesh.nats_url))
-            fuzzing = Fuzzer(mesh, runner)
-            try:
-                yield fuzzing
-            finally:
-                runner.run(fuzzing.bus.close())
-    finally:
-        mesh.close()
+    with fuzzing(mesh, lambda started: _set_up(started.nats_url)) as fuzzer:
+        yield fuzzer
 
 
 async def _set_up(nats_url: str) -> None:
