@@ -39,6 +39,7 @@ RUN_AFTER_POLICIES: Final = ("", "Require", "Prefer")
 ID_LIMIT: Final = 253
 """The most characters an id may have."""
 _OPERATORS: Final = tuple(ActorAffinityOperator)
+_LISTED: Final = (ActorAffinityOperator.IN, ActorAffinityOperator.NOT_IN)
 _INFINITY: Final = math.inf
 _GROUP_REQUEST: Final[TypeTest[PlacementGroupRequest]] = TypeTest(PlacementGroupRequest)
 _NODE_LABELS: Final[TypeTest[NodeLabelSchedulingStrategy]] = TypeTest(NodeLabelSchedulingStrategy)
@@ -312,7 +313,7 @@ class CompiledRequest:
             operator = expression.operator
             if operator not in _OPERATORS:
                 raise rule_error(f"{field}.operator", operator, "must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST")
-            listed = operator in (ActorAffinityOperator.IN, ActorAffinityOperator.NOT_IN)
+            listed = operator in _LISTED
             if listed and not expression.values:
                 raise rule_error(f"{field}.values", expression.values, f"{operator} needs at least one value")
             if not listed and expression.values:

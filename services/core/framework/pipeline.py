@@ -103,10 +103,10 @@ class Plan:
 
     def weight(self, node: NodeState) -> int:
         """The node's soft weight for this work."""
-        scorers = self.scorers
-        if len(scorers) == 1:
-            return scorers[0].weight(node)
-        return sum(scorer.weight(node) for scorer in scorers)
+        total = 0
+        for scorer in self.scorers:  # a loop, not sum() over a generator: a compiled generator is an object
+            total += scorer.weight(node)
+        return total
 
     def driver(self, view: ClusterView) -> Sequence[str]:
         """The smallest candidate list a rule offers, else every node."""

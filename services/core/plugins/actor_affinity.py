@@ -17,7 +17,11 @@ AFFINITY_REASON: Final = "didn't match actor affinity rules"
 ANTI_AFFINITY_REASON: Final = "didn't match actor anti-affinity rules"
 EXISTING_ANTI_REASON: Final = "didn't satisfy existing actors' anti-affinity rules"
 SOFT_WEIGHT: Final = 100
-_POSITIVE: Final = (ActorAffinityOperator.IN, ActorAffinityOperator.EXISTS)
+_IN: Final = ActorAffinityOperator.IN
+_EXISTS: Final = ActorAffinityOperator.EXISTS
+_POSITIVE: Final = (_IN, _EXISTS)
+_ANY_VALUE: Final = (_EXISTS, ActorAffinityOperator.DOES_NOT_EXIST)
+"""Operators read once: compiled, each read of an Enum class's member goes through `EnumType.__getattr__`."""
 
 
 class Expression:
@@ -28,7 +32,7 @@ class Expression:
     def __init__(self, view: ClusterView, namespace: str, expression: ActorAffinityMatchExpression) -> None:
         self.topology = expression.topology_key
         self.positive = expression.operator in _POSITIVE
-        if expression.operator in (ActorAffinityOperator.EXISTS, ActorAffinityOperator.DOES_NOT_EXIST):
+        if expression.operator in _ANY_VALUE:
             self.domains: set[str] | dict[str, int] = view.actor_domains(
                 (namespace, expression.key, None), self.topology
             )
@@ -56,7 +60,7 @@ class Expression:
 
 def _self_satisfies(labels: dict[str, str], expression: ActorAffinityMatchExpression) -> bool:
     value = labels.get(expression.key)
-    if expression.operator == ActorAffinityOperator.EXISTS:
+    if expression.operator == _EXISTS:
         return value is not None
     return value is not None and value in expression.values
 
@@ -67,7 +71,7 @@ def _placed_actor_satisfies_all(
     """Whether one placed actor of the namespace matches every expression (only nodes hosting all can hold it)."""
     hosts: set[str] | None = None
     for expression in expressions:
-        value_keys = expression.values if expression.operator == ActorAffinityOperator.IN else [None]
+        value_keys = expression.values if expression.operator == _IN else [None]
         found: set[str] = set()
         for value in value_keys:
             found.update(view.actor_index.domains((namespace, expression.key, value), NODE_ID))

@@ -71,6 +71,9 @@ SCHEDULER_EVENTS: Final = (
 """Events only the scheduler writes: fenced by the lease epoch."""
 _FENCED: Final[TypeTest[AnyEvent]] = TypeTest(*SCHEDULER_EVENTS)
 _ACTOR_AFFINITY: Final[TypeTest[ActorAffinitySchedulingStrategy]] = TypeTest(ActorAffinitySchedulingStrategy)
+_NOT_IN: Final = ActorAffinityOperator.NOT_IN
+_DOES_NOT_EXIST: Final = ActorAffinityOperator.DOES_NOT_EXIST
+"""Operators read once: compiled, each read of an Enum class's member goes through `EnumType.__getattr__`."""
 """What every fold and every placed actor's indexing ask (see `type_tests`)."""
 
 
@@ -87,9 +90,9 @@ def hard_anti_terms(request: ScheduleRequest) -> list[AntiTerm]:
     for expression in strategy.match_expressions:
         if expression.soft:
             continue
-        if expression.operator == ActorAffinityOperator.NOT_IN:
+        if expression.operator == _NOT_IN:
             terms.append((expression.key, tuple(expression.values), expression.topology_key))
-        elif expression.operator == ActorAffinityOperator.DOES_NOT_EXIST:
+        elif expression.operator == _DOES_NOT_EXIST:
             terms.append((expression.key, None, expression.topology_key))
     return terms
 
