@@ -32,6 +32,11 @@ class Costs(TypedDict):
     """The same per request."""
     projection_per_s: float | None
     """Placements/s the serial path allows on a machine whose other processes have cores of their own."""
+    serial_per_load: float | None
+    """The serial path's CPU per request over the load generator's own: the generator does the same work per
+    request in every run of one mode, and on this shared machine both move together with how busy it is (61 runs on
+    2026-12-07 at batches of 20: a serial path of 27 to 61 us, this ratio x2.04 to x2.31), so it compares code across
+    busy and quiet minutes where the microseconds cannot (docs/throughput.md)."""
 
 
 def is_load(name: str) -> bool:
@@ -51,6 +56,7 @@ def costs_of(cpu: dict[str, float], placements_per_s: float, requests_per_s: flo
             mesh_us=None,
             mesh_request_us=None,
             projection_per_s=None,
+            serial_per_load=None,
         )
     per_placement = {name: round(share * 1e6 / placements_per_s, 1) for name, share in cpu.items()}
     per_request = {name: round(share * 1e6 / requests_per_s, 1) for name, share in cpu.items()}
@@ -63,7 +69,14 @@ def costs_of(cpu: dict[str, float], placements_per_s: float, requests_per_s: flo
         mesh_us=_mesh(per_placement),
         mesh_request_us=_mesh(per_request),
         projection_per_s=round(1e6 / serial_us) if serial_us else None,
+        serial_per_load=_per_load(per_request.get(SERIAL) if serial else None, per_request),
     )
+
+
+def _per_load(serial_us: float | None, per_request: dict[str, float]) -> float | None:
+    """`serial_us` over the load generator's CPU per request (None without either)."""
+    load = sum(us for name, us in per_request.items() if is_load(name))
+    return round(serial_us / load, 2) if serial_us and load > 0 else None
 
 
 def _mesh(by_process: dict[str, float]) -> float | None:
@@ -82,6 +95,8 @@ def cost_lines(costs: Costs) -> list[str]:
             f"serial path ({SERIAL}) {costs['serial_us']:,.0f} us/placement ({costs['serial_request_us'] or 0:,.0f})"
         )
         head.append(f"projection {costs['projection_per_s'] or 0:,.0f} placements/s")
+        if costs["serial_per_load"] is not None:
+            head.append(f"x{costs['serial_per_load']:.2f} the load generator's")
     if costs["mesh_us"] is not None:
         head.append(f"mesh {costs['mesh_us']:,.0f} us/placement ({costs['mesh_request_us'] or 0:,.0f})")
     ranked = sorted(costs["per_placement_us"].items(), key=lambda kv: -kv[1])

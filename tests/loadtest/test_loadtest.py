@@ -274,12 +274,15 @@ def test_cpu_per_placement_splits_the_serial_path_from_the_mesh_and_the_load() -
     assert costs["mesh_us"] == 85.0
     assert (costs["serial_request_us"], costs["mesh_request_us"]) == (12.5, 42.5)  # the unit of the targets
     assert costs["per_request_us"]["scheduler"] == 12.5
+    assert costs["serial_per_load"] == round(12.5 / 150.0, 2)  # the generator's processes: 100 + 50 us per request
     assert costs_of(cpu, 1000.0, 2000.0, serial=False)["serial_us"] is None
+    assert costs_of(cpu, 1000.0, 2000.0, serial=False)["serial_per_load"] is None
+    assert costs_of({"scheduler": 0.025}, 1000.0, 2000.0)["serial_per_load"] is None  # no generator measured
     assert costs_of(cpu, 0.0, 0.0)["mesh_us"] is None
     text = "\n".join(cost_lines(costs))
     assert (
-        "serial path (scheduler) 25 us/placement (12)   projection 40,000 placements/s   mesh 85 us/placement (42)"
-        in text
+        "serial path (scheduler) 25 us/placement (12)   projection 40,000 placements/s   x0.08 the load generator's   "
+        "mesh 85 us/placement (42)" in text
     )
 
 
