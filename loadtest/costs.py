@@ -34,8 +34,8 @@ class Costs(TypedDict):
     """Placements/s the serial path allows on a machine whose other processes have cores of their own."""
     serial_per_load: float | None
     """The serial path's CPU per request over the load generator's own: the generator does the same work per
-    request in every run of one mode, and on this shared machine both move together with how busy it is (61 runs on
-    2026-12-07 at batches of 20: a serial path of 27 to 61 us, this ratio x2.04 to x2.31), so it compares code across
+    request in every run of one mode, and on this shared machine both move together with how busy it is (70 runs on
+    2026-12-07 at batches of 20: a serial path of 27 to 67 us, this ratio x2.04 to x2.21), so it compares code across
     busy and quiet minutes where the microseconds cannot (docs/throughput.md)."""
 
 
