@@ -36,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
             "(in parts that alternate with the root's: the inside ratio compares the two), compare "
             "with the bus floor (the same messages answered by a no-op decider), then measure p99 at half the "
             "throughput; and grow and shrink a cluster with the autoscaler. Each phase reports each process's "
-            "CPU microseconds per durable placement, the serial path's (the scheduler) and the placements/s it "
-            "allows (docs/throughput.md). Figures are printed, never judged by the exit status."
+            "CPU microseconds per durable placement, the serial path's (the scheduler), the placements/s it "
+            "allows, and the serial path over the load generator's own CPU (on a shared machine both move with how "
+            "busy it is: docs/throughput.md). Figures are printed, never judged by the exit status."
         ),
     )
     parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
