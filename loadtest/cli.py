@@ -32,10 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m loadtest",
         description=(
             "Load test of a Corral mesh: register simulated nodes, drive users sending scheduling requests, "
-            "measure durable placements/s and submit-to-decision latency, then schedule inside virtual clusters "
-            "(in parts that alternate with the root's: the inside ratio compares the two), compare "
-            "with the bus floor (the same messages answered by a no-op decider), then measure p99 at half the "
-            "throughput; and grow and shrink a cluster with the autoscaler. Each phase reports each process's "
+            "measure durable placements/s and submit-to-decision latency, then p99 at half that throughput, then "
+            "schedule inside virtual clusters (in parts that alternate with the root's: the inside ratio compares "
+            "the two), compare with the bus floor (the same messages answered by a no-op decider); and grow and "
+            "shrink a cluster with the autoscaler. Each phase reports each process's "
             "CPU microseconds per durable placement, the serial path's (the scheduler), the placements/s it "
             "allows, and the serial path over the load generator's own CPU (on a shared machine both move with how "
             "busy it is: docs/throughput.md). Figures are printed, never judged by the exit status."

@@ -1,4 +1,4 @@
-"""The load test's phases: connect, register nodes, drive Corral, drive the bus floor, then Corral at a fixed rate."""
+"""The load test's phases: register nodes, drive Corral, then at half its rate, inside tenants, the bus floor."""
 
 from __future__ import annotations
 
@@ -440,22 +440,22 @@ async def run_load(
         phases["corral"], outcome = await drive_phase(
             "corral", corral, conns, dataclasses.replace(base, tag=f"{run}c"), config, pids
         )
-        tenants = None
-        if config.tenants > 0:  # right after the root's phase: the inside ratio compares two windows seconds apart
-            await _remove_all(config, conns, outcome.held, [])  # the root starts as empty as the first phase found it
-            tenants, phases["tenants"], phases["tenants_root"] = await tenants_phase(
-                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix
-            )
-        else:
-            held += outcome.held
-        if config.floor_duration > 0:
-            drive = dataclasses.replace(base, tag=f"{run}f", seconds=config.floor_duration)
-            phases["floor"] = await floor_phase(conns, drive, config, nats_url, pids)
         half = round(phases["corral"]["placements_per_s"] / 2, 1)
-        if config.fixed_duration > 0 and config.rate <= 0 and half > 0:
+        held += outcome.held
+        if config.fixed_duration > 0 and config.rate <= 0 and half > 0:  # right after: half the rate of this minute
             drive = dataclasses.replace(base, tag=f"{run}r", seconds=config.fixed_duration, rate=half)
             phases["fixed_rate"], outcome = await drive_phase("fixed_rate", corral, conns, drive, config, pids)
             held += outcome.held
+        tenants = None
+        if config.tenants > 0:
+            await _remove_all(config, conns, held, [])  # the root starts as empty as the first phase found it
+            held = []
+            tenants, phases["tenants"], phases["tenants_root"] = await tenants_phase(
+                clients, conns, dataclasses.replace(base, tag=f"{run}t"), config, pids, prefix
+            )
+        if config.floor_duration > 0:
+            drive = dataclasses.replace(base, tag=f"{run}f", seconds=config.floor_duration)
+            phases["floor"] = await floor_phase(conns, drive, config, nats_url, pids)
         share, targets = goals(phases)
         targets += cost_goals(phases)
         if config.replicas > 1:

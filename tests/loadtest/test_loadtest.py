@@ -64,7 +64,7 @@ async def _virtual_clusters(nats_url: str) -> list[str]:
 def test_a_tiny_run_places_actors_and_reports_every_phase(mesh: Mesh) -> None:
     report = asyncio.run(run_load(TINY, mesh.nats_url, mesh_pids(mesh), clean_up=False))
 
-    assert list(report["phases"]) == ["corral", "tenants", "tenants_root", "floor", "fixed_rate"]
+    assert list(report["phases"]) == ["corral", "fixed_rate", "tenants", "tenants_root", "floor"]
     corral, floor, fixed = (report["phases"][name] for name in ("corral", "floor", "fixed_rate"))
     assert corral["placements"] > 0
     assert corral["placements_per_s"] > 0
