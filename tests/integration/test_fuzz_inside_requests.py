@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -92,7 +92,7 @@ async def _after(nats_url: str, before: dict[str, dict[str, float]]) -> list[str
     return problems
 
 
-async def _remove_every_actor(client: Client, actor_ids: tuple[str, ...] | list[str]) -> None:
+async def _remove_every_actor(client: Client, actor_ids: Iterable[str]) -> None:
     """Remove `actor_ids` (a pending one leaves too) and whatever else is placed inside the clusters."""
     placed = [actor_id for vc_id in CLUSTERS for actor_id in await client.placements(vc_id)]
     for actor_id in {*placed, *actor_ids}:

@@ -71,10 +71,10 @@ SCHEDULER_EVENTS: Final = (
 """Events only the scheduler writes: fenced by the lease epoch."""
 _FENCED: Final[TypeTest[AnyEvent]] = TypeTest(*SCHEDULER_EVENTS)
 _ACTOR_AFFINITY: Final[TypeTest[ActorAffinitySchedulingStrategy]] = TypeTest(ActorAffinitySchedulingStrategy)
+"""What every fold and every placed actor's indexing ask (see `type_tests`)."""
 _NOT_IN: Final = ActorAffinityOperator.NOT_IN
 _DOES_NOT_EXIST: Final = ActorAffinityOperator.DOES_NOT_EXIST
 """Operators read once: compiled, each read of an Enum class's member goes through `EnumType.__getattr__`."""
-"""What every fold and every placed actor's indexing ask (see `type_tests`)."""
 
 
 FOOTPRINTS_KEPT: Final = 100_000
