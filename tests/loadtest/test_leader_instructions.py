@@ -1,0 +1,72 @@
+"""`python -m loadtest.leader_instructions` counts the leading scheduler's instructions per request it acked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from loadtest.leader_instructions import callgrind_total, main, per_request
+
+DUMP = b"""# callgrind format
+version: 1
+cmd: python -m services.scheduler
+part: 1
+events: Ir
+summary: 1200
+fn=main
+1 1200
+totals: 1200
+"""
+AT_EXIT = b"version: 1\npart: 2\nevents: Ir\nsummary: 0\ntotals: 0\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--nodes", "0"], "argument --nodes: '0' must be 1 or more"),
+        (["--users", "-3"], "argument --users: '-3' must be 1 or more"),
+        (["--settle", "nan"], "argument --settle: 'nan' must be a number of seconds above 0"),
+        (["--seconds", "0"], "argument --seconds: '0' must be a number of seconds above 0"),
+        (["--batch", "1001"], "argument --batch: '1001' must be at most 1,000"),
+    ],
+)
+def test_a_bad_option_is_refused_naming_it_before_any_mesh_starts(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_the_count_is_every_dump_s_totals_and_a_file_without_any_is_an_error() -> None:
+    assert callgrind_total([DUMP, AT_EXIT]) == 1200
+    assert callgrind_total([DUMP, DUMP]) == 2400
+    with pytest.raises(ValueError, match="no totals line"):
+        callgrind_total([b"version: 1\n"])
+
+
+def test_requests_are_the_messages_acked_while_counting_times_the_batch() -> None:
+    assert per_request(2_000_000, 100, 150, 20) == {
+        "instructions": 2_000_000,
+        "requests": 1000,
+        "instructions_per_request": 2000,
+    }
+    assert per_request(5_000, 7, 7, 20)["instructions_per_request"] is None  # nothing acked: no figure, not 0
+
+
+@pytest.mark.integration
+@pytest.mark.bench
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind (Debian's package) is not installed")
+def test_a_small_run_counts_instructions_for_the_requests_the_scheduler_acked() -> None:
+    command = [sys.executable, "-m", "loadtest.leader_instructions", "--nodes", "20", "--users", "2"]
+    command += ["--settle", "1", "--seconds", "3", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)
+    assert figures["requests"] > 0 and figures["requests"] % figures["batch"] == 0
+    # an interpreter's request costs thousands of instructions at the very least, and far less than a billion
+    assert 10_000 < figures["instructions_per_request"] < 1_000_000_000
