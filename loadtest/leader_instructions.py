@@ -29,10 +29,10 @@ from typing import Any
 import nats
 
 from loadtest.cli import batch_size
-from loadtest.leader_steps import FOLLOWERS
+from loadtest.leader_steps import FOLLOWERS, add_load_size
 from schemas import subjects as s
 from services import CORE_BUILD
-from services.cli.args import duration, positive_int
+from services.cli.args import duration
 from services.local.mesh import start_mesh
 
 SLOW_SETTINGS = {"CORRAL_LEASE_TTL": "60", "CORRAL_REQUEST_ACK_WAIT": "300"}
@@ -144,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         "valgrind's callgrind in the middle of the load test's Corral phase: a figure that, unlike CPU time, does "
         "not move with how busy the machine is. Needs valgrind (Debian's package); takes about two minutes.",
     )
-    parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
-    parser.add_argument("--users", type=positive_int, default=10, help="simulated users (default: 10)")
+    add_load_size(parser, users=10)
     parser.add_argument(
         "--batch", type=batch_size, default=20, metavar="K", help="requests per message of the load (default: 20)"
     )

@@ -262,6 +262,12 @@ def text(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def add_load_size(parser: argparse.ArgumentParser, users: int) -> None:
+    """The options of the load's size that the leader's tools share: `--nodes` and `--users` (default `users`)."""
+    parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
+    parser.add_argument("--users", type=positive_int, default=users, help=f"simulated users (default: {users})")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, measure, print."""
     parser = argparse.ArgumentParser(
@@ -270,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "core's decision, recording its events, decoding and metrics, the reply and ack, nats-py's reading, building "
         "the appended messages, folding what the log delivers, and the rest.",
     )
-    parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
-    parser.add_argument("--users", type=positive_int, default=50, help="simulated users (default: 50)")
+    add_load_size(parser, users=50)
     parser.add_argument("--duration", type=duration(), default=10.0, help="seconds of the Corral phase (default: 10)")
     parser.add_argument(
         "--decision-workers",
