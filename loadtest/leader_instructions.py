@@ -4,7 +4,9 @@
 callgrind with counting off, drives it with `python -m loadtest` (the closed-loop Corral phase only), and counts
 what the scheduler executes over `--seconds` in the middle of the phase: every instruction of its process (the
 core, the runtime, nats-py, asyncio, the interpreter), divided by the requests the scheduler acked meanwhile (the
-requests consumer's ack floor, read before and after, times the requests a message carries).
+requests consumer's ack floor, read before and after, times the requests a message carries). With
+`--decision-workers N` the mesh runs N decision workers and the scheduler counted is their applier (the serial step
+then); the requests are those the workers acked.
 
 CPU microseconds per request move with how busy a shared machine is (docs/throughput.md: the same code measured 27
 to 66 us); instructions do not, so two commits compare on one figure. Under callgrind the scheduler runs some fifty
@@ -29,11 +31,11 @@ from typing import Any
 import nats
 
 from loadtest.cli import batch_size
-from loadtest.leader_steps import FOLLOWERS, add_load_size
+from loadtest.leader_steps import FOLLOWERS, add_decision_workers, add_load_size, check_decision_workers
 from schemas import subjects as s
 from services import CORE_BUILD
 from services.cli.args import duration
-from services.local.mesh import start_mesh
+from services.local.mesh import DECIDER, start_mesh
 
 SLOW_SETTINGS = {"CORRAL_LEASE_TTL": "60", "CORRAL_REQUEST_ACK_WAIT": "300"}
 """The scheduler's settings under callgrind: a lease and an ack wait that its slowness cannot outlast."""
@@ -83,13 +85,17 @@ def _wait_for_line(path: Path, text: str, process: subprocess.Popen[bytes], name
         time.sleep(0.5)
 
 
-def measure(nodes: int, users: int, batch: int, settle: float, seconds: float) -> dict[str, Any]:
-    """Count the scheduler's instructions over `seconds`, `settle` seconds into the load test's Corral phase."""
+def measure(nodes: int, users: int, batch: int, settle: float, seconds: float, workers: int = 0) -> dict[str, Any]:
+    """Count the scheduler's instructions over `seconds`, `settle` seconds into the load test's Corral phase (the
+    applier's, with `workers` decision workers)."""
     with tempfile.TemporaryDirectory(prefix="corral-leader-instructions-") as folder:
         mesh = start_mesh(Path(folder) / "mesh", services=FOLLOWERS)
         out, log, progress = (Path(folder) / name for name in ("callgrind.out", "scheduler.log", "load.log"))
         try:
+            for index in range(workers):
+                mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
             env = {**os.environ, **mesh.env, **SLOW_SETTINGS, "CORRAL_INSTANCE": "scheduler", "PYTHONHASHSEED": "0"}
+            env["CORRAL_DECISION_WORKERS"] = str(workers)
             with log.open("wb") as sink:
                 scheduler = subprocess.Popen(
                     ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
@@ -122,14 +128,23 @@ def measure(nodes: int, users: int, batch: int, settle: float, seconds: float) -
         finally:
             mesh.close()
     figures = per_request(instructions, before, after, batch)
-    return {"nodes": nodes, "users": users, "batch": batch, "core": CORE_BUILD, "seconds": seconds, **figures}
+    return {
+        "nodes": nodes,
+        "users": users,
+        "batch": batch,
+        "decision_workers": workers,
+        "core": CORE_BUILD,
+        "seconds": seconds,
+        **figures,
+    }
 
 
 def text(figures: dict[str, Any]) -> str:
     """The figures as one line."""
-    each = figures["instructions_per_request"]
+    each, workers = figures["instructions_per_request"], figures["decision_workers"]
+    who = f"applier of {workers} decision workers" if workers else "scheduler"
     return (
-        f"leading scheduler (the core's {figures['core']} build), {figures['nodes']:,} nodes, {figures['users']} "
+        f"leading {who} (the core's {figures['core']} build), {figures['nodes']:,} nodes, {figures['users']} "
         f"users, batches of {figures['batch']}: {figures['instructions']:,} instructions over {figures['requests']:,} "
         f"requests in {figures['seconds']:g} s counted: "
         + (f"{each:,} instructions per request" if each is not None else "no request acked while counting")
@@ -152,9 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         "--settle", type=duration(), default=10.0, help="seconds into the phase before counting (default: 10)"
     )
     parser.add_argument("--seconds", type=duration(), default=20.0, help="seconds counted (default: 20)")
+    add_decision_workers(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the line")
     args = parser.parse_args(argv)
-    figures = measure(args.nodes, args.users, args.batch, args.settle, args.seconds)
+    check_decision_workers(parser, args.decision_workers)
+    figures = measure(args.nodes, args.users, args.batch, args.settle, args.seconds, args.decision_workers)
     print(json.dumps(figures) if args.json else text(figures))
     return 0 if figures["instructions_per_request"] else 1
 

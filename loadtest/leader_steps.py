@@ -268,6 +268,23 @@ def add_load_size(parser: argparse.ArgumentParser, users: int) -> None:
     parser.add_argument("--users", type=positive_int, default=users, help=f"simulated users (default: {users})")
 
 
+def add_decision_workers(parser: argparse.ArgumentParser) -> None:
+    """`--decision-workers N`: the mesh runs N decision workers, and the leader measured is their applier."""
+    parser.add_argument(
+        "--decision-workers",
+        type=non_negative_int,
+        default=0,
+        help="decision workers in the mesh; above 0, the scheduler measured is their applier (default: 0)",
+    )
+
+
+def check_decision_workers(parser: argparse.ArgumentParser, workers: int) -> None:
+    """Refuse more decision workers than the settings allow (before any mesh starts)."""
+    most = COUNTS["decision_workers"][1]
+    if workers > most:
+        parser.error(f"argument --decision-workers: {workers} must be at most {most}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, measure, print."""
     parser = argparse.ArgumentParser(
@@ -278,13 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_load_size(parser, users=50)
     parser.add_argument("--duration", type=duration(), default=10.0, help="seconds of the Corral phase (default: 10)")
-    parser.add_argument(
-        "--decision-workers",
-        type=non_negative_int,
-        default=0,
-        help="decision workers in the mesh; above 0, the scheduler here is their applier and its steps are split "
-        "(default: 0)",
-    )
+    add_decision_workers(parser)
     parser.add_argument(
         "--batch",
         type=batch_size,
@@ -295,9 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
-    most = COUNTS["decision_workers"][1]
-    if args.decision_workers > most:
-        parser.error(f"argument --decision-workers: {args.decision_workers} must be at most {most}")
+    check_decision_workers(parser, args.decision_workers)
     figures = measure(args.nodes, args.users, args.duration, args.decision_workers, args.batch)
     print(json.dumps(figures) if args.json else text(figures))
     return 0 if figures["requests"] else 1

@@ -32,6 +32,8 @@ AT_EXIT = b"version: 1\npart: 2\nevents: Ir\nsummary: 0\ntotals: 0\n"
         (["--settle", "nan"], "argument --settle: 'nan' must be a number of seconds above 0"),
         (["--seconds", "0"], "argument --seconds: '0' must be a number of seconds above 0"),
         (["--batch", "1001"], "argument --batch: '1001' must be at most 1,000"),
+        (["--decision-workers", "-1"], "argument --decision-workers: '-1' must be 0 or more"),
+        (["--decision-workers", "65"], "argument --decision-workers: 65 must be at most 64"),
     ],
 )
 def test_a_bad_option_is_refused_naming_it_before_any_mesh_starts(
@@ -61,12 +63,15 @@ def test_requests_are_the_messages_acked_while_counting_times_the_batch() -> Non
 @pytest.mark.integration
 @pytest.mark.bench
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind (Debian's package) is not installed")
-def test_a_small_run_counts_instructions_for_the_requests_the_scheduler_acked() -> None:
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_small_run_counts_instructions_for_the_requests_acked(workers: int) -> None:
+    """The scheduler deciding alone, then the applier of a decision worker."""
     command = [sys.executable, "-m", "loadtest.leader_instructions", "--nodes", "20", "--users", "2"]
-    command += ["--settle", "1", "--seconds", "3", "--json"]
+    command += ["--settle", "1", "--seconds", "3", "--decision-workers", str(workers), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
+    assert figures["decision_workers"] == workers
     assert figures["requests"] > 0 and figures["requests"] % figures["batch"] == 0
     # an interpreter's request costs thousands of instructions at the very least, and far less than a billion
     assert 10_000 < figures["instructions_per_request"] < 1_000_000_000
