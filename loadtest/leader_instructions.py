@@ -142,7 +142,7 @@ def measure(nodes: int, users: int, batch: int, settle: float, seconds: float, w
 def text(figures: dict[str, Any]) -> str:
     """The figures as one line."""
     each, workers = figures["instructions_per_request"], figures["decision_workers"]
-    who = f"applier of {workers} decision workers" if workers else "scheduler"
+    who = f"applier of {workers} decision worker{'s' if workers > 1 else ''}" if workers else "scheduler"
     return (
         f"leading {who} (the core's {figures['core']} build), {figures['nodes']:,} nodes, {figures['users']} "
         f"users, batches of {figures['batch']}: {figures['instructions']:,} instructions over {figures['requests']:,} "
