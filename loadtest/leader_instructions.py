@@ -37,8 +37,9 @@ from services import CORE_BUILD
 from services.cli.args import duration
 from services.local.mesh import DECIDER, start_mesh
 
-SLOW_SETTINGS = {"CORRAL_LEASE_TTL": "60", "CORRAL_REQUEST_ACK_WAIT": "300"}
-"""The scheduler's settings under callgrind: a lease and an ack wait that its slowness cannot outlast."""
+SCHEDULER_SETTINGS = {"CORRAL_LEASE_TTL": "60", "CORRAL_REQUEST_ACK_WAIT": "300", "CORRAL_LOG_LEVEL": "INFO"}
+"""The scheduler's settings under callgrind: a lease and an ack wait that its slowness cannot outlast, and the log
+level at which it says it leads (`LEADING`), whatever the environment sets."""
 LEADING = "leads from sequence"
 """What the scheduler logs once it leads (`app.Leader.take_over`)."""
 TOTALS = re.compile(rb"^totals:\s*(\d+)", re.MULTILINE)
@@ -94,7 +95,13 @@ def measure(nodes: int, users: int, batch: int, settle: float, seconds: float, w
         try:
             for index in range(workers):
                 mesh.start_service(DECIDER, instance=f"{DECIDER}-{index + 1}")
-            env = {**os.environ, **mesh.env, **SLOW_SETTINGS, "CORRAL_INSTANCE": "scheduler", "PYTHONHASHSEED": "0"}
+            env = {
+                **os.environ,
+                **mesh.env,
+                **SCHEDULER_SETTINGS,
+                "CORRAL_INSTANCE": "scheduler",
+                "PYTHONHASHSEED": "0",
+            }
             env["CORRAL_DECISION_WORKERS"] = str(workers)
             with log.open("wb") as sink:
                 scheduler = subprocess.Popen(
