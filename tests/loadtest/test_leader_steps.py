@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from loadtest.leader_instructions import main as instructions_main
 from loadtest.leader_steps import STEPS, main
 from services import CORE_BUILD
 
@@ -17,18 +18,26 @@ from services import CORE_BUILD
     [
         (["--nodes", "0"], "argument --nodes: '0' must be 1 or more"),
         (["--users", "-3"], "argument --users: '-3' must be 1 or more"),
-        (["--duration", "nan"], "argument --duration: 'nan' must be a number of seconds above 0"),
-        (["--duration", "1e999"], "argument --duration: '1e999' must be a number of seconds above 0"),
         (["--decision-workers", "-1"], "argument --decision-workers: '-1' must be 0 or more"),
         (["--decision-workers", "65"], "argument --decision-workers: 65 must be at most 64"),
     ],
 )
-def test_a_bad_option_is_refused_naming_it_before_any_mesh_starts(
+def test_an_option_both_leader_tools_share_is_refused_alike_before_any_mesh_starts(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    for command in (main, instructions_main):
+        with pytest.raises(SystemExit) as refused:
+            command(argv)
+        assert refused.value.code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "1e999"])
+def test_a_bad_duration_is_refused_naming_it(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
-        main(argv)
-    assert refused.value.code == 2 and says in capsys.readouterr().err
+        main(["--duration", value])
+    assert refused.value.code == 2 and f"argument --duration: '{value}' must be a number of seconds above 0" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.integration
