@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,8 @@ from services.local.mesh import DECIDER, start_mesh
 SCHEDULER_SETTINGS = {"CORRAL_LEASE_TTL": "60", "CORRAL_REQUEST_ACK_WAIT": "300", "CORRAL_LOG_LEVEL": "INFO"}
 """The scheduler's settings under callgrind: a lease and an ack wait that its slowness cannot outlast, and the log
 level at which it says it leads (`LEADING`), whatever the environment sets."""
+VALGRIND_TOOLS = ("valgrind", "callgrind_control")
+"""The commands the count needs, from valgrind's package."""
 LEADING = "leads from sequence"
 """What the scheduler logs once it leads (`app.Leader.take_over`)."""
 TOTALS = re.compile(rb"^totals:\s*(\d+)", re.MULTILINE)
@@ -178,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the line")
     args = parser.parse_args(argv)
     check_decision_workers(parser, args.decision_workers)
+    missing = [tool for tool in VALGRIND_TOOLS if shutil.which(tool) is None]
+    if missing:
+        parser.error(f"{' and '.join(missing)} not found: install valgrind (Debian: apt-get install valgrind)")
     figures = measure(args.nodes, args.users, args.batch, args.settle, args.seconds, args.decision_workers)
     print(json.dumps(figures) if args.json else text(figures))
     return 0 if figures["instructions_per_request"] else 1

@@ -41,6 +41,16 @@ def test_a_bad_option_of_its_own_is_refused_naming_it_before_any_mesh_starts(
     assert refused.value.code == 2 and says in capsys.readouterr().err
 
 
+def test_without_valgrind_the_tool_says_what_to_install_before_any_mesh_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "callgrind_control" else f"/usr/bin/{tool}")
+    with pytest.raises(SystemExit) as refused:
+        main([])
+    said = capsys.readouterr().err
+    assert refused.value.code == 2 and "callgrind_control not found: install valgrind" in said
+
+
 def test_the_count_is_every_dump_s_totals_and_a_file_without_any_is_an_error() -> None:
     assert callgrind_total([DUMP, AT_EXIT]) == 1200
     assert callgrind_total([DUMP, DUMP]) == 2400
