@@ -93,7 +93,7 @@ class Plan:
         return self._first_failed(node, self.filters_past_room)
 
     def _first_failed(self, node: NodeState, rules: list[Filter]) -> str | None:
-        if node.node_id in self.excluded:
+        if self.excluded and node.node_id in self.excluded:  # only a STRICT_SPREAD bundle excludes nodes
             return EXCLUDED_REASON
         for rule in rules:
             reason = rule.check(node)
@@ -263,7 +263,7 @@ def _sample(
     negative: list[tuple[int, NodeState]] = []
     for step in range(count):
         node_id = ids[(start + step) % count]
-        if node_id in seen:
+        if seen and node_id in seen:  # most walks score no preferred node first: no lookup per node then
             continue
         node = nodes.get(node_id)
         if node is None or not _has_room(plan, node, plain) or plan.rejects_fitting(node) is not None:
