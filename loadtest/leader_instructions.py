@@ -32,7 +32,7 @@ from typing import Any
 import nats
 
 from loadtest.cli import batch_size
-from loadtest.leader_steps import FOLLOWERS, add_decision_workers, add_load_size, check_decision_workers
+from loadtest.leader_options import FOLLOWERS, add_decision_workers, add_load_size, check_decision_workers
 from schemas import subjects as s
 from services import CORE_BUILD
 from services.cli.args import duration

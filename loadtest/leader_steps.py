@@ -40,18 +40,16 @@ from typing import Any
 from nats.protocol.parser import Parser
 
 from loadtest.cli import batch_size
+from loadtest.leader_options import FOLLOWERS, add_decision_workers, add_load_size, check_decision_workers
 from services import CORE_BUILD
-from services.cli.args import duration, non_negative_int, positive_int
+from services.cli.args import duration
 from services.core.cluster import Cluster
 from services.local.mesh import DECIDER, start_mesh
 from services.runtime import appends
 from services.runtime.follower import LogFollower
-from services.runtime.settings import COUNTS
 from services.scheduler import app, applier, handlers
 from services.scheduler import measure as scheduler_metrics
 
-FOLLOWERS = ("labels", "taints", "vclusters")
-"""The services the mesh runs beside the scheduler this process runs."""
 STEPS = ("core", "recording", "decoding_and_metrics", "answering", "reading", "appending", "folding", "rest")
 """The steps reported, in order: each exclusive of the others, summing to the window's CPU."""
 
@@ -260,29 +258,6 @@ def text(figures: dict[str, Any]) -> str:
     for name in STEPS:
         lines.append(f"{name:24} {steps.get(name, 0):>10,.0f} {100 * steps.get(name, 0) / total:>5.0f}%")
     return "\n".join(lines)
-
-
-def add_load_size(parser: argparse.ArgumentParser, users: int) -> None:
-    """The options of the load's size that the leader's tools share: `--nodes` and `--users` (default `users`)."""
-    parser.add_argument("--nodes", type=positive_int, default=1000, help="simulated nodes (default: 1000)")
-    parser.add_argument("--users", type=positive_int, default=users, help=f"simulated users (default: {users})")
-
-
-def add_decision_workers(parser: argparse.ArgumentParser) -> None:
-    """`--decision-workers N`: the mesh runs N decision workers, and the leader measured is their applier."""
-    parser.add_argument(
-        "--decision-workers",
-        type=non_negative_int,
-        default=0,
-        help="decision workers in the mesh; above 0, the scheduler measured is their applier (default: 0)",
-    )
-
-
-def check_decision_workers(parser: argparse.ArgumentParser, workers: int) -> None:
-    """Refuse more decision workers than the settings allow (before any mesh starts)."""
-    most = COUNTS["decision_workers"][1]
-    if workers > most:
-        parser.error(f"argument --decision-workers: {workers} must be at most {most}")
 
 
 def main(argv: list[str] | None = None) -> int:
