@@ -60,7 +60,7 @@ def callgrind_total(outputs: list[bytes]) -> int:
 def per_request(instructions: int, acked_before: int, acked_after: int, batch: int) -> dict[str, Any]:
     """The figures of a window in which the scheduler ran `instructions` while the ack floor of the requests
     consumer moved from `acked_before` to `acked_after` (messages of `batch` requests each)."""
-    requests = (acked_after - acked_before) * batch
+    requests = max(0, acked_after - acked_before) * batch  # a floor that went back (the consumer made again): none
     return {
         "instructions": instructions,
         "requests": requests,

@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loadtest.leader_instructions import callgrind_total, main, per_request
 
@@ -65,6 +67,25 @@ def test_requests_are_the_messages_acked_while_counting_times_the_batch() -> Non
         "instructions_per_request": 2000,
     }
     assert per_request(5_000, 7, 7, 20)["instructions_per_request"] is None  # nothing acked: no figure, not 0
+
+
+def test_an_ack_floor_that_went_back_counts_no_request() -> None:
+    assert per_request(9_000, 50, 40, 20) == {"instructions": 9_000, "requests": 0, "instructions_per_request": None}
+
+
+@given(st.lists(st.binary(max_size=2_000), max_size=4), st.lists(st.integers(0, 10**30), max_size=4))
+def test_any_bytes_in_the_output_files_give_the_sum_of_their_totals_lines_or_say_there_is_none(
+    noise: list[bytes], totals: list[int]
+) -> None:
+    """Whatever else a file holds (a truncated dump, binary garbage, a line that only looks like a total), the count is
+    the sum of its well-formed `totals:` lines, and a set of files with none is refused, never read as 0."""
+    files = [junk.replace(b"totals:", b"total:") for junk in noise]
+    files += [b"summary: 1\ntotals: %d\n" % total for total in totals]
+    if totals:
+        assert callgrind_total(files) == sum(totals)
+    else:
+        with pytest.raises(ValueError, match="no totals line"):
+            callgrind_total(files)
 
 
 @pytest.mark.integration
